@@ -1,0 +1,229 @@
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
+import { randomUUID } from "node:crypto";
+import { StateTooLongError } from "../decision/decide.js";
+import type { DecisionRequest, DecisionResult } from "../decision/types.js";
+import { detailsFromZod, HttpError, validationError } from "./errors.js";
+import { parseJsonBody } from "./json.js";
+import { SystemOneRequestSchema } from "./schemas.js";
+import { toDecisionRequest } from "./translate.js";
+
+/** A model the service answers with, as the API layer sees it. */
+export interface ServedModel {
+  /** Names it is served under; the first is listed first in `GET /v1/models`. */
+  readonly names: readonly string[];
+  /** Further accepted names that are not listed (e.g. `jev-latest`, the official clients' default). */
+  readonly aliases?: readonly string[];
+  readonly description: string;
+  /** YYYY-MM-DD. */
+  readonly releaseDate: string;
+  readonly acceptsImages: boolean;
+  readonly acceptsVideos: boolean;
+  /**
+   * Answers a request. @throws {StateTooLongError} when it does not fit the context (→ 422).
+   */
+  decide(request: DecisionRequest, signal?: AbortSignal): Promise<DecisionResult>;
+}
+
+/**
+ * Admission of a request before it reaches the model (authentication, per-account concurrency,
+ * allowance). `admit` throws an {@link HttpError} to refuse; the returned ticket is settled once
+ * with the usage of the call (or `undefined` when it failed).
+ */
+export interface Gate {
+  admit(request: FastifyRequest): Promise<GateTicket>;
+}
+
+/** What {@link Gate.admit} returns for an admitted request. */
+export interface GateTicket {
+  settle(usage: { input_tokens: number; output_tokens: number } | undefined): void;
+}
+
+/** Options of {@link buildApp}. */
+export interface AppOptions {
+  readonly models: readonly ServedModel[];
+  /** Largest accepted request body in bytes. Default 16 MiB. */
+  readonly bodyLimit?: number;
+  /** A pino logger configuration, `false` for none. Default: info level to stdout. */
+  readonly logger?: boolean | { level?: string };
+  /** Admission control; none means every request is admitted (auth off). */
+  readonly gate?: Gate;
+}
+
+/** 16 MiB, the default request body limit. */
+export const DEFAULT_BODY_LIMIT = 16 * 1024 * 1024;
+
+/**
+ * Builds the Fastify app: `POST /v1/systemone`, `GET /v1/models`, `GET /healthz`. Every response
+ * carries `x-request-id` (and `x-typesafe-request-id`, read by the official clients); bad input
+ * gets a 4xx with a body that says what and where; an internal fault gets a 500 naming the
+ * request id, and is logged.
+ */
+export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
+  const bodyLimit = options.bodyLimit ?? DEFAULT_BODY_LIMIT;
+  const app = Fastify({
+    bodyLimit,
+    logger:
+      options.logger === false
+        ? false
+        : {
+            level: (typeof options.logger === "object" && options.logger.level) || "info",
+            redact: ["req.headers.authorization"],
+          },
+    genReqId: () => randomUUID(),
+  });
+
+  app.addHook("onRequest", async (request, reply) => {
+    reply.header("x-request-id", request.id);
+    reply.header("x-typesafe-request-id", request.id);
+  });
+
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser(
+    /^application\/([\w.+-]*\+)?json$/,
+    { parseAs: "string", bodyLimit },
+    (_request, body, done) => {
+      try {
+        done(null, parseJsonBody(String(body)));
+      } catch (error) {
+        done(error as Error, undefined);
+      }
+    },
+  );
+
+  app.setNotFoundHandler((request, reply) => {
+    void reply
+      .code(404)
+      .send({ detail: { error_type: "not_found", message: `no route ${request.method} ${request.url}` } });
+  });
+
+  app.setErrorHandler((error: Error & { statusCode?: number; code?: string }, request, reply) => {
+    if (error instanceof HttpError) {
+      void reply.code(error.statusCode).headers(error.headers).send(error.body);
+      return;
+    }
+    const status = error.statusCode ?? 500;
+    if (status >= 400 && status < 500) {
+      void reply.code(status).send(clientErrorBody(error, bodyLimit));
+      return;
+    }
+    request.log.error({ err: error }, "internal fault");
+    void reply.code(500).send({
+      detail: {
+        error_type: "internal_error",
+        message: `internal error; quote request id ${request.id} when reporting it`,
+        request_id: request.id,
+      },
+    });
+  });
+
+  const byName = new Map<string, ServedModel>();
+  for (const model of options.models)
+    for (const name of [...model.names, ...(model.aliases ?? [])]) byName.set(name, model);
+
+  app.get("/healthz", async () => ({ status: "ok", models: options.models.map((m) => m.names[0]) }));
+
+  app.get("/v1/models", async () => ({
+    models: options.models.flatMap((m) =>
+      m.names.map((name) => ({ name, description: m.description, release_date: m.releaseDate })),
+    ),
+  }));
+
+  app.post("/v1/systemone", async (request, reply) => {
+    const ticket = options.gate ? await options.gate.admit(request) : undefined;
+    let usage: DecisionResult["usage"] | undefined;
+    try {
+      const { body, model, name } = validate(request.body, byName);
+      const controller = new AbortController();
+      reply.raw.on("close", () => {
+        if (!reply.raw.writableEnded) controller.abort();
+      });
+      let result: DecisionResult;
+      try {
+        result = await model.decide(toDecisionRequest(body), controller.signal);
+      } catch (error) {
+        if (error instanceof StateTooLongError)
+          throw validationError([{ loc: ["body", "state"], msg: error.message, type: "state_too_long" }]);
+        throw error;
+      }
+      usage = result.usage;
+      request.log.info(
+        { model: name, questions: Object.keys(body.questions).length, usage: result.usage, stats: result.stats },
+        "decided",
+      );
+      return { model: name, answers: result.answers, usage: result.usage };
+    } finally {
+      ticket?.settle(usage);
+    }
+  });
+
+  return app;
+}
+
+/** Validates a parsed body and resolves its model. @throws {HttpError} 422 with `detail[]`. */
+function validate(
+  raw: unknown,
+  byName: ReadonlyMap<string, ServedModel>,
+): { body: ReturnType<typeof SystemOneRequestSchema.parse>; model: ServedModel; name: string } {
+  if (raw === undefined || raw === null || typeof raw !== "object" || Array.isArray(raw))
+    throw validationError([
+      { loc: ["body"], msg: "The body should be a JSON object", type: "model_attributes_type" },
+    ]);
+  const parsed = SystemOneRequestSchema.safeParse(raw, { reportInput: true });
+  let details = parsed.success ? [] : detailsFromZod(parsed.error.issues);
+  if (!("state" in raw))
+    details = [
+      { loc: ["body", "state"], msg: "Field required", type: "missing" },
+      ...details.filter((d) => d.loc[1] !== "state"),
+    ];
+  if (details.length > 0) throw validationError(details);
+  const body = parsed.data!;
+  const model = byName.get(body.model);
+  if (!model)
+    throw validationError([
+      {
+        loc: ["body", "model"],
+        msg: `model ${JSON.stringify(body.model)} is not served here; served: ${[...byName.keys()].join(", ")}`,
+        type: "unknown_model",
+      },
+    ]);
+  const name = model.names.includes(body.model) ? body.model : model.names[0]!;
+  if (body.images && body.videos)
+    throw validationError([
+      { loc: ["body", "videos"], msg: "Send one image or one video, not both", type: "value_error" },
+    ]);
+  if (body.images && !model.acceptsImages)
+    throw validationError([
+      { loc: ["body", "images"], msg: `model ${name} does not accept images`, type: "value_error" },
+    ]);
+  if (body.videos && !model.acceptsVideos)
+    throw validationError([
+      { loc: ["body", "videos"], msg: `model ${name} does not accept videos`, type: "value_error" },
+    ]);
+  return { body, model, name };
+}
+
+/** Bodies of Fastify's own 4xx errors (size, media type, empty body), in the API's error shape. */
+function clientErrorBody(error: Error & { statusCode?: number; code?: string }, bodyLimit: number) {
+  switch (error.code) {
+    case "FST_ERR_CTP_BODY_TOO_LARGE":
+      return {
+        detail: {
+          error_type: "request_too_large",
+          message: `the request body exceeds the limit of ${bodyLimit} bytes (${(bodyLimit / 1048576).toFixed(0)} MiB)`,
+        },
+      };
+    case "FST_ERR_CTP_INVALID_MEDIA_TYPE":
+      return {
+        detail: {
+          error_type: "unsupported_media_type",
+          message: "the body must be JSON sent with Content-Type: application/json",
+        },
+      };
+    case "FST_ERR_CTP_EMPTY_JSON_BODY":
+      return { detail: { error_type: "invalid_json", message: "the body is empty; send a JSON object" } };
+    default:
+      return { detail: { error_type: "invalid_request", message: error.message } };
+  }
+}
+
+export type { FastifyInstance, FastifyReply };

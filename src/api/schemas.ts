@@ -1,0 +1,176 @@
+import { z } from "zod";
+
+/**
+ * Request and response schemas of `POST /v1/systemone`, in the shapes of the System One API.
+ * The same schemas validate requests and generate `GET /openapi.json`.
+ *
+ * Limits (System One API docs; jevcompat SPEC §3): 1–16 questions; choice 2–255 options; score
+ * 2–10 levels; instructions and descriptions are text: a non-empty string, or an object or array
+ * (structured text); one image or one video.
+ */
+
+export const MAX_QUESTIONS = 16;
+export const MIN_CHOICE_OPTIONS = 2;
+export const MAX_CHOICE_OPTIONS = 255;
+export const MIN_SCORE_LEVELS = 2;
+export const MAX_SCORE_LEVELS = 10;
+
+/** Any JSON value. */
+export const JsonValue = z.json();
+
+/** Text: a non-empty string, or a non-empty object or array rendered as structured text. */
+export const TextValue = z.union(
+  [
+    z.string().min(1, "Text should not be empty"),
+    z.array(z.json()).min(1, "Text should not be an empty array"),
+    z
+      .record(z.string(), z.json())
+      .refine((o) => Object.keys(o).length > 0, "Text should not be an empty object"),
+  ],
+  { error: "Input should be a string, an object or an array" },
+);
+
+const ChoiceQuestionSchema = z.object({
+  type: z.literal("choice"),
+  instructions: TextValue.nullable().optional(),
+  criteria: z
+    .record(z.string().min(1, "Option ids should not be empty"), TextValue.nullable(), {
+      error: (issue) =>
+        issue.input === undefined ? "Field required" : "Input should be an object of option id → description",
+    })
+    .superRefine((criteria, ctx) => {
+      const n = Object.keys(criteria).length;
+      if (n < MIN_CHOICE_OPTIONS || n > MAX_CHOICE_OPTIONS)
+        ctx.addIssue({
+          code: n < MIN_CHOICE_OPTIONS ? "too_small" : "too_big",
+          origin: "object",
+          minimum: MIN_CHOICE_OPTIONS,
+          maximum: MAX_CHOICE_OPTIONS,
+          input: criteria,
+          message: `A choice needs ${MIN_CHOICE_OPTIONS} to ${MAX_CHOICE_OPTIONS} options, got ${n}`,
+        } as never);
+    }),
+});
+
+const NoulQuestionSchema = z
+  .object({
+    type: z.literal("noul"),
+    instructions: TextValue.nullable().optional(),
+    criteria: z
+      .strictObject(
+        { true: TextValue.nullable().optional(), false: TextValue.nullable().optional() },
+        { error: "Input should be an object with 'true' and/or 'false'" },
+      )
+      .nullable()
+      .optional(),
+  })
+  .superRefine((q, ctx) => {
+    if (q.instructions == null && q.criteria?.true == null && q.criteria?.false == null)
+      ctx.addIssue({
+        code: "custom",
+        path: ["instructions"],
+        message: "A noul question needs instructions or criteria",
+      });
+  });
+
+const ScoreQuestionSchema = z.object({
+  type: z.literal("score"),
+  instructions: TextValue.nullable().optional(),
+  criteria: z
+    .array(TextValue, {
+      error: (issue) =>
+        issue.input === undefined
+          ? "Field required"
+          : "Input should be a list of level descriptions (index = value)",
+    })
+    .min(MIN_SCORE_LEVELS, `A score needs ${MIN_SCORE_LEVELS} to ${MAX_SCORE_LEVELS} levels`)
+    .max(MAX_SCORE_LEVELS, `A score needs ${MIN_SCORE_LEVELS} to ${MAX_SCORE_LEVELS} levels`),
+});
+
+/** One question, discriminated by `type`. */
+export const QuestionSchema = z.discriminatedUnion(
+  "type",
+  [ChoiceQuestionSchema, NoulQuestionSchema, ScoreQuestionSchema],
+  { error: "Input should have a 'type' of 'choice', 'noul' or 'score'" },
+);
+
+/** One base64 data URL. */
+const DataUrl = z.string().regex(/^data:[a-z0-9.+-]+\/[a-z0-9.+-]+;base64,/i, {
+  message: "Input should be a base64 data URL (data:<mime>;base64,...)",
+});
+
+/** The request body of `POST /v1/systemone`. Unknown top-level fields are ignored. */
+export const SystemOneRequestSchema = z.object({
+  model: z.string({ error: (i) => (i.input === undefined ? "Field required" : "Input should be a string") }).min(1),
+  state: JsonValue,
+  questions: z
+    .record(z.string().min(1, "Question ids should not be empty"), QuestionSchema, {
+      error: (i) => (i.input === undefined ? "Field required" : "Input should be an object of question id → question"),
+    })
+    .superRefine((questions, ctx) => {
+      const n = Object.keys(questions).length;
+      if (n < 1 || n > MAX_QUESTIONS)
+        ctx.addIssue({
+          code: "custom",
+          message: `A request needs 1 to ${MAX_QUESTIONS} questions, got ${n}`,
+        });
+    }),
+  images: z.array(DataUrl).length(1, "Send exactly one image").optional(),
+  videos: z.array(DataUrl).length(1, "Send exactly one video").optional(),
+});
+
+export type SystemOneRequest = z.infer<typeof SystemOneRequestSchema>;
+
+const Probabilities = z.record(z.string(), z.number().min(0).max(1));
+
+/** A noul answer: P(true). */
+export const NoulAnswerSchema = z.object({ type: z.literal("noul"), noul: z.number().min(0).max(1) });
+/** A choice answer. */
+export const ChoiceAnswerSchema = z.object({
+  type: z.literal("choice"),
+  choice: z.string(),
+  probabilities: Probabilities,
+  confidence: z.number().min(0).max(1),
+});
+/** A score answer. */
+export const ScoreAnswerSchema = z.object({
+  type: z.literal("score"),
+  score: z.number(),
+  legend: z.record(z.string(), z.string()),
+  probabilities: Probabilities,
+  confidence: z.number().min(0).max(1),
+});
+
+/** The response body of `POST /v1/systemone`. */
+export const SystemOneResponseSchema = z.object({
+  model: z.string(),
+  answers: z.record(
+    z.string(),
+    z.discriminatedUnion("type", [NoulAnswerSchema, ChoiceAnswerSchema, ScoreAnswerSchema]),
+  ),
+  usage: z.object({
+    input_tokens: z.int().min(0).describe("Prompt tokens: the shared prefix once plus every branch"),
+    output_tokens: z.int().min(0).describe("Answer positions read"),
+  }),
+});
+
+export type SystemOneResponse = z.infer<typeof SystemOneResponseSchema>;
+
+/** One entry of `GET /v1/models`. */
+export const ModelEntrySchema = z.object({
+  name: z.string(),
+  description: z.string(),
+  release_date: z.string(),
+});
+
+/** A validation failure (FastAPI shape): 422 `{"detail": [{loc, msg, type}]}`. */
+export const ValidationErrorSchema = z.object({
+  detail: z.array(
+    z.object({ loc: z.array(z.union([z.string(), z.number()])), msg: z.string(), type: z.string() }),
+  ),
+});
+
+/** Any other error: `{"detail": {"error_type", "message"}}`. */
+export const ErrorSchema = z.object({
+  detail: z.object({ error_type: z.string(), message: z.string(), request_id: z.string().optional() }),
+});

@@ -1,0 +1,22 @@
+#!/usr/bin/env node
+import { Command } from "commander";
+import { readFileSync } from "node:fs";
+import { registerPullCommand } from "./pull.js";
+import { registerServeCommand } from "./serve.js";
+
+const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as {
+  version: string;
+};
+
+const program = new Command()
+  .name("decisiond")
+  .description("self-hosted decision service: typed answers from a local model's next-token probabilities")
+  .version(pkg.version);
+
+registerServeCommand(program);
+registerPullCommand(program);
+
+program.parseAsync(process.argv).catch((error: unknown) => {
+  process.stderr.write(`decisiond: ${error instanceof Error ? error.message : String(error)}\n`);
+  process.exit(1);
+});

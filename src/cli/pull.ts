@@ -1,0 +1,54 @@
+import type { Command } from "commander";
+import { CATALOGUE, DEFAULT_MODEL, findModel } from "../models/catalogue.js";
+import { pullModel } from "../models/pull.js";
+
+/** Exit status of `decisiond pull` for a model name that is not in the catalogue. */
+export const EXIT_UNKNOWN_MODEL = 2;
+
+/** Exit status of `decisiond pull` when every source failed. */
+export const EXIT_PULL_FAILED = 1;
+
+/**
+ * Adds `pull [name]` to a commander v14 program.
+ *
+ * `decisiond pull [name] [--home DIR]` downloads and verifies a catalogue model (default
+ * {@link DEFAULT_MODEL}) into `<home>/models` and prints the file's absolute path on stdout;
+ * progress and failures go to stderr. An unknown name prints the catalogue's names and exits
+ * with status 2; a pull in which every source failed prints each source's failure and exits
+ * with status 1.
+ *
+ * @returns the `pull` sub-command, for callers that want to adjust it.
+ */
+export function registerPullCommand(program: Command): Command {
+  return program
+    .command("pull")
+    .description("download and verify a model from the catalogue")
+    .argument(
+      "[name]",
+      `catalogue name (${CATALOGUE.map((e) => e.name).join(", ")})`,
+      DEFAULT_MODEL,
+    )
+    .option(
+      "--home <dir>",
+      "decisiond home directory (default $DECISIOND_HOME or ~/.cache/decisiond)",
+    )
+    .action(async (name: string, opts: { home?: string }) => {
+      if (!findModel(name)) {
+        process.stderr.write(
+          `decisiond pull: unknown model "${name}". Known models:\n` +
+            CATALOGUE.map((e) => `  ${e.name}  ${e.description}\n`).join(""),
+        );
+        process.exitCode = EXIT_UNKNOWN_MODEL;
+        return;
+      }
+      try {
+        const path = await pullModel(name, { home: opts.home, progress: true });
+        process.stdout.write(path + "\n");
+      } catch (err) {
+        process.stderr.write(
+          `decisiond pull: ${err instanceof Error ? err.message : String(err)}\n`,
+        );
+        process.exitCode = EXIT_PULL_FAILED;
+      }
+    });
+}

@@ -1,0 +1,283 @@
+import {
+  branchTotalTokens,
+  ContextOverflowError,
+  type Engine,
+  type ScoreBranch,
+  type Token,
+} from "../engine/types.js";
+import { temperatureFor, type CalibrationProfile } from "./calibration.js";
+import {
+  buildLabelTrie,
+  choiceLabels,
+  NOUL_LABELS,
+  readTrie,
+  scoreLabels,
+  trieBranch,
+  triePositions,
+  type LabelTrie,
+} from "./labels.js";
+import {
+  argmax,
+  choiceConfidence,
+  expectation,
+  logSumExp,
+  scoreConfidence,
+  softmax,
+} from "./math.js";
+import { renderQuestion, renderStateBlock, renderText, SYSTEM_MESSAGE, TEMPLATE_MARKER } from "./prompt.js";
+import type {
+  Answer,
+  DecisionRequest,
+  DecisionResult,
+  Question,
+} from "./types.js";
+
+/**
+ * Option-order debiasing: the label log-probabilities of a choice are averaged over several
+ * orders of its options, all sharing one evaluated prefix. `reverse` adds the reversed order;
+ * `cyclic` adds every cyclic shift (up to 8 orders in all).
+ */
+export type DebiasMode = "off" | "reverse" | "cyclic";
+
+/** Options of a {@link Decider}. */
+export interface DeciderOptions {
+  readonly calibration?: CalibrationProfile;
+  /** Default `off`. Applies to choice questions (score scales keep their natural order). */
+  readonly debias?: DebiasMode;
+}
+
+/** One question's branches and how to read them back. */
+interface QuestionPlan {
+  readonly id: string;
+  readonly question: Question;
+  readonly labelCount: number;
+  /** One entry per option order: the shown order (option index per position) and its trie. */
+  readonly views: readonly { readonly order: readonly number[]; readonly trie: LabelTrie }[];
+  /** Index of the first branch of this question in {@link Plan.branches}. */
+  readonly firstBranch: number;
+}
+
+/** What {@link Decider.plan} produces: the engine request plus what is needed to read it. */
+export interface Plan {
+  readonly prefix: Token[];
+  readonly branches: ScoreBranch[];
+  readonly questions: readonly QuestionPlan[];
+  /** Prefix plus the longest branch path, the most the context must hold. */
+  readonly neededTokens: number;
+}
+
+/** Thrown by {@link Decider.plan} when a request does not fit the model's context. */
+export class StateTooLongError extends ContextOverflowError {
+  constructor(
+    readonly stateTokens: number,
+    neededTokens: number,
+    contextSize: number,
+  ) {
+    super(neededTokens, contextSize);
+    this.name = "StateTooLongError";
+    this.message =
+      `the state is ${stateTokens} tokens; with the prompt and the longest question the request ` +
+      `needs ${neededTokens} tokens, but the model's context holds ${contextSize}`;
+  }
+}
+
+/**
+ * Turns decision requests into engine requests and engine log-probabilities into typed answers
+ * (DESIGN.md: decision.plan → engine.score → decision.answer). The static parts of the prompt
+ * (system message, chat template around the user turn, label tokens) are tokenized once.
+ */
+export class Decider {
+  /** Template tokens before the user's content (system message, user-turn opening). */
+  private readonly head: Token[];
+  /** Template tokens after the user's content (user-turn close, assistant-turn opening). */
+  private readonly tail: Token[];
+  private readonly tailText: string;
+  private readonly labelTokens = new Map<string, Token[]>();
+
+  constructor(
+    readonly engine: Engine,
+    readonly options: DeciderOptions = {},
+  ) {
+    const rendered = engine.chatTemplate.render([
+      { role: "system", content: SYSTEM_MESSAGE },
+      { role: "user", content: TEMPLATE_MARKER },
+    ]);
+    const at = rendered.indexOf(TEMPLATE_MARKER);
+    if (at < 0) throw new Error("the chat template dropped the user message");
+    const headText = rendered.slice(0, at);
+    this.tailText = rendered.slice(at + TEMPLATE_MARKER.length);
+    this.head = engine.tokenize(headText, { special: true });
+    this.tail = engine.tokenize(this.tailText, { special: true });
+  }
+
+  /**
+   * Builds the engine request.
+   * @throws {StateTooLongError} when prefix + the longest branch exceeds the context; nothing is
+   *   truncated.
+   */
+  plan(request: DecisionRequest): Plan {
+    const stateTokens = this.engine.tokenize(renderStateBlock(request.state));
+    const prefix = [...this.head, ...stateTokens];
+    const branches: ScoreBranch[] = [];
+    const questions: QuestionPlan[] = [];
+    let longest = 0;
+    for (const [id, question] of request.questions) {
+      const labels = labelsOf(question);
+      const orders = this.ordersOf(question);
+      const firstBranch = branches.length;
+      const views = orders.map((order) => {
+        const text = renderQuestion(question, labels, order);
+        const tokens = [...this.engine.tokenize(text), ...this.tail];
+        // Position p shows option order[p] under labels[p].
+        const trie = buildLabelTrie(labels.map((label) => this.tokensOfLabel(label)));
+        const branch = trieBranch(tokens, trie);
+        branches.push(branch);
+        longest = Math.max(longest, tokens.length + trieDepth(trie) - 1);
+        return { order, trie };
+      });
+      questions.push({ id, question, labelCount: labels.length, views, firstBranch });
+    }
+    const neededTokens = prefix.length + longest;
+    if (neededTokens > this.engine.model.contextSize)
+      throw new StateTooLongError(stateTokens.length, neededTokens, this.engine.model.contextSize);
+    return { prefix, branches, questions, neededTokens };
+  }
+
+  /**
+   * Answers every question of a request, reading the state once.
+   * @throws {StateTooLongError} see {@link plan}; engine errors pass through.
+   */
+  async decide(request: DecisionRequest, signal?: AbortSignal): Promise<DecisionResult> {
+    const plan = this.plan(request);
+    const result = await this.engine.score({ prefix: plan.prefix, branches: plan.branches }, signal);
+    const answers: Record<string, Answer> = {};
+    let outputTokens = 0;
+    for (const q of plan.questions) {
+      const perOrder = q.views.map((view, v) => {
+        const score = result.branches[q.firstBranch + v]!;
+        outputTokens += triePositions(view.trie);
+        const byPosition = readTrie(view.trie, score, q.labelCount);
+        // Normalise over exactly the labels, then map positions back to option indices.
+        const norm = logSumExp(byPosition);
+        const byOption = new Array<number>(q.labelCount);
+        view.order.forEach((optionIndex, position) => {
+          byOption[optionIndex] = byPosition[position]! - norm;
+        });
+        return byOption;
+      });
+      const averaged = perOrder[0]!.map(
+        (_, i) => perOrder.reduce((sum, lp) => sum + lp[i]!, 0) / perOrder.length,
+      );
+      const temperature = temperatureFor(this.options.calibration, q.question.type, q.labelCount);
+      answers[q.id] = assemble(q.question, softmax(averaged, temperature));
+    }
+    const inputTokens =
+      plan.prefix.length + plan.branches.reduce((sum, b) => sum + branchTotalTokens(b), 0);
+    return {
+      answers,
+      usage: { input_tokens: inputTokens, output_tokens: outputTokens },
+      stats: { evaluatedTokens: result.evaluatedTokens, cachedPrefixTokens: result.cachedPrefixTokens },
+    };
+  }
+
+  /** Option orders shown for a question: identity first, then the debiasing orders. */
+  private ordersOf(question: Question): number[][] {
+    const n = labelCountOf(question);
+    const identity = Array.from({ length: n }, (_, i) => i);
+    const mode = question.type === "choice" ? (this.options.debias ?? "off") : "off";
+    if (mode === "off") return [identity];
+    if (mode === "reverse") return [identity, [...identity].reverse()];
+    const shifts = Math.min(n, 8);
+    return Array.from({ length: shifts }, (_, s) => {
+      const shift = Math.round((s * n) / shifts);
+      return identity.map((i) => (i + shift) % n);
+    });
+  }
+
+  /**
+   * Tokens of a label as it follows the assistant-turn opening, checked against the tokenizer:
+   * tokenizing the opening and the label together must give the opening's tokens followed by the
+   * label's own, otherwise the label would not be what the model writes there.
+   */
+  private tokensOfLabel(label: string): Token[] {
+    const known = this.labelTokens.get(label);
+    if (known) return known;
+    const alone = this.engine.tokenize(label);
+    const together = this.engine.tokenize(this.tailText + label, { special: true });
+    const joined = [...this.tail, ...alone];
+    let tokens = alone;
+    if (!sameTokens(together, joined)) {
+      const headMatches = sameTokens(together.slice(0, this.tail.length), this.tail);
+      if (!headMatches)
+        throw new Error(`label ${JSON.stringify(label)} merges with the assistant-turn opening`);
+      tokens = together.slice(this.tail.length);
+    }
+    this.labelTokens.set(label, tokens);
+    return tokens;
+  }
+}
+
+/** The labels a question is answered with, one per option / level / side. */
+function labelsOf(question: Question): string[] {
+  switch (question.type) {
+    case "choice":
+      return choiceLabels(question.options.length);
+    case "noul":
+      return [...NOUL_LABELS];
+    case "score":
+      return scoreLabels(question.levels.length);
+  }
+}
+
+function labelCountOf(question: Question): number {
+  return question.type === "choice"
+    ? question.options.length
+    : question.type === "score"
+      ? question.levels.length
+      : 2;
+}
+
+function trieDepth(trie: LabelTrie): number {
+  let deepest = 0;
+  for (const next of trie.next) if (typeof next !== "number") deepest = Math.max(deepest, trieDepth(next));
+  return 1 + deepest;
+}
+
+function sameTokens(a: readonly Token[], b: readonly Token[]): boolean {
+  return a.length === b.length && a.every((t, i) => t === b[i]);
+}
+
+/** The typed answer of a question from its probabilities (option / level / [true, false] order). */
+export function assemble(question: Question, probabilities: number[]): Answer {
+  switch (question.type) {
+    case "choice": {
+      const record: Record<string, number> = {};
+      question.options.forEach(([id], i) => {
+        record[id] = probabilities[i]!;
+      });
+      return {
+        type: "choice",
+        choice: question.options[argmax(probabilities)]![0],
+        probabilities: record,
+        confidence: choiceConfidence(probabilities),
+      };
+    }
+    case "noul":
+      return { type: "noul", noul: probabilities[0]! };
+    case "score": {
+      const record: Record<string, number> = {};
+      const legend: Record<string, string> = {};
+      question.levels.forEach((level, i) => {
+        record[String(i)] = probabilities[i]!;
+        legend[String(i)] = renderText(level);
+      });
+      return {
+        type: "score",
+        score: expectation(probabilities),
+        legend,
+        probabilities: record,
+        confidence: scoreConfidence(probabilities),
+      };
+    }
+  }
+}

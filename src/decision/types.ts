@@ -1,0 +1,92 @@
+/**
+ * The decision layer's own view of a request and its answers. It is filled by the API layer from
+ * validated JSON and knows nothing of HTTP.
+ */
+
+/** Any JSON value. */
+export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+
+/**
+ * Text a caller may give for instructions and descriptions: a string, or structured JSON (an
+ * object or array) that is rendered into the prompt as compact JSON.
+ */
+export type TextValue = string | Json[] | { [key: string]: Json };
+
+/** Pick one of the caller's options. `options` keeps the caller's order. */
+export interface ChoiceQuestion {
+  readonly type: "choice";
+  readonly instructions?: TextValue;
+  /** Option id → description; a `null` description reuses the id. */
+  readonly options: readonly (readonly [id: string, description: TextValue | null])[];
+}
+
+/** A yes/no-style question answered with P(true). */
+export interface NoulQuestion {
+  readonly type: "noul";
+  readonly instructions?: TextValue;
+  /** What "true" and "false" mean; either side may be absent. */
+  readonly criteria?: { readonly true?: TextValue | null; readonly false?: TextValue | null };
+}
+
+/** Place the state on an ordered scale; `levels[i]` describes value i. */
+export interface ScoreQuestion {
+  readonly type: "score";
+  readonly instructions?: TextValue;
+  readonly levels: readonly TextValue[];
+}
+
+export type Question = ChoiceQuestion | NoulQuestion | ScoreQuestion;
+export type QuestionType = Question["type"];
+
+/** A validated request: the state and the questions in the caller's order. */
+export interface DecisionRequest {
+  readonly state: Json;
+  readonly questions: readonly (readonly [id: string, question: Question])[];
+}
+
+export interface ChoiceAnswer {
+  readonly type: "choice";
+  /** The most probable option id. */
+  readonly choice: string;
+  /** Option id → probability, over every option; sums to 1. */
+  readonly probabilities: Record<string, number>;
+  /** (m − 1/n)/(1 − 1/n), m the top probability, n the option count. */
+  readonly confidence: number;
+}
+
+export interface NoulAnswer {
+  readonly type: "noul";
+  /** P(true). */
+  readonly noul: number;
+}
+
+export interface ScoreAnswer {
+  readonly type: "score";
+  /** Expected level Σ i·pᵢ. */
+  readonly score: number;
+  /** "0".."n−1" → the caller's level descriptions. */
+  readonly legend: Record<string, TextValue>;
+  /** "0".."n−1" → probability; sums to 1. */
+  readonly probabilities: Record<string, number>;
+  /** max(0, 1 − Σ pᵢ|i − k| / D), k the mode, D the same sum for the uniform distribution. */
+  readonly confidence: number;
+}
+
+export type Answer = ChoiceAnswer | NoulAnswer | ScoreAnswer;
+
+/** Token counts of one decision. */
+export interface Usage {
+  /** Prompt tokens of the request: the shared prefix once plus every branch (cached or not). */
+  readonly input_tokens: number;
+  /** Answer positions read: one per question and option order, plus one per chained label step. */
+  readonly output_tokens: number;
+}
+
+/** The decision for one request. */
+export interface DecisionResult {
+  /** Answers keyed by question id, in request order. */
+  readonly answers: Record<string, Answer>;
+  readonly usage: Usage;
+  /** Engine diagnostics, not part of the public answer. */
+  readonly stats: { readonly evaluatedTokens: number; readonly cachedPrefixTokens: number };
+}

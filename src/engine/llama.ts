@@ -1,0 +1,315 @@
+import {
+  getLlama,
+  LlamaLogLevel,
+  LlamaText,
+  resolveChatWrapper,
+  SpecialToken,
+  SpecialTokensText,
+  type ChatHistoryItem,
+  type ControlledEvaluateInputItem,
+  type Llama,
+  type LlamaContext,
+  type LlamaContextSequence,
+  type LlamaModel,
+  type Token as LlamaToken,
+} from "node-llama-cpp";
+import { basename } from "node:path";
+import {
+  branchDepthTokens,
+  ContextOverflowError,
+  type BranchScore,
+  type ChatMessage,
+  type ChatTemplate,
+  type Engine,
+  type ModelInfo,
+  type ScoreBranch,
+  type ScoreRequest,
+  type ScoreResult,
+  type Token,
+} from "./types.js";
+
+/** Options of {@link openLlamaEngine}. */
+export interface LlamaEngineOptions {
+  /** Absolute path of a GGUF file. */
+  readonly modelPath: string;
+  /** Model id reported in {@link ModelInfo.id}; defaults to the file name without `.gguf`. */
+  readonly id?: string;
+  /**
+   * Tokens per KV-cache sequence, i.e. the most one request (prefix + longest branch) may use.
+   * Default: the smaller of 4096 and the model's training context.
+   */
+  readonly contextSize?: number;
+  /**
+   * Branches evaluated side by side in one batch (one KV-cache sequence each). Default 16, the
+   * most questions one request may carry, so a full request's branches go through together.
+   */
+  readonly parallelBranches?: number;
+  /** CPU threads for evaluation. Default: llama.cpp's count of math cores (physical cores). */
+  readonly threads?: number;
+  /** Largest number of tokens one decode call takes. Default 1024. */
+  readonly batchSize?: number;
+  /** `"auto"` offloads to a GPU when one is usable; `false` forces the CPU. Default `"auto"`. */
+  readonly gpu?: "auto" | false;
+}
+
+/** A promise chain that runs one task at a time: one llama.cpp context serves one request at a time. */
+class SerialQueue {
+  private tail: Promise<unknown> = Promise.resolve();
+  run<T>(task: () => Promise<T>): Promise<T> {
+    const result = this.tail.then(task, task);
+    this.tail = result.catch(() => undefined);
+    return result;
+  }
+}
+
+/** node-llama-cpp's sequence with the KV-copy method its own LlamaDecisionContext uses. */
+type CopyableSequence = LlamaContextSequence & {
+  _copyStateFromOtherSequence(other: LlamaContextSequence, upToTokenIndex: number): Promise<boolean>;
+};
+
+/**
+ * In-process llama.cpp through node-llama-cpp. The prefix is evaluated once into sequence 0; each
+ * branch gets its own KV-cache sequence that starts as a copy of the prefix's cells
+ * (`llama_memory_seq_cp`), and the branches are submitted together so node-llama-cpp batches them
+ * into as few `llama_decode` calls as the batch size allows. Children of a branch (chained label
+ * tokens) are evaluated in their parent's sequence and erased again afterwards.
+ *
+ * Sequence 0 keeps the last prefix, so a request whose prefix starts like the previous one only
+ * evaluates the tokens that differ.
+ */
+export class LlamaEngine implements Engine {
+  private readonly queue = new SerialQueue();
+  private closed = false;
+
+  private constructor(
+    readonly model: ModelInfo,
+    readonly chatTemplate: ChatTemplate,
+    private readonly llama: Llama,
+    private readonly llamaModel: LlamaModel,
+    private readonly context: LlamaContext,
+    private readonly prefixSequence: LlamaContextSequence,
+    private readonly branchSequences: readonly LlamaContextSequence[],
+  ) {}
+
+  /** Loads the model and creates its context. @throws when the file is missing or not a GGUF. */
+  static async open(options: LlamaEngineOptions): Promise<LlamaEngine> {
+    const llama = await getLlama({ gpu: options.gpu ?? "auto", logLevel: LlamaLogLevel.error });
+    const llamaModel = await llama.loadModel({ modelPath: options.modelPath });
+    const trainContextSize = llamaModel.trainContextSize;
+    const contextSize = options.contextSize ?? Math.min(4096, trainContextSize);
+    const parallelBranches = options.parallelBranches ?? 16;
+    const context = await llamaModel.createContext({
+      contextSize,
+      sequences: parallelBranches + 1,
+      batchSize: options.batchSize ?? 1024,
+      threads: options.threads ?? llama.cpuMathCores,
+    });
+    const prefixSequence = context.getSequence();
+    const branchSequences = Array.from({ length: parallelBranches }, () => context.getSequence());
+    const info: ModelInfo = {
+      id: options.id ?? basename(options.modelPath).replace(/\.gguf$/i, ""),
+      path: options.modelPath,
+      contextSize: context.contextSize,
+      trainContextSize,
+      vision: false,
+    };
+    const template = chatTemplateOf(llamaModel);
+    return new LlamaEngine(
+      info,
+      template,
+      llama,
+      llamaModel,
+      context,
+      prefixSequence,
+      branchSequences,
+    );
+  }
+
+  tokenize(text: string, options: { special?: boolean } = {}): Token[] {
+    return this.llamaModel.tokenize(text, options.special ?? false) as Token[];
+  }
+
+  detokenize(tokens: readonly Token[]): string {
+    return this.llamaModel.detokenize(tokens as LlamaToken[], true);
+  }
+
+  score(request: ScoreRequest, signal?: AbortSignal): Promise<ScoreResult> {
+    for (const branch of request.branches) {
+      const needed = request.prefix.length + branchDepthTokens(branch);
+      if (needed > this.model.contextSize)
+        return Promise.reject(new ContextOverflowError(needed, this.model.contextSize));
+    }
+    return this.queue.run(() => this.scoreNow(request, signal));
+  }
+
+  private async scoreNow(request: ScoreRequest, signal?: AbortSignal): Promise<ScoreResult> {
+    if (this.closed) throw new Error("the engine is closed");
+    signal?.throwIfAborted();
+    const prefix = request.prefix as LlamaToken[];
+    const cached = commonPrefixLength(this.prefixSequence.contextTokens, prefix);
+    await this.prefixSequence.adaptStateToTokens(prefix.slice(0, cached), false);
+    const cachedPrefixTokens = this.prefixSequence.nextTokenIndex;
+    if (cachedPrefixTokens < prefix.length)
+      await this.prefixSequence.evaluateWithoutGeneratingNewTokens(
+        prefix.slice(cachedPrefixTokens),
+      );
+    let evaluatedTokens = prefix.length - cachedPrefixTokens;
+
+    const free = [...this.branchSequences];
+    const waiting: ((sequence: LlamaContextSequence) => void)[] = [];
+    const acquire = (): Promise<LlamaContextSequence> => {
+      const sequence = free.pop();
+      return sequence ? Promise.resolve(sequence) : new Promise((resolve) => waiting.push(resolve));
+    };
+    const release = (sequence: LlamaContextSequence): void => {
+      const next = waiting.shift();
+      if (next) next(sequence);
+      else free.push(sequence);
+    };
+
+    const evaluate = async (
+      sequence: LlamaContextSequence,
+      branch: ScoreBranch,
+    ): Promise<BranchScore> => {
+      signal?.throwIfAborted();
+      if (branch.tokens.length === 0) throw new Error("a branch must have at least one token");
+      const start = sequence.nextTokenIndex;
+      const last = branch.tokens.length - 1;
+      const input: ControlledEvaluateInputItem[] = branch.tokens.map((token, index) =>
+        index === last
+          ? [
+              token as LlamaToken,
+              {
+                generateNext: {
+                  logits: {
+                    filter: { tokens: branch.candidates as LlamaToken[], includeMax: true },
+                  },
+                  totalLogitWeight: true,
+                },
+              },
+            ]
+          : (token as LlamaToken),
+      );
+      const output = await sequence.controlledEvaluate(input);
+      evaluatedTokens += branch.tokens.length;
+      const next = output[output.length - 1]?.next;
+      if (!next?.logits || next.totalLogitWeight == null)
+        throw new Error("llama.cpp returned no logits for the answer position");
+      const logprobs = toLogprobs(next.logits, next.totalLogitWeight, branch.candidates);
+      const children: BranchScore[] = [];
+      for (const child of branch.children ?? []) {
+        children.push(await evaluate(sequence, child));
+        await sequence.eraseContextTokenRanges([
+          { start: start + branch.tokens.length, end: sequence.nextTokenIndex },
+        ]);
+      }
+      return branch.children ? { logprobs, children } : { logprobs };
+    };
+
+    const branches = await Promise.all(
+      request.branches.map(async (branch) => {
+        const sequence = await acquire();
+        try {
+          const copied = await (sequence as CopyableSequence)._copyStateFromOtherSequence(
+            this.prefixSequence,
+            prefix.length,
+          );
+          if (!copied) {
+            // The KV copy is not possible on every backend; fall back to evaluating the prefix.
+            await sequence.adaptStateToTokens(prefix, false);
+            const missing = prefix.slice(sequence.nextTokenIndex);
+            if (missing.length > 0) await sequence.evaluateWithoutGeneratingNewTokens(missing);
+            evaluatedTokens += missing.length;
+          }
+          return await evaluate(sequence, branch);
+        } finally {
+          release(sequence);
+        }
+      }),
+    );
+    return { branches, evaluatedTokens, cachedPrefixTokens };
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.queue.run(async () => {
+      await this.context.dispose();
+      await this.llamaModel.dispose();
+      await this.llama.dispose();
+    });
+  }
+}
+
+/** Opens an in-process llama.cpp engine. See {@link LlamaEngine}. */
+export function openLlamaEngine(options: LlamaEngineOptions): Promise<LlamaEngine> {
+  return LlamaEngine.open(options);
+}
+
+/** Length of the longest common prefix of two token arrays. */
+export function commonPrefixLength(a: readonly Token[], b: readonly Token[]): number {
+  const n = Math.min(a.length, b.length);
+  let i = 0;
+  while (i < n && a[i] === b[i]) i++;
+  return i;
+}
+
+/**
+ * Full-vocabulary log-probabilities of `candidates` from their raw logits.
+ * log p(t) = logit(t) − max − ln W, with W = Σ_v exp(logit(v) − max) over the whole vocabulary
+ * (node-llama-cpp's `totalLogitWeight`); the max-logit token is included in `logits`.
+ */
+export function toLogprobs(
+  logits: ReadonlyMap<LlamaToken, number>,
+  totalLogitWeight: number,
+  candidates: readonly Token[],
+): number[] {
+  let max = -Infinity;
+  for (const value of logits.values()) max = Math.max(max, value);
+  const logW = Math.log(totalLogitWeight);
+  return candidates.map((token) => {
+    const logit = logits.get(token as LlamaToken);
+    if (logit === undefined) throw new Error(`no logit for candidate token ${token}`);
+    return logit - max - logW;
+  });
+}
+
+/**
+ * The model's chat template through node-llama-cpp's chat wrapper for it (resolved from the GGUF
+ * metadata). Special tokens become their text; a BOS token is written only when the model asks
+ * for one (`tokenizer.ggml.add_bos_token`), which avoids a doubled `<|im_start|>` on ChatML models
+ * whose BOS is `<|im_start|>`.
+ */
+function chatTemplateOf(model: LlamaModel): ChatTemplate {
+  const wrapper = resolveChatWrapper(model);
+  const bos = model.tokens.bosString;
+  const addBos = model.tokens.shouldPrependBosToken;
+  return {
+    name: wrapper.wrapperName,
+    render(messages: readonly ChatMessage[]): string {
+      const chatHistory: ChatHistoryItem[] = messages.map((message) =>
+        message.role === "system"
+          ? { type: "system", text: message.content }
+          : { type: "user", text: message.content },
+      );
+      chatHistory.push({ type: "model", response: [] });
+      const { contextText } = wrapper.generateContextState({ chatHistory });
+      return llamaTextToString(contextText, {
+        BOS: addBos ? (bos ?? "") : "",
+        EOS: model.tokens.eosString ?? "",
+        EOT: model.tokens.eotString ?? "",
+        NL: model.tokens.nlString ?? "\n",
+      });
+    },
+  };
+}
+
+function llamaTextToString(text: LlamaText, specials: Record<string, string>): string {
+  let out = "";
+  for (const value of text.values) {
+    if (typeof value === "string") out += value;
+    else if (value instanceof SpecialTokensText) out += value.value;
+    else if (value instanceof SpecialToken) out += specials[value.value] ?? "";
+  }
+  return out;
+}

