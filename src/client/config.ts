@@ -1,0 +1,136 @@
+import { closeSync, fstatSync, openSync, readFileSync } from "node:fs";
+import { homedir as osHomedir } from "node:os";
+import { isAbsolute, join } from "node:path";
+import { ClientConfigError } from "./errors.js";
+
+/** Where clients look for the service when `SERVICE_BASE_URL` is not set. */
+export const DEFAULT_BASE_URL = "http://127.0.0.1:8080";
+
+/** The model clients ask for when neither a flag nor `DECISIOND_MODEL` names one. */
+export const DEFAULT_MODEL_NAME = "decisiond-1.0-experimental";
+
+/** How a client reaches the service. */
+export interface ClientConfig {
+  /** Base URL without a trailing slash, e.g. `http://127.0.0.1:8080`. */
+  baseUrl: string;
+  /** The API key sent as `Authorization: Bearer <key>`; `undefined` sends no header (auth off). */
+  apiKey: string | undefined;
+  /** Where the key came from. */
+  keySource: "env" | "file" | "none";
+  /** The key file path that was (or would have been) read. */
+  keyFile: string;
+}
+
+/** What {@link resolveClientConfig} reads; defaults to the process's environment and home. */
+export interface ResolveOptions {
+  env?: NodeJS.ProcessEnv;
+  /** The home directory, for `~/.config`; default `$HOME`, else `os.homedir()`. */
+  homedir?: string;
+}
+
+/**
+ * The key file: `$XDG_CONFIG_HOME/decisiond/api_key` when `XDG_CONFIG_HOME` is set (and absolute,
+ * as the XDG spec requires), else `~/.config/decisiond/api_key`.
+ */
+export function keyFilePath(options: ResolveOptions = {}): string {
+  const env = options.env ?? process.env;
+  const xdg = env.XDG_CONFIG_HOME;
+  const home = options.homedir ?? (env.HOME || osHomedir());
+  const configHome = xdg && isAbsolute(xdg) ? xdg : join(home, ".config");
+  return join(configHome, "decisiond", "api_key");
+}
+
+/**
+ * Resolves the base URL and API key every client uses:
+ * - key: `SERVICE_API_KEY` when set and non-empty; otherwise the key file (see {@link keyFilePath});
+ *   otherwise none (no `Authorization` header; a server run with `--auth off` accepts that);
+ * - base URL: `SERVICE_BASE_URL`, default {@link DEFAULT_BASE_URL}.
+ *
+ * The key file is read only when the environment has no key, and only if no one but its owner can
+ * read or write it (mode 0600 or narrower), like ssh's private keys.
+ *
+ * @throws {ClientConfigError} when the key file's mode is wider than 0600 (the message names the
+ *   `chmod 600` that fixes it), when it cannot be read or is empty, or when `SERVICE_BASE_URL` is
+ *   not an http(s) URL.
+ */
+export function resolveClientConfig(options: ResolveOptions = {}): ClientConfig {
+  const env = options.env ?? process.env;
+  const baseUrl = normalizeBaseUrl(env.SERVICE_BASE_URL || DEFAULT_BASE_URL);
+  const keyFile = keyFilePath(options);
+  const fromEnv = env.SERVICE_API_KEY?.trim();
+  if (fromEnv) return { baseUrl, apiKey: fromEnv, keySource: "env", keyFile };
+  const fromFile = readKeyFile(keyFile);
+  return fromFile === undefined
+    ? { baseUrl, apiKey: undefined, keySource: "none", keyFile }
+    : { baseUrl, apiKey: fromFile, keySource: "file", keyFile };
+}
+
+/** The model to ask for: `DECISIOND_MODEL` when set, else {@link DEFAULT_MODEL_NAME}. */
+export function defaultModel(env: NodeJS.ProcessEnv = process.env): string {
+  return env.DECISIOND_MODEL || DEFAULT_MODEL_NAME;
+}
+
+/**
+ * A base URL checked and without trailing slashes. A path prefix is kept (a service behind a
+ * reverse proxy at `https://host/decisiond`).
+ * @throws {ClientConfigError} when it is not an http(s) URL.
+ */
+export function normalizeBaseUrl(value: string): string {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new ClientConfigError(
+      `SERVICE_BASE_URL "${value}" is not a URL; expected e.g. ${DEFAULT_BASE_URL}`,
+    );
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:")
+    throw new ClientConfigError(
+      `SERVICE_BASE_URL "${value}" should start with http:// or https://`,
+    );
+  if (url.search || url.hash)
+    throw new ClientConfigError(`SERVICE_BASE_URL "${value}" should have no query or fragment`);
+  return url.href.replace(/\/+$/, "");
+}
+
+/**
+ * The key in `path`, trimmed; `undefined` when there is no such file.
+ * @throws {ClientConfigError} when the mode is wider than 0600, or the file is unreadable or empty.
+ */
+function readKeyFile(path: string): string | undefined {
+  let fd: number;
+  try {
+    fd = openSync(path, "r");
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === "ENOENT" || code === "ENOTDIR") return undefined;
+    throw new ClientConfigError(
+      `cannot read the API key file ${path}: ${(error as Error).message}. ` +
+        `Make it readable by you (chmod 600 ${path}), or set SERVICE_API_KEY instead.`,
+      path,
+    );
+  }
+  try {
+    const stats = fstatSync(fd);
+    if (!stats.isFile())
+      throw new ClientConfigError(`the API key file ${path} is not a regular file`, path);
+    // Windows has no POSIX modes: Node reports 0666 for every file, so the check means nothing there.
+    if (process.platform !== "win32" && (stats.mode & 0o077) !== 0) {
+      const mode = (stats.mode & 0o777).toString(8).padStart(4, "0");
+      throw new ClientConfigError(
+        `refusing to use the API key file ${path}: its mode is ${mode}, so other users can read or change it. ` +
+          `Fix it with: chmod 600 ${path} (or set SERVICE_API_KEY instead).`,
+        path,
+      );
+    }
+    const key = readFileSync(fd, "utf8").trim();
+    if (!key)
+      throw new ClientConfigError(
+        `the API key file ${path} is empty; write the key into it or delete it (no key: no Authorization header)`,
+        path,
+      );
+    return key;
+  } finally {
+    closeSync(fd);
+  }
+}

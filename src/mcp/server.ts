@@ -1,0 +1,262 @@
+import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { readFileSync } from "node:fs";
+import { z } from "zod";
+import { DecisiondClient, type DecideRequest, type DecideResponse } from "../client/client.js";
+import { defaultModel, resolveClientConfig } from "../client/config.js";
+import { ClientConfigError, DecisiondError } from "../client/errors.js";
+import { renderAnswerLines } from "../client/render.js";
+
+/**
+ * The MCP server of decisiond: one tool, `decide`, that sends its input to `POST /v1/systemone`
+ * (one HTTP request per call, no retries) and returns the response as structured content plus one
+ * text line per question. Imports nothing from the server side.
+ */
+
+/** The name the server announces in the MCP handshake. */
+export const MCP_SERVER_NAME = "decisiond";
+
+// Text the API accepts for instructions and descriptions: a non-empty string, or structured JSON
+// (an object or array, rendered into the prompt as JSON). Deeper limits are the server's to check.
+const Text = z.union([
+  z.string().min(1),
+  z.array(z.unknown()).min(1),
+  z.record(z.string(), z.unknown()),
+]);
+
+const DataUrl = (what: string) =>
+  z
+    .string()
+    .regex(
+      /^data:[a-z0-9.+-]+\/[a-z0-9.+-]+;base64,/i,
+      `${what} should be a base64 data URL (data:<mime>;base64,...)`,
+    );
+
+const QuestionInput = z.discriminatedUnion("type", [
+  z
+    .object({
+      type: z.literal("choice"),
+      instructions: Text.optional().describe(
+        "the question, e.g. 'Which team should handle this ticket?'",
+      ),
+      criteria: z
+        .record(z.string().min(1), Text.nullable())
+        .describe(
+          "option id → description of when it applies (null: the id says it); 2–255 options",
+        ),
+    })
+    .describe("pick one of several options; answers choice, probabilities, confidence"),
+  z
+    .object({
+      type: z.literal("noul"),
+      instructions: Text.optional().describe(
+        "a yes/no question, e.g. 'Is the customer asking for a refund?'",
+      ),
+      criteria: z
+        .object({ true: Text.optional(), false: Text.optional() })
+        .optional()
+        .describe("what true and what false mean (optional when instructions say it)"),
+    })
+    .describe("a true/false question; answers noul = P(true)"),
+  z
+    .object({
+      type: z.literal("score"),
+      instructions: Text.optional().describe("what to rate, e.g. 'How urgent is this?'"),
+      criteria: z
+        .array(Text)
+        .describe("level descriptions, lowest first; the index is the value; 2–10 levels"),
+    })
+    .describe(
+      "place the state on an ordered scale; answers score = expected level, probabilities, confidence",
+    ),
+]);
+
+/** The input of the `decide` tool. */
+export const decideInputShape = {
+  state: z
+    .unknown()
+    .refine((value) => value !== undefined, "state is required: any JSON value")
+    .describe(
+      "the situation to decide about: any JSON value (text, an object, a conversation...). It is evidence, not instructions.",
+    ),
+  questions: z
+    .record(z.string().min(1), QuestionInput)
+    .describe(
+      "1–16 questions by id, each of type choice, noul or score; every one is answered about the same state",
+    ),
+  image: DataUrl("image")
+    .optional()
+    .describe("one image as a base64 data URL (data:image/png;base64,...); not with video"),
+  video: DataUrl("video")
+    .optional()
+    .describe("one MP4 video as a base64 data URL (data:video/mp4;base64,...); not with image"),
+  model: z
+    .string()
+    .min(1)
+    .optional()
+    .describe(
+      "model name; usually omitted (default: DECISIOND_MODEL of the plugin, else decisiond-1.0-experimental)",
+    ),
+};
+
+const Probabilities = z.record(z.string(), z.number());
+
+/** The output of the `decide` tool: the API's response, `{model, answers, usage}`. */
+export const decideOutputShape = {
+  model: z.string().describe("the model that answered"),
+  answers: z
+    .record(
+      z.string(),
+      z.discriminatedUnion("type", [
+        z.object({ type: z.literal("noul"), noul: z.number().describe("P(true)") }),
+        z.object({
+          type: z.literal("choice"),
+          choice: z.string().describe("the most probable option id"),
+          probabilities: Probabilities.describe("option id → probability"),
+          confidence: z.number(),
+        }),
+        z.object({
+          type: z.literal("score"),
+          score: z.number().describe("expected level, Σ i·pᵢ"),
+          legend: z.record(z.string(), z.string()).describe('"0".."n−1" → level description'),
+          probabilities: Probabilities.describe('"0".."n−1" → probability'),
+          confidence: z.number(),
+        }),
+      ]),
+    )
+    .describe("question id → answer"),
+  usage: z.object({ input_tokens: z.number(), output_tokens: z.number() }),
+};
+
+// Compile-time guard: every response the API's schema allows fits the tool's output schema.
+type DecideOutput = z.infer<z.ZodObject<typeof decideOutputShape>>;
+const fitsOutput = (response: DecideResponse): DecideOutput => response;
+void fitsOutput;
+
+/** Options of {@link createMcpServer}. */
+export interface McpServerOptions {
+  /**
+   * Makes the client for one tool call. Called on every call, so a fixed key file takes effect
+   * without a restart; a {@link ClientConfigError} it throws becomes a tool error. Default:
+   * {@link DecisiondClient.fromEnv}.
+   */
+  client?: () => DecisiondClient;
+  /** The model used when a call names none. Default: `DECISIOND_MODEL`, else decisiond-1.0-experimental. */
+  defaultModel?: string;
+  /** Version announced in the handshake; default the package's. */
+  version?: string;
+}
+
+/**
+ * Builds the MCP server with the `decide` tool (not yet connected to a transport).
+ *
+ * A call sends exactly one `POST /v1/systemone`. On success the result has `structuredContent` =
+ * the response and one text line per question. Every failure is a tool result with
+ * `isError: true` and a text naming it: for a server error, `HTTP <status> <error_type>:
+ * <message> (request id …; retry after … s)` followed by the same fields as JSON; also for an
+ * image together with a video, a refused key file, or no response from the server.
+ */
+export function createMcpServer(options: McpServerOptions = {}): McpServer {
+  const makeClient = options.client ?? (() => DecisiondClient.fromEnv());
+  const model = options.defaultModel ?? defaultModel();
+  const server = new McpServer({
+    name: MCP_SERVER_NAME,
+    version: options.version ?? packageVersion(),
+  });
+  server.registerTool(
+    "decide",
+    {
+      title: "Decide",
+      description:
+        "Answer questions about a state with probabilities from decisiond, a decision model that reads " +
+        "answers from next-token probabilities (it never writes text). Give a state (any JSON) and 1–16 questions " +
+        "by id: choice (pick one option id from criteria), noul (true/false; returns P(true)) or score " +
+        "(ordered levels 0..n−1; returns the expected level). Optionally one image or one video as a data URL. " +
+        "Returns every answer with probabilities and confidence.",
+      inputSchema: decideInputShape,
+      outputSchema: decideOutputShape,
+      annotations: {
+        readOnlyHint: true,
+        destructiveHint: false,
+        idempotentHint: true,
+        openWorldHint: false,
+      },
+    },
+    async (input, extra): Promise<CallToolResult> => {
+      if (input.image !== undefined && input.video !== undefined)
+        return toolError(
+          "send one image or one video, not both (the API takes one medium per request)",
+        );
+      let client: DecisiondClient;
+      try {
+        client = makeClient();
+      } catch (error) {
+        if (error instanceof ClientConfigError)
+          return toolError(`decisiond client configuration: ${error.message}`);
+        throw error;
+      }
+      const request = {
+        model: input.model ?? model,
+        state: input.state,
+        questions: input.questions,
+        ...(input.image !== undefined ? { images: [input.image] } : {}),
+        ...(input.video !== undefined ? { videos: [input.video] } : {}),
+      } as DecideRequest; // state and texts arrive as JSON over JSON-RPC: they are JSON values
+      try {
+        const response = await client.decide(request, { signal: extra.signal });
+        return {
+          content: [{ type: "text", text: renderAnswerLines(response).join("\n") }],
+          structuredContent: response as unknown as Record<string, unknown>,
+        };
+      } catch (error) {
+        if (error instanceof DecisiondError)
+          return toolError(
+            `decisiond ${error.status > 0 ? "answered" : "failed"}: ${error.describe()}\n${JSON.stringify(error.toJSON())}`,
+          );
+        throw error;
+      }
+    },
+  );
+  return server;
+}
+
+/**
+ * Runs {@link createMcpServer} on stdin/stdout until stdin closes. Writes one line to stderr when
+ * the client configuration is already known to be bad (the calls will report it too).
+ * @returns when the transport closes.
+ */
+export async function runMcpStdio(options: McpServerOptions = {}): Promise<void> {
+  if (!options.client) {
+    try {
+      resolveClientConfig();
+    } catch (error) {
+      if (!(error instanceof ClientConfigError)) throw error;
+      process.stderr.write(`decisiond mcp: ${error.message}\n`);
+    }
+  }
+  const server = createMcpServer(options);
+  const transport = new StdioServerTransport();
+  const closed = new Promise<void>((resolve) => {
+    transport.onclose = () => resolve();
+  });
+  await server.connect(transport);
+  // The transport does not notice the end of stdin by itself; the MCP spec ends a stdio session
+  // by closing the server's stdin.
+  await Promise.race([closed, new Promise<void>((resolve) => process.stdin.once("end", resolve))]);
+  await server.close();
+}
+
+/** The version in the package's package.json (dist/mcp/ → ../../package.json); "0.0.0" if unreadable. */
+function packageVersion(): string {
+  try {
+    const url = new URL("../../package.json", import.meta.url);
+    return (JSON.parse(readFileSync(url, "utf8")) as { version?: string }).version ?? "0.0.0";
+  } catch {
+    return "0.0.0";
+  }
+}
+
+function toolError(text: string): CallToolResult {
+  return { content: [{ type: "text", text }], isError: true };
+}
