@@ -8,6 +8,7 @@ export default defineConfig({
     fileParallelism: false,
     globalSetup: ["test/global-setup.ts"],
     testTimeout: 120_000,
+    reporters: ["default", ["json", { outputFile: ".vitest-report.json" }]],
     hookTimeout: 600_000,
   },
 });

@@ -44,6 +44,8 @@ export interface DeciderOptions {
   readonly calibration?: CalibrationProfile;
   /** Default `off`. Applies to choice questions (score scales keep their natural order). */
   readonly debias?: DebiasMode;
+  /** `words` (default): choice options answered by their ids; `fixed`: letters/numbers always. */
+  readonly labels?: "words" | "fixed";
 }
 
 /** One question's branches and how to read them back. */
@@ -122,20 +124,21 @@ export class Decider {
     const questions: QuestionPlan[] = [];
     let longest = 0;
     for (const [id, question] of request.questions) {
-      const labels = labelsOf(question);
       const orders = this.ordersOf(question);
       const firstBranch = branches.length;
+      const style = this.labelStyleOf(question);
       const views = orders.map((order) => {
-        const text = renderQuestion(question, labels, order);
-        const tokens = [...this.engine.tokenize(text), ...this.tail];
         // Position p shows option order[p] under labels[p].
-        const trie = buildLabelTrie(labels.map((label) => this.tokensOfLabel(label)));
+        const labels = style.labelsAt(order);
+        const text = renderQuestion(question, labels, order, style.words);
+        const tokens = [...this.engine.tokenize(text), ...this.tail, ...style.cueTokens];
+        const trie = buildLabelTrie(labels.map((label) => this.tokensOfLabel(label, style.cue)));
         const branch = trieBranch(tokens, trie);
         branches.push(branch);
         longest = Math.max(longest, tokens.length + trieDepth(trie) - 1);
         return { order, trie };
       });
-      questions.push({ id, question, labelCount: labels.length, views, firstBranch });
+      questions.push({ id, question, labelCount: labelCountOf(question), views, firstBranch });
     }
     const neededTokens = prefix.length + longest;
     if (neededTokens > this.engine.model.contextSize)
@@ -180,6 +183,42 @@ export class Decider {
     };
   }
 
+  /**
+   * How a question's options are labelled. Choice questions are answered with their own option
+   * ids after an "Answer:" cue (small models pick a word they just read far more reliably than a
+   * letter standing for it) when every id is short and the ids' token sequences are prefix-free;
+   * otherwise, and for noul and score, with the fixed labels of {@link labelsOf} at the start of
+   * the reply.
+   */
+  private labelStyleOf(question: Question): {
+    words: boolean;
+    cue: string;
+    cueTokens: Token[];
+    labelsAt(order: readonly number[]): string[];
+  } {
+    const fixed = {
+      words: false,
+      cue: "",
+      cueTokens: [] as Token[],
+      labelsAt: (_order: readonly number[]) => labelsOf(question),
+    };
+    if (question.type !== "choice" || this.options.labels === "fixed") return fixed;
+    const words = question.options.map(([id]) => ` ${id}`);
+    try {
+      const sequences = words.map((w) => this.tokensOfLabel(w, ANSWER_CUE));
+      if (sequences.some((t) => t.length > MAX_WORD_LABEL_TOKENS)) return fixed;
+      buildLabelTrie(sequences);
+    } catch {
+      return fixed;
+    }
+    return {
+      words: true,
+      cue: ANSWER_CUE,
+      cueTokens: this.engine.tokenize(ANSWER_CUE),
+      labelsAt: (order) => order.map((i) => words[i]!),
+    };
+  }
+
   /** Option orders shown for a question: identity first, then the debiasing orders. */
   private ordersOf(question: Question): number[][] {
     const n = labelCountOf(question);
@@ -199,23 +238,30 @@ export class Decider {
    * tokenizing the opening and the label together must give the opening's tokens followed by the
    * label's own, otherwise the label would not be what the model writes there.
    */
-  private tokensOfLabel(label: string): Token[] {
-    const known = this.labelTokens.get(label);
+  private tokensOfLabel(label: string, cue: string): Token[] {
+    const key = `${cue}\u0000${label}`;
+    const known = this.labelTokens.get(key);
     if (known) return known;
+    const context = [...this.tail, ...this.engine.tokenize(cue)];
     const alone = this.engine.tokenize(label);
-    const together = this.engine.tokenize(this.tailText + label, { special: true });
-    const joined = [...this.tail, ...alone];
+    const together = this.engine.tokenize(this.tailText + cue + label, { special: true });
+    const joined = [...context, ...alone];
     let tokens = alone;
     if (!sameTokens(together, joined)) {
-      const headMatches = sameTokens(together.slice(0, this.tail.length), this.tail);
+      const headMatches = sameTokens(together.slice(0, context.length), context);
       if (!headMatches)
         throw new Error(`label ${JSON.stringify(label)} merges with the assistant-turn opening`);
-      tokens = together.slice(this.tail.length);
+      tokens = together.slice(context.length);
     }
-    this.labelTokens.set(label, tokens);
+    this.labelTokens.set(key, tokens);
     return tokens;
   }
 }
+
+/** The cue that opens the reply before a word label. */
+const ANSWER_CUE = "Answer:";
+/** Longest option id (in tokens) used as its own label; longer ids get letter labels. */
+const MAX_WORD_LABEL_TOKENS = 8;
 
 /** The labels a question is answered with, one per option / level / side. */
 function labelsOf(question: Question): string[] {

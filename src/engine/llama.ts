@@ -21,6 +21,7 @@ import {
   type ChatMessage,
   type ChatTemplate,
   type Engine,
+  type EngineCounters,
   type ModelInfo,
   type ScoreBranch,
   type ScoreRequest,
@@ -80,6 +81,12 @@ type CopyableSequence = LlamaContextSequence & {
 export class LlamaEngine implements Engine {
   private readonly queue = new SerialQueue();
   private closed = false;
+  readonly counters: EngineCounters = {
+    requests: 0,
+    prefixTokensEvaluated: 0,
+    prefixTokensCached: 0,
+    branchTokensEvaluated: 0,
+  };
 
   private constructor(
     readonly model: ModelInfo,
@@ -154,6 +161,8 @@ export class LlamaEngine implements Engine {
         prefix.slice(cachedPrefixTokens),
       );
     let evaluatedTokens = prefix.length - cachedPrefixTokens;
+    this.counters.prefixTokensEvaluated += prefix.length - cachedPrefixTokens;
+    this.counters.prefixTokensCached += cachedPrefixTokens;
 
     const free = [...this.branchSequences];
     const waiting: ((sequence: LlamaContextSequence) => void)[] = [];
@@ -192,6 +201,7 @@ export class LlamaEngine implements Engine {
       );
       const output = await sequence.controlledEvaluate(input);
       evaluatedTokens += branch.tokens.length;
+      this.counters.branchTokensEvaluated += branch.tokens.length;
       const next = output[output.length - 1]?.next;
       if (!next?.logits || next.totalLogitWeight == null)
         throw new Error("llama.cpp returned no logits for the answer position");
@@ -220,6 +230,7 @@ export class LlamaEngine implements Engine {
             const missing = prefix.slice(sequence.nextTokenIndex);
             if (missing.length > 0) await sequence.evaluateWithoutGeneratingNewTokens(missing);
             evaluatedTokens += missing.length;
+            this.counters.prefixTokensEvaluated += missing.length;
           }
           return await evaluate(sequence, branch);
         } finally {
@@ -227,6 +238,7 @@ export class LlamaEngine implements Engine {
         }
       }),
     );
+    this.counters.requests++;
     return { branches, evaluatedTokens, cachedPrefixTokens };
   }
 

@@ -75,10 +75,23 @@ export interface ScoreResult {
   readonly cachedPrefixTokens: number;
 }
 
+/** Cumulative work counters of an engine since it was opened (for tests and diagnostics). */
+export interface EngineCounters {
+  /** {@link Engine.score} calls completed. */
+  requests: number;
+  /** Prefix tokens put through the model (cache hits excluded). */
+  prefixTokensEvaluated: number;
+  /** Prefix tokens served from the prefix cache. */
+  prefixTokensCached: number;
+  /** Branch tokens put through the model, children included. */
+  branchTokensEvaluated: number;
+}
+
 /** The interface every backend implements (in-process llama.cpp today; remote engines later). */
 export interface Engine {
   readonly model: ModelInfo;
   readonly chatTemplate: ChatTemplate;
+  readonly counters: Readonly<EngineCounters>;
   /**
    * Tokenizes text with the model's tokenizer. No BOS token is added.
    * @param options.special parse special-token text such as `<|im_start|>` into special tokens.
