@@ -85,6 +85,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     ...(options.bodyLimit ? { bodyLimit: options.bodyLimit } : {}),
     ...(options.logger !== undefined ? { logger: options.logger } : {}),
     ...(options.gate ? { gate: options.gate } : {}),
+    version: packageVersion(),
   });
   const host = options.host ?? "127.0.0.1";
   try {
@@ -106,6 +107,12 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       await engine.close();
     },
   };
+}
+
+/** decisiond's version, from its package.json. */
+export function packageVersion(): string {
+  const file = join(dirname(fileURLToPath(import.meta.url)), "..", "package.json");
+  return (JSON.parse(readFileSync(file, "utf8")) as { version: string }).version;
 }
 
 /**

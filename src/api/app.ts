@@ -2,8 +2,11 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest }
 import { randomUUID } from "node:crypto";
 import { StateTooLongError } from "../decision/decide.js";
 import type { DecisionRequest, DecisionResult } from "../decision/types.js";
+import { installDecompression } from "./decompress.js";
 import { detailsFromZod, HttpError, validationError } from "./errors.js";
+import { admittedTicket, installGate } from "./gate.js";
 import { parseJsonBody } from "./json.js";
+import { openApiDocument } from "./openapi.js";
 import { SystemOneRequestSchema } from "./schemas.js";
 import { toDecisionRequest } from "./translate.js";
 
@@ -26,8 +29,9 @@ export interface ServedModel {
 
 /**
  * Admission of a request before it reaches the model (authentication, per-account concurrency,
- * allowance). `admit` throws an {@link HttpError} to refuse; the returned ticket is settled once
- * with the usage of the call (or `undefined` when it failed).
+ * allowance). `admit` runs in `onRequest`, before the body is read (see ./gate.ts), and throws an
+ * {@link HttpError} to refuse; the returned ticket is settled once with the usage of the call (or
+ * `undefined` when it failed or never reached the model).
  */
 export interface Gate {
   admit(request: FastifyRequest): Promise<GateTicket>;
@@ -35,7 +39,12 @@ export interface Gate {
 
 /** What {@link Gate.admit} returns for an admitted request. */
 export interface GateTicket {
+  /** The model is done with the call (or it failed): frees the account's slot. Later calls are ignored. */
   settle(usage: { input_tokens: number; output_tokens: number } | undefined): void;
+  /** How the call was answered (once, before the reply is written; 499 when the client left). */
+  finish?(outcome: { status: number; model: string | undefined }): void;
+  /** The client went away before its answer: free the account's slot now (usage still follows via settle). */
+  release?(): void;
 }
 
 /** Options of {@link buildApp}. */
@@ -43,10 +52,15 @@ export interface AppOptions {
   readonly models: readonly ServedModel[];
   /** Largest accepted request body in bytes. Default 16 MiB. */
   readonly bodyLimit?: number;
-  /** A pino logger configuration, `false` for none. Default: info level to stdout. */
-  readonly logger?: boolean | { level?: string };
+  /**
+   * A pino logger configuration, `false` for none. Default: info level to stdout. The
+   * Authorization header is redacted; bodies (states) are never logged.
+   */
+  readonly logger?: boolean | { level?: string; stream?: NodeJS.WritableStream };
   /** Admission control; none means every request is admitted (auth off). */
   readonly gate?: Gate;
+  /** decisiond's version, for `GET /openapi.json`. */
+  readonly version?: string;
 }
 
 /** 16 MiB, the default request body limit. */
@@ -67,7 +81,10 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
         ? false
         : {
             level: (typeof options.logger === "object" && options.logger.level) || "info",
-            redact: ["req.headers.authorization"],
+            redact: ["req.headers.authorization", 'req.headers["x-api-key"]', "req.headers.cookie"],
+            ...(typeof options.logger === "object" && options.logger.stream
+              ? { stream: options.logger.stream }
+              : {}),
           },
     genReqId: () => randomUUID(),
   });
@@ -77,6 +94,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     reply.header("x-typesafe-request-id", request.id);
   });
 
+  installDecompression(app, bodyLimit);
   app.removeAllContentTypeParsers();
   app.addContentTypeParser(
     /^application\/([\w.+-]*\+)?json$/,
@@ -120,7 +138,16 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   for (const model of options.models)
     for (const name of [...model.names, ...(model.aliases ?? [])]) byName.set(name, model);
 
+  if (options.gate) installGate(app, options.gate, (body) => servedModelName(body, byName));
+
   app.get("/healthz", async () => ({ status: "ok", models: options.models.map((m) => m.names[0]) }));
+
+  const openapi = openApiDocument({
+    version: options.version ?? "0.0.0",
+    auth: options.gate !== undefined,
+    models: [...byName.keys()],
+  });
+  app.get("/openapi.json", async () => openapi);
 
   app.get("/v1/models", async () => ({
     models: options.models.flatMap((m) =>
@@ -129,7 +156,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   }));
 
   app.post("/v1/systemone", async (request, reply) => {
-    const ticket = options.gate ? await options.gate.admit(request) : undefined;
+    const ticket = admittedTicket(request);
     let usage: DecisionResult["usage"] | undefined;
     try {
       const { body, model, name } = validate(request.body, byName);
@@ -200,6 +227,15 @@ function validate(
       { loc: ["body", "videos"], msg: `model ${name} does not accept videos`, type: "value_error" },
     ]);
   return { body, model, name };
+}
+
+/** The served name a parsed body's `model` resolves to, as the route answers it; `undefined` if none. */
+function servedModelName(body: unknown, byName: ReadonlyMap<string, ServedModel>): string | undefined {
+  const requested = typeof body === "object" && body !== null ? (body as { model?: unknown }).model : undefined;
+  if (typeof requested !== "string") return undefined;
+  const model = byName.get(requested);
+  if (!model) return undefined;
+  return model.names.includes(requested) ? requested : model.names[0];
 }
 
 /** Bodies of Fastify's own 4xx errors (size, media type, empty body), in the API's error shape. */

@@ -1,8 +1,14 @@
 #!/usr/bin/env node
 import { Command } from "commander";
 import { readFileSync } from "node:fs";
+import { registerAskCommand } from "./ask.js";
+import { registerCalibrateCommand } from "./calibrate.js";
+import { registerEvalCommand } from "./eval.js";
+import { registerKeysCommand } from "./keys.js";
+import { registerMcpCommand } from "./mcp.js";
 import { registerPullCommand } from "./pull.js";
 import { registerServeCommand } from "./serve.js";
+import { registerUsageCommands } from "./usage.js";
 
 const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as {
   version: string;
@@ -15,6 +21,12 @@ const program = new Command()
 
 registerServeCommand(program);
 registerPullCommand(program);
+registerKeysCommand(program);
+registerUsageCommands(program);
+registerAskCommand(program);
+registerMcpCommand(program);
+registerEvalCommand(program);
+registerCalibrateCommand(program);
 
 program.parseAsync(process.argv).catch((error: unknown) => {
   process.stderr.write(`decisiond: ${error instanceof Error ? error.message : String(error)}\n`);

@@ -1,6 +1,12 @@
-import type { Command } from "commander";
+import { InvalidArgumentError, type Command } from "commander";
 import { existsSync } from "node:fs";
+import { isIP } from "node:net";
 import { resolve } from "node:path";
+import { Admission } from "../accounts/admission.js";
+import { ensureFirstKey } from "../accounts/keyfile.js";
+import { AccountStore, defaultStorePath } from "../accounts/store.js";
+import type { Gate } from "../api/app.js";
+import { accountGate } from "../api/gate.js";
 import type { DebiasMode } from "../decision/decide.js";
 import { DEFAULT_MODEL, findModel } from "../models/catalogue.js";
 import { ensureModel } from "../models/pull.js";
@@ -18,6 +24,67 @@ interface ServeFlags {
   bodyLimit?: number;
   debias: DebiasMode;
   logLevel: string;
+  auth: "on" | "off";
+  admissionWait: number;
+}
+
+/**
+ * Whether `host` binds to loopback only: `localhost`, 127.0.0.0/8 or ::1 (also as
+ * `::ffff:127.x.y.z` or in brackets).
+ */
+export function isLoopbackHost(host: string): boolean {
+  const h = host.trim().toLowerCase().replace(/^\[(.*)\]$/, "$1");
+  if (h === "localhost" || h.endsWith(".localhost")) return true;
+  const v4 = h.startsWith("::ffff:") && isIP(h.slice(7)) === 4 ? h.slice(7) : h;
+  if (isIP(v4) === 4) return v4.split(".")[0] === "127";
+  if (isIP(h) === 6) return /^(0{0,4}:){2,7}0{0,3}1$/.test(h) || h === "::1";
+  return false;
+}
+
+/** @throws {Error} for `--auth off` on a host that is not loopback. */
+export function checkAuthHost(flags: Pick<ServeFlags, "auth" | "host">): void {
+  if (flags.auth === "off" && !isLoopbackHost(flags.host))
+    throw new Error(
+      `--auth off is only allowed on a loopback address (127.0.0.1, ::1, localhost), not --host ${flags.host}: ` +
+        "anyone who can reach the port could use the service without a key",
+    );
+}
+
+/** A whole number of milliseconds ≥ 0. */
+function milliseconds(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError(`expected milliseconds ≥ 0, got "${value}"`);
+  return n;
+}
+
+/**
+ * The admission gate of `serve`: with auth on, the accounts store at `$DECISIOND_HOME/decisiond.db`
+ * (on first start an account and key are created and the key is written to the key file and
+ * printed once); with auth off, none, which is refused unless `host` is loopback.
+ * @throws {Error} for `--auth off` on a non-loopback host.
+ */
+export function openServeGate(
+  flags: Pick<ServeFlags, "auth" | "host" | "admissionWait">,
+  print: (line: string) => void,
+): { gate: Gate | undefined; store: AccountStore | undefined } {
+  checkAuthHost(flags);
+  if (flags.auth === "off") {
+    print("decisiond: auth is off: requests need no API key (loopback only)");
+    return { gate: undefined, store: undefined };
+  }
+  const store = AccountStore.open(defaultStorePath());
+  try {
+    const first = ensureFirstKey(store);
+    if (first)
+      print(
+        `decisiond: first start: created account "${first.account}" and its API key (shown this once):\n\n  ${first.key}\n\n` +
+          `decisiond: the key is written to ${first.keyFile} (mode 0600); manage keys with \`decisiond keys\``,
+      );
+    return { gate: accountGate(new Admission(store, { waitMs: flags.admissionWait })), store };
+  } catch (error) {
+    store.close();
+    throw error;
+  }
 }
 
 /**
@@ -42,7 +109,11 @@ export function registerServeCommand(program: Command): void {
     .option("--body-limit <size>", "largest request body, e.g. 16MiB (env DECISIOND_BODY_LIMIT)", byteSize, env.DECISIOND_BODY_LIMIT ? byteSize(env.DECISIOND_BODY_LIMIT) : undefined)
     .option("--debias <mode>", "option-order debiasing: off, reverse or cyclic (env DECISIOND_DEBIAS)", oneOf<DebiasMode>("off", "reverse", "cyclic"), (env.DECISIOND_DEBIAS as DebiasMode | undefined) ?? "off")
     .option("--log-level <level>", "pino log level (env DECISIOND_LOG_LEVEL)", env.DECISIOND_LOG_LEVEL ?? "info")
+    .option("--auth <on|off>", "require API keys; off is for local development and only on a loopback host (env DECISIOND_AUTH)", oneOf<"on" | "off">("on", "off"), (env.DECISIOND_AUTH as "on" | "off" | undefined) ?? "on")
+    .option("--admission-wait <ms>", "how long a request may wait while its account has another in flight, then 429 (env DECISIOND_ADMISSION_WAIT)", milliseconds, env.DECISIOND_ADMISSION_WAIT ? milliseconds(env.DECISIOND_ADMISSION_WAIT) : 0)
     .action(async (flags: ServeFlags) => {
+      const print = (line: string) => process.stderr.write(line + "\n");
+      checkAuthHost(flags); // before any download
       const local = existsSync(flags.model) || flags.model.endsWith(".gguf");
       const entry = local ? undefined : findModel(flags.model);
       if (!local && !entry) {
@@ -52,6 +123,7 @@ export function registerServeCommand(program: Command): void {
         ? resolve(flags.model)
         : await ensureModel(flags.model, { progress: true });
       if (local && !existsSync(modelPath)) throw new Error(`no such model file: ${modelPath}`);
+      const { gate, store } = openServeGate(flags, print);
       const service = await startService({
         modelPath,
         ...(entry ? { modelId: entry.name, description: entry.description, releaseDate: entry.releaseDate } : {}),
@@ -64,12 +136,19 @@ export function registerServeCommand(program: Command): void {
         ...(flags.bodyLimit ? { bodyLimit: flags.bodyLimit } : {}),
         debias: flags.debias,
         logger: { level: flags.logLevel },
+        ...(gate ? { gate } : {}),
+      }).catch((error: unknown) => {
+        store?.close();
+        throw error;
       });
       process.stderr.write(
         `decisiond: serving ${service.engine.model.id} at ${service.url}/v1/systemone (context ${service.engine.model.contextSize} tokens)\n`,
       );
       const stop = () => {
-        void service.close().then(() => process.exit(0));
+        void service.close().then(() => {
+          store?.close();
+          process.exit(0);
+        });
       };
       process.once("SIGINT", stop);
       process.once("SIGTERM", stop);

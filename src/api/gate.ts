@@ -1,0 +1,148 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { AdmissionError, type Admission, type AdmissionRefusal } from "../accounts/admission.js";
+import type { Gate, GateTicket } from "./app.js";
+import { apiError, type HttpError } from "./errors.js";
+
+/**
+ * Admission over HTTP: the gate of `POST /v1/systemone` reads `Authorization: Bearer <key>` and
+ * admits the request before its body is read, so a refused request (401, 429) costs neither the
+ * upload nor the parse of a body of up to the body limit.
+ */
+
+/** The route that is gated. */
+export const GATED_ROUTE = { method: "POST", url: "/v1/systemone" } as const;
+
+/** A {@link Gate} over an {@link Admission}: refusals become 401 / 429 in the API's error shape. */
+export function accountGate(admission: Admission): Gate {
+  return {
+    async admit(request) {
+      try {
+        return await admission.admit(bearerKey(request.headers.authorization));
+      } catch (error) {
+        throw error instanceof AdmissionError ? refusalError(error.refusal) : error;
+      }
+    },
+  };
+}
+
+/**
+ * The key of an `Authorization: Bearer <key>` header (scheme case-insensitive), `undefined` when
+ * the header is absent. @throws {HttpError} 401 for another scheme or a malformed header.
+ */
+export function bearerKey(header: string | undefined): string | undefined {
+  if (header === undefined || header.trim() === "") return undefined;
+  const match = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(header);
+  if (!match)
+    throw apiError(
+      401,
+      "authentication_error",
+      "the Authorization header must be Bearer <key>",
+      WWW_AUTHENTICATE,
+    );
+  return match[1];
+}
+
+const WWW_AUTHENTICATE = { "www-authenticate": 'Bearer realm="decisiond"' };
+
+/** A refusal as an HTTP error: 401 `authentication_error`, 429 `concurrency_limit` / `allowance_exhausted`. */
+export function refusalError(refusal: AdmissionRefusal): HttpError {
+  switch (refusal.kind) {
+    case "authentication":
+      return apiError(401, "authentication_error", refusal.message, WWW_AUTHENTICATE);
+    case "concurrency":
+      return apiError(
+        429,
+        "concurrency_limit",
+        refusal.message,
+        retryHeaders(refusal.retryAfterMs),
+      );
+    case "allowance":
+      return apiError(
+        429,
+        "allowance_exhausted",
+        refusal.message,
+        refusal.retryAfterMs === undefined ? {} : retryHeaders(refusal.retryAfterMs),
+      );
+  }
+}
+
+/** `Retry-After` in whole seconds (at least 1) and `retry-after-ms`, which the official clients prefer. */
+function retryHeaders(ms: number): Record<string, string> {
+  const rounded = Math.max(1, Math.round(ms));
+  return {
+    "retry-after": String(Math.max(1, Math.ceil(rounded / 1000))),
+    "retry-after-ms": String(rounded),
+  };
+}
+
+const tickets = new WeakMap<FastifyRequest, GateTicket>();
+const handling = new WeakSet<FastifyRequest>();
+
+/** The ticket the gate gave a request of the gated route (`undefined` when there is no gate). */
+export function admittedTicket(request: FastifyRequest): GateTicket | undefined {
+  return tickets.get(request);
+}
+
+/**
+ * Installs the gate on the app: admission in `onRequest` (before the body is read), the release
+ * of the account's slot at the latest when the reply is sent (`onSend`; the route settles sooner,
+ * when the model is done), and the ledger row with the reply's status. A client that goes away
+ * before its answer frees the slot at once; its call is recorded as 499, with the tokens the
+ * model spent, once the route lets go of the model.
+ *
+ * @param modelOf the served model a parsed body names, if any (for the ledger).
+ */
+export function installGate(
+  app: FastifyInstance,
+  gate: Gate,
+  modelOf: (body: unknown) => string | undefined,
+): void {
+  const gated = (request: FastifyRequest) =>
+    request.method === GATED_ROUTE.method && request.routeOptions.url === GATED_ROUTE.url;
+
+  const finish = (request: FastifyRequest, ticket: GateTicket, status: number) => {
+    try {
+      ticket.finish?.({ status, model: modelOf(request.body) });
+    } catch (error) {
+      request.log.error({ err: error }, "could not record the call in the usage ledger");
+    }
+  };
+
+  const onClose = (request: FastifyRequest, reply: FastifyReply, ticket: GateTicket) => {
+    // The route settles itself once the model lets go; anything earlier never reached it.
+    if (!handling.has(request)) ticket.settle(undefined);
+    if (reply.raw.writableFinished) {
+      finish(request, ticket, reply.statusCode);
+      return;
+    }
+    // The client left first: its slot is free now, its usage is charged when the route settles.
+    ticket.release?.();
+    finish(request, ticket, 499);
+  };
+
+  app.addHook("onRequest", async (request, reply) => {
+    if (!gated(request)) return;
+    let closed = false;
+    reply.raw.once("close", () => {
+      closed = true;
+      const ticket = tickets.get(request);
+      if (ticket) onClose(request, reply, ticket);
+    });
+    const ticket = await gate.admit(request);
+    tickets.set(request, ticket);
+    if (closed) onClose(request, reply, ticket);
+  });
+
+  app.addHook("preHandler", async (request) => {
+    if (tickets.has(request)) handling.add(request);
+  });
+
+  app.addHook("onSend", async (request, reply, payload) => {
+    const ticket = tickets.get(request);
+    if (ticket) {
+      ticket.settle(undefined); // no-op after the route's own settle
+      finish(request, ticket, reply.statusCode);
+    }
+    return payload;
+  });
+}

@@ -1,0 +1,168 @@
+import { InvalidArgumentError, type Command } from "commander";
+import Table from "cli-table3";
+import { AccountStore, defaultStorePath, type ApiKeyRecord } from "../accounts/store.js";
+
+/**
+ * `decisiond keys create|list|revoke`: API keys in the accounts store at
+ * `$DECISIOND_HOME/decisiond.db`. They work while `serve` runs: a revoked key is refused on its
+ * next request.
+ */
+export function registerKeysCommand(program: Command): void {
+  const keys = program.command("keys").description("create, list and revoke API keys");
+
+  keys
+    .command("create")
+    .description(
+      "create an API key for an account (created when missing); the key is printed once, on stdout",
+    )
+    .requiredOption("--account <name>", "the account the key belongs to")
+    .option("--label <label>", "a note to tell keys apart, e.g. who holds it")
+    .option("--json", "print {id, account, prefix, label, created_at, key} as JSON")
+    .action((flags: { account: string; label?: string; json?: boolean }) =>
+      withStore((store) => {
+        const { key, record, accountCreated } = store.createKey(flags.account, flags.label);
+        if (flags.json) {
+          out(JSON.stringify({ ...keyJson(record), key }));
+          return;
+        }
+        if (accountCreated) err(`created account "${record.accountName}"`);
+        err(
+          `created key ${record.id} (${record.prefix}…) for account "${record.accountName}"; it is shown this once:`,
+        );
+        out(key);
+      }),
+    );
+
+  keys
+    .command("list")
+    .description("list keys: id, account, prefix, label, created, last used, revoked")
+    .option("--account <name>", "only this account's keys")
+    .option("--json", "print a JSON array")
+    .action((flags: { account?: string; json?: boolean }) =>
+      withStore((store) => {
+        const records = store.listKeys(flags.account);
+        if (flags.json) {
+          out(JSON.stringify(records.map(keyJson)));
+          return;
+        }
+        if (records.length === 0) {
+          err("no keys");
+          return;
+        }
+        out(
+          table(
+            ["id", "account", "prefix", "label", "created", "last used", "revoked"],
+            records.map((r) => [
+              r.id,
+              r.accountName,
+              r.prefix,
+              r.label ?? "",
+              time(r.createdAt),
+              time(r.lastUsedAt) || "never",
+              time(r.revokedAt),
+            ]),
+          ),
+        );
+      }),
+    );
+
+  keys
+    .command("revoke")
+    .description("revoke a key by its id (see keys list); requests with it get 401 from then on")
+    .argument("<id>", "the key's id", keyId)
+    .action((id: number) =>
+      withStore((store) => {
+        const { record, alreadyRevoked } = store.revokeKey(id);
+        err(
+          alreadyRevoked
+            ? `key ${id} (${record.prefix}…, account "${record.accountName}") was already revoked on ${time(record.revokedAt)}`
+            : `revoked key ${id} (${record.prefix}…, account "${record.accountName}")`,
+        );
+      }),
+    );
+}
+
+function keyId(value: string): number {
+  const n = Number(value);
+  if (!Number.isSafeInteger(n) || n <= 0)
+    throw new InvalidArgumentError(`expected a key id (a number from keys list), got "${value}"`);
+  return n;
+}
+
+function keyJson(r: ApiKeyRecord) {
+  return {
+    id: r.id,
+    account: r.accountName,
+    prefix: r.prefix,
+    label: r.label ?? null,
+    created_at: isoTime(r.createdAt),
+    last_used_at: isoTime(r.lastUsedAt),
+    revoked_at: isoTime(r.revokedAt),
+  };
+}
+
+/** Opens the store, runs `fn`, closes the store. */
+export function withStore<T>(fn: (store: AccountStore) => T): T {
+  const store = AccountStore.open(defaultStorePath());
+  try {
+    return fn(store);
+  } finally {
+    store.close();
+  }
+}
+
+/** A line on stdout. */
+export function out(line: string): void {
+  process.stdout.write(line + "\n");
+}
+
+/** A line on stderr. */
+export function err(line: string): void {
+  process.stderr.write(line + "\n");
+}
+
+/** An ISO time, or `null`. */
+export function isoTime(ms: number | undefined): string | null {
+  return ms === undefined ? null : new Date(ms).toISOString();
+}
+
+/** A time for a table: `2026-01-02 03:04:05Z`, or "" for none. */
+export function time(ms: number | undefined): string {
+  return ms === undefined
+    ? ""
+    : new Date(ms)
+        .toISOString()
+        .replace("T", " ")
+        .replace(/\.\d{3}Z$/, "Z");
+}
+
+/** A borderless table (cli-table3) with a header row. */
+export function table(head: string[], rows: (string | number)[][]): string {
+  const t = new Table({
+    head,
+    chars: {
+      top: "",
+      "top-mid": "",
+      "top-left": "",
+      "top-right": "",
+      bottom: "",
+      "bottom-mid": "",
+      "bottom-left": "",
+      "bottom-right": "",
+      left: "",
+      "left-mid": "",
+      mid: "",
+      "mid-mid": "",
+      right: "",
+      "right-mid": "",
+      middle: "  ",
+    },
+    style: { head: [], border: [], "padding-left": 0, "padding-right": 0 },
+  });
+  t.push(...rows);
+  return t
+    .toString()
+    .split("\n")
+    .map((line) => line.trimEnd())
+    .join("\n");
+}

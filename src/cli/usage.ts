@@ -1,0 +1,178 @@
+import { InvalidArgumentError, type Command } from "commander";
+import { ALLOWANCE_PERIODS, type AllowancePeriod } from "../accounts/allowance.js";
+import type { AccountUsage } from "../accounts/store.js";
+import { err, isoTime, out, table, time, withStore } from "./keys.js";
+
+/**
+ * `decisiond usage [--account NAME]` (calls and tokens from the ledger, and each allowance) and
+ * `decisiond accounts list|create|set-allowance`.
+ */
+export function registerUsageCommands(program: Command): void {
+  program
+    .command("usage")
+    .description("calls and tokens per account, and what is left of each allowance")
+    .option("--account <name>", "only this account")
+    .option("--json", "print a JSON array")
+    .action((flags: { account?: string; json?: boolean }) =>
+      withStore((store) => {
+        const rows = store.usage(flags.account);
+        if (flags.json) {
+          out(JSON.stringify(rows.map(usageJson)));
+          return;
+        }
+        if (rows.length === 0) {
+          err("no accounts");
+          return;
+        }
+        out(
+          table(
+            [
+              "account",
+              "calls",
+              "failed",
+              "input tokens",
+              "output tokens",
+              "last call",
+              "allowance",
+              "used",
+              "left",
+              "renews",
+            ],
+            rows.map((u) => [
+              u.account,
+              u.calls,
+              u.failedCalls,
+              u.inputTokens,
+              u.outputTokens,
+              time(u.lastCallAt),
+              u.allowance ? allowanceText(u.allowance) : "none",
+              u.allowance ? u.allowance.used : "",
+              u.allowance ? u.allowance.remaining : "",
+              u.allowance ? time(u.allowance.renewsAt) || "never" : "",
+            ]),
+          ),
+        );
+      }),
+    );
+
+  const accounts = program
+    .command("accounts")
+    .description("list and create accounts, set allowances");
+
+  accounts
+    .command("list")
+    .description("list accounts and their allowances")
+    .option("--json", "print a JSON array")
+    .action((flags: { json?: boolean }) =>
+      withStore((store) => {
+        const list = store.listAccounts();
+        if (flags.json) {
+          out(
+            JSON.stringify(
+              list.map((a) => ({
+                name: a.name,
+                created_at: isoTime(a.createdAt),
+                allowance: a.allowance ?? null,
+              })),
+            ),
+          );
+          return;
+        }
+        if (list.length === 0) {
+          err("no accounts");
+          return;
+        }
+        out(
+          table(
+            ["account", "created", "allowance", "keys"],
+            list.map((a) => [
+              a.name,
+              time(a.createdAt),
+              a.allowance ? allowanceText(a.allowance) : "none",
+              store.listKeys(a.name).filter((k) => k.revokedAt === undefined).length,
+            ]),
+          ),
+        );
+      }),
+    );
+
+  accounts
+    .command("create")
+    .description("create an account (keys create also creates a missing one)")
+    .argument("<name>", "letters, digits, '.', '_' or '-'")
+    .action((name: string) =>
+      withStore((store) => {
+        store.createAccount(name);
+        err(`created account "${name}"`);
+      }),
+    );
+
+  accounts
+    .command("set-allowance")
+    .description(
+      "limit the tokens (input + output) an account may use per UTC day, per UTC month or in total",
+    )
+    .argument("<name>", "the account")
+    .option("--tokens <n>", "tokens per period", positiveIntOrZero)
+    .option("--period <period>", `one of ${ALLOWANCE_PERIODS.join(", ")}`, period)
+    .option("--none", "remove the allowance (no limit)")
+    .action((name: string, flags: { tokens?: number; period?: AllowancePeriod; none?: boolean }) =>
+      withStore((store) => {
+        if (flags.none) {
+          if (flags.tokens !== undefined || flags.period !== undefined)
+            throw new InvalidArgumentError("--none takes neither --tokens nor --period");
+          store.setAllowance(name, undefined);
+          err(`account "${name}" has no allowance now (no limit)`);
+          return;
+        }
+        if (flags.tokens === undefined || flags.period === undefined)
+          throw new InvalidArgumentError("give --tokens N and --period day|month|total, or --none");
+        const account = store.setAllowance(name, { tokens: flags.tokens, period: flags.period });
+        const state = store.allowanceState(account)!;
+        err(
+          `account "${name}": ${allowanceText(state)}; used ${state.used}, left ${state.remaining}`,
+        );
+      }),
+    );
+}
+
+function positiveIntOrZero(value: string): number {
+  const n = Number(value);
+  if (!Number.isSafeInteger(n) || n < 0)
+    throw new InvalidArgumentError(`expected a whole number ≥ 0, got "${value}"`);
+  return n;
+}
+
+function period(value: string): AllowancePeriod {
+  if (!(ALLOWANCE_PERIODS as readonly string[]).includes(value))
+    throw new InvalidArgumentError(
+      `expected one of ${ALLOWANCE_PERIODS.join(", ")}, got "${value}"`,
+    );
+  return value as AllowancePeriod;
+}
+
+function allowanceText(a: { tokens: number; period: AllowancePeriod }): string {
+  return a.period === "total"
+    ? `${a.tokens} tokens in total`
+    : `${a.tokens} tokens per ${a.period}`;
+}
+
+function usageJson(u: AccountUsage) {
+  return {
+    account: u.account,
+    calls: u.calls,
+    failed_calls: u.failedCalls,
+    input_tokens: u.inputTokens,
+    output_tokens: u.outputTokens,
+    last_call_at: isoTime(u.lastCallAt),
+    allowance: u.allowance
+      ? {
+          tokens: u.allowance.tokens,
+          period: u.allowance.period,
+          used: u.allowance.used,
+          remaining: u.allowance.remaining,
+          renews_at: isoTime(u.allowance.renewsAt),
+        }
+      : null,
+  };
+}

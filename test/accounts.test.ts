@@ -1,0 +1,357 @@
+import Database from "better-sqlite3";
+import { Command } from "commander";
+import { mkdtemp, readFile, rm, stat, writeFile, mkdir } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { Admission, AdmissionError } from "../src/accounts/admission.js";
+import { allowanceWindow } from "../src/accounts/allowance.js";
+import { apiKeyFilePath, ensureFirstKey, writeApiKeyFile } from "../src/accounts/keyfile.js";
+import {
+  generateApiKey,
+  hashApiKey,
+  isWellFormedApiKey,
+  KEY_PREFIX_LENGTH,
+} from "../src/accounts/keys.js";
+import { AccountStore, defaultStorePath, MIGRATIONS, StoreError } from "../src/accounts/store.js";
+import { registerKeysCommand } from "../src/cli/keys.js";
+import {
+  checkAuthHost,
+  isLoopbackHost,
+  openServeGate,
+  registerServeCommand,
+} from "../src/cli/serve.js";
+import { registerUsageCommands } from "../src/cli/usage.js";
+
+let dir: string;
+
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), "decisiond-accounts-"));
+  vi.stubEnv("DECISIOND_HOME", join(dir, "home"));
+  vi.stubEnv("HOME", join(dir, "user"));
+  vi.stubEnv("XDG_CONFIG_HOME", join(dir, "config"));
+});
+
+afterEach(async () => {
+  vi.unstubAllEnvs();
+  await rm(dir, { recursive: true, force: true });
+});
+
+async function cli(register: (program: Command) => void, ...args: string[]) {
+  const stdout: string[] = [];
+  const stderr: string[] = [];
+  const out = vi
+    .spyOn(process.stdout, "write")
+    .mockImplementation((s) => (stdout.push(String(s)), true));
+  const err = vi
+    .spyOn(process.stderr, "write")
+    .mockImplementation((s) => (stderr.push(String(s)), true));
+  try {
+    const program = new Command().exitOverride();
+    register(program);
+    await program.parseAsync(["node", "decisiond", ...args]);
+  } finally {
+    out.mockRestore();
+    err.mockRestore();
+  }
+  return { stdout: stdout.join(""), stderr: stderr.join("") };
+}
+
+const all = (program: Command) => {
+  registerKeysCommand(program);
+  registerUsageCommands(program);
+};
+
+describe("keys", () => {
+  it("are dsk_ + 40 base62 characters, all different", () => {
+    const keys = new Set(Array.from({ length: 500 }, generateApiKey));
+    expect(keys.size).toBe(500);
+    for (const key of keys) {
+      expect(key).toMatch(/^dsk_[0-9A-Za-z]{40}$/);
+      expect(isWellFormedApiKey(key)).toBe(true);
+    }
+    // Every base62 digit shows up: the alphabet is used whole.
+    expect(new Set([...keys].join("").replace(/dsk_/g, "")).size).toBe(62);
+    expect(isWellFormedApiKey("dsk_short")).toBe(false);
+  });
+});
+
+describe("store", () => {
+  it("lives at $DECISIOND_HOME/decisiond.db, in WAL mode, migrated to the latest version", () => {
+    const path = defaultStorePath();
+    expect(path).toBe(join(dir, "home", "decisiond.db"));
+    const store = AccountStore.open(path);
+    expect(store.schemaVersion).toBe(MIGRATIONS.length);
+    store.close();
+    const db = new Database(path, { readonly: true });
+    expect(db.pragma("journal_mode", { simple: true })).toBe("wal");
+    expect(db.pragma("user_version", { simple: true })).toBe(MIGRATIONS.length);
+    expect(
+      (
+        db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").all() as {
+          name: string;
+        }[]
+      ).map((r) => r.name),
+    ).toEqual(["accounts", "api_keys", "usage"]);
+    db.close();
+    // Reopening an up-to-date store changes nothing.
+    const again = AccountStore.open(path);
+    expect(again.schemaVersion).toBe(MIGRATIONS.length);
+    again.close();
+  });
+
+  it("refuses a store written by a newer decisiond", () => {
+    const path = defaultStorePath();
+    AccountStore.open(path).close();
+    const db = new Database(path);
+    db.pragma(`user_version = ${MIGRATIONS.length + 1}`);
+    db.close();
+    expect(() => AccountStore.open(path)).toThrow(/newer than this decisiond knows/);
+  });
+
+  it("keeps keys only as SHA-256 hashes and a 12-character prefix", async () => {
+    const path = defaultStorePath();
+    const store = AccountStore.open(path);
+    const { key, record } = store.createKey("team-a", "laptop");
+    expect(record).toMatchObject({
+      accountName: "team-a",
+      label: "laptop",
+      prefix: key.slice(0, KEY_PREFIX_LENGTH),
+    });
+    expect(record.prefix).toHaveLength(12);
+    expect(store.findKey(key)?.key.id).toBe(record.id);
+    expect(store.findKey(key.slice(0, -1) + (key.endsWith("x") ? "y" : "x"))).toBeUndefined();
+    expect(store.findKey("not a key")).toBeUndefined();
+    store.close();
+    const db = new Database(path, { readonly: true });
+    const row = db.prepare("SELECT * FROM api_keys").get() as { hash: Buffer; prefix: string };
+    expect(row.hash.equals(hashApiKey(key))).toBe(true);
+    db.close();
+    const bytes = await readFile(path);
+    expect(bytes.includes(Buffer.from(key))).toBe(false);
+    expect(bytes.includes(Buffer.from(key.slice(KEY_PREFIX_LENGTH)))).toBe(false);
+    expect((await stat(path)).mode & 0o777).toBe(0o600);
+  });
+
+  it("validates account names and allowances", () => {
+    const store = AccountStore.open(defaultStorePath());
+    expect(() => store.createAccount("has space")).toThrow(StoreError);
+    expect(() => store.createAccount("")).toThrow(StoreError);
+    store.createAccount("ok.name_1-2");
+    expect(() => store.createAccount("ok.name_1-2")).toThrow(/already exists/);
+    expect(() => store.setAllowance("ok.name_1-2", { tokens: -1, period: "day" })).toThrow(
+      StoreError,
+    );
+    expect(() => store.setAllowance("ok.name_1-2", { tokens: 1.5, period: "day" })).toThrow(
+      StoreError,
+    );
+    expect(() => store.setAllowance("missing", { tokens: 1, period: "day" })).toThrow(/no account/);
+    store.close();
+  });
+});
+
+describe("allowance periods", () => {
+  it("are UTC days and months, or all time", () => {
+    const now = Date.UTC(2026, 0, 31, 23, 59, 59);
+    expect(allowanceWindow("day", now)).toEqual({
+      start: Date.UTC(2026, 0, 31),
+      end: Date.UTC(2026, 1, 1),
+    });
+    expect(allowanceWindow("month", now)).toEqual({
+      start: Date.UTC(2026, 0, 1),
+      end: Date.UTC(2026, 1, 1),
+    });
+    expect(allowanceWindow("month", Date.UTC(2026, 11, 15))).toEqual({
+      start: Date.UTC(2026, 11, 1),
+      end: Date.UTC(2027, 0, 1),
+    });
+    expect(allowanceWindow("total", now)).toEqual({ start: 0, end: undefined });
+  });
+
+  it("renew: yesterday's usage does not count against today", async () => {
+    let now = Date.UTC(2026, 4, 10, 23, 0);
+    const store = AccountStore.open(defaultStorePath(), { now: () => now });
+    const admission = new Admission(store, { now: () => now });
+    const { key } = store.createKey("team-a");
+    store.setAllowance("team-a", { tokens: 10, period: "day" });
+    const permit = await admission.admit(key);
+    permit.settle({ input_tokens: 9, output_tokens: 1 });
+    permit.finish({ status: 200, model: "m" });
+    const refusal = await admission.admit(key).catch((e: AdmissionError) => e.refusal);
+    expect(refusal).toMatchObject({ kind: "allowance", retryAfterMs: 60 * 60 * 1000 });
+    now = Date.UTC(2026, 4, 11, 0, 0, 1);
+    const next = await admission.admit(key);
+    expect(next.account.name).toBe("team-a");
+    store.close();
+  });
+});
+
+describe("key file and first start", () => {
+  it("is $XDG_CONFIG_HOME/decisiond/api_key, else ~/.config/decisiond/api_key", () => {
+    expect(apiKeyFilePath()).toBe(join(dir, "config", "decisiond", "api_key"));
+    expect(apiKeyFilePath({ HOME: "/home/u" })).toBe("/home/u/.config/decisiond/api_key");
+    expect(apiKeyFilePath({ HOME: "/home/u", XDG_CONFIG_HOME: "relative" })).toBe(
+      "/home/u/.config/decisiond/api_key",
+    );
+  });
+
+  it("is written 0600 in a 0700 directory, replacing an older file whole", async () => {
+    const path = apiKeyFilePath();
+    await mkdir(join(dir, "config", "decisiond"), { recursive: true });
+    await writeFile(path, "old", { mode: 0o644 });
+    writeApiKeyFile("dsk_new", path);
+    expect(await readFile(path, "utf8")).toBe("dsk_new\n");
+    expect((await stat(path)).mode & 0o777).toBe(0o600);
+    vi.stubEnv("XDG_CONFIG_HOME", "");
+    const fresh = apiKeyFilePath();
+    expect(fresh).toBe(join(dir, "user", ".config", "decisiond", "api_key"));
+    writeApiKeyFile("dsk_other", fresh);
+    expect((await stat(fresh)).mode & 0o777).toBe(0o600);
+    expect((await stat(join(dir, "user", ".config", "decisiond"))).mode & 0o777).toBe(0o700);
+  });
+
+  it("serve's first start creates an account and a key, prints it once and writes the key file 0600", async () => {
+    const lines: string[] = [];
+    const first = openServeGate({ auth: "on", host: "127.0.0.1", admissionWait: 0 }, (l) =>
+      lines.push(l),
+    );
+    expect(first.gate).toBeDefined();
+    first.store!.close();
+    const printed = lines.join("\n");
+    const key = /(dsk_[0-9A-Za-z]{40})/.exec(printed)?.[1];
+    expect(key).toBeDefined();
+    const file = join(dir, "config", "decisiond", "api_key");
+    expect(printed).toContain(file);
+    expect(await readFile(file, "utf8")).toBe(`${key}\n`);
+    expect((await stat(file)).mode & 0o777).toBe(0o600);
+
+    // The key works, and belongs to the account "default".
+    const store = AccountStore.open(defaultStorePath());
+    expect(store.findKey(key!)?.account.name).toBe("default");
+    store.close();
+
+    // The next start finds a key and creates none.
+    const later: string[] = [];
+    const second = openServeGate({ auth: "on", host: "127.0.0.1", admissionWait: 0 }, (l) =>
+      later.push(l),
+    );
+    second.store!.close();
+    expect(later.join("\n")).not.toMatch(/dsk_/);
+    expect(await readFile(file, "utf8")).toBe(`${key}\n`);
+  });
+
+  it("no key is created when keys exist, even if all are revoked", () => {
+    const store = AccountStore.open(defaultStorePath());
+    const { record } = store.createKey("ops");
+    store.revokeKey(record.id);
+    expect(ensureFirstKey(store, join(dir, "k"))).toBeUndefined();
+    expect(store.countKeys()).toBe(1);
+    store.close();
+  });
+});
+
+describe("--auth off", () => {
+  it("is allowed on loopback only", async () => {
+    for (const host of [
+      "127.0.0.1",
+      "127.8.9.10",
+      "::1",
+      "[::1]",
+      "localhost",
+      "LOCALHOST",
+      "0:0:0:0:0:0:0:1",
+      "::ffff:127.0.0.1",
+    ])
+      expect(isLoopbackHost(host), host).toBe(true);
+    for (const host of [
+      "0.0.0.0",
+      "::",
+      "192.168.1.2",
+      "10.0.0.1",
+      "example.com",
+      "128.0.0.1",
+      "::2",
+      "1::1",
+      "",
+    ])
+      expect(isLoopbackHost(host), host).toBe(false);
+    expect(() => checkAuthHost({ auth: "off", host: "0.0.0.0" })).toThrow(/loopback/);
+    expect(() => checkAuthHost({ auth: "off", host: "127.0.0.1" })).not.toThrow();
+    expect(() => checkAuthHost({ auth: "on", host: "0.0.0.0" })).not.toThrow();
+    const lines: string[] = [];
+    expect(
+      openServeGate({ auth: "off", host: "::1", admissionWait: 0 }, (l) => lines.push(l)),
+    ).toEqual({
+      gate: undefined,
+      store: undefined,
+    });
+    expect(lines.join()).toMatch(/auth is off/);
+  });
+
+  it("serve refuses it on a public address before loading anything", async () => {
+    await expect(
+      cli(
+        registerServeCommand,
+        "serve",
+        "--auth",
+        "off",
+        "--host",
+        "0.0.0.0",
+        "--model",
+        join(dir, "missing.gguf"),
+      ),
+    ).rejects.toThrow(/--auth off is only allowed on a loopback address/);
+  });
+});
+
+describe("CLI", () => {
+  it("keys create prints the key alone on stdout; list, revoke and accounts work on the store", async () => {
+    const created = await cli(all, "keys", "create", "--account", "team-a", "--label", "ci");
+    const key = created.stdout.trim();
+    expect(key).toMatch(/^dsk_[0-9A-Za-z]{40}$/);
+    expect(created.stderr).toMatch(/created account "team-a"/);
+    expect(created.stderr).toMatch(/shown this once/);
+
+    const json = JSON.parse(
+      (await cli(all, "keys", "create", "--account", "team-b", "--json")).stdout,
+    );
+    expect(json).toMatchObject({ id: 2, account: "team-b", label: null, revoked_at: null });
+    expect(json.key).toMatch(/^dsk_/);
+
+    const listed = (await cli(all, "keys", "list")).stdout;
+    expect(listed.split("\n")[0]).toMatch(
+      /^id\s+account\s+prefix\s+label\s+created\s+last used\s+revoked$/,
+    );
+    expect(listed).toContain(key.slice(0, 12));
+    expect(listed).not.toContain(key);
+    expect(
+      JSON.parse((await cli(all, "keys", "list", "--account", "team-b", "--json")).stdout),
+    ).toHaveLength(1);
+
+    expect((await cli(all, "keys", "revoke", "1")).stderr).toMatch(/revoked key 1/);
+    expect((await cli(all, "keys", "revoke", "1")).stderr).toMatch(/already revoked/);
+    await expect(cli(all, "keys", "revoke", "99")).rejects.toThrow(/no key with id 99/);
+    await expect(cli(all, "keys", "revoke", "abc")).rejects.toThrow(/expected a key id/);
+    const revoked = JSON.parse((await cli(all, "keys", "list", "--json")).stdout)[0];
+    expect(revoked.revoked_at).toMatch(/^\d{4}-/);
+
+    await cli(all, "accounts", "create", "team-c");
+    await cli(all, "accounts", "set-allowance", "team-c", "--tokens", "5000", "--period", "month");
+    await expect(cli(all, "accounts", "set-allowance", "team-c", "--tokens", "5")).rejects.toThrow(
+      /--period/,
+    );
+    await expect(
+      cli(all, "accounts", "set-allowance", "team-c", "--tokens", "5", "--period", "week"),
+    ).rejects.toThrow(/day, month, total/);
+    const accounts = JSON.parse((await cli(all, "accounts", "list", "--json")).stdout);
+    expect(accounts.map((a: { name: string }) => a.name)).toEqual(["team-a", "team-b", "team-c"]);
+    expect(accounts[2].allowance).toEqual({ tokens: 5000, period: "month" });
+    const usage = JSON.parse((await cli(all, "usage", "--json")).stdout);
+    expect(usage[2]).toMatchObject({
+      account: "team-c",
+      calls: 0,
+      allowance: { used: 0, remaining: 5000 },
+    });
+    await expect(cli(all, "usage", "--account", "nobody")).rejects.toThrow(/no account "nobody"/);
+  });
+});
