@@ -96,8 +96,8 @@ describe("POST /v1/systemone with the real model", () => {
       const res = await postJson(url, { model, state: "hello", questions: { q: NOUL } });
       expect(res.status).toBe(200);
     }
-    const models = await (await fetch(`${service.url}/v1/models`)).json();
-    expect(models.models.map((m: any) => m.name)).toEqual([
+    const models = (await (await fetch(`${service.url}/v1/models`)).json()) as { models: { name: string }[] };
+    expect(models.models.map((m) => m.name)).toEqual([
       "decisiond-1.0-experimental",
       "smollm2-135m-instruct",
     ]);
@@ -254,6 +254,6 @@ describe("validation (seed rule 5): 422 with detail[] saying where", () => {
     expect(bad.body.detail.message).toMatch(/line 2, column/);
     const text = await fetch(url, { method: "POST", headers: { "content-type": "text/plain" }, body: "hi" });
     expect(text.status).toBe(415);
-    expect((await text.json()).detail.error_type).toBe("unsupported_media_type");
+    expect(((await text.json()) as { detail: { error_type: string } }).detail.error_type).toBe("unsupported_media_type");
   });
 });

@@ -169,7 +169,17 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
         result = await model.decide(toDecisionRequest(body), controller.signal);
       } catch (error) {
         if (error instanceof StateTooLongError)
-          throw validationError([{ loc: ["body", "state"], msg: error.message, type: "state_too_long" }]);
+          throw validationError([
+            {
+              // Blame the state when it alone fills the context, else the longest question.
+              loc:
+                error.longestQuestionId !== undefined && error.stateTokens * 2 < error.contextSize
+                  ? ["body", "questions", error.longestQuestionId]
+                  : ["body", "state"],
+              msg: error.message,
+              type: "state_too_long",
+            },
+          ]);
         throw error;
       }
       usage = result.usage;

@@ -44,7 +44,11 @@ export interface DeciderOptions {
   readonly calibration?: CalibrationProfile;
   /** Default `off`. Applies to choice questions (score scales keep their natural order). */
   readonly debias?: DebiasMode;
-  /** `words` (default): choice options answered by their ids; `fixed`: letters/numbers always. */
+  /**
+   * `fixed` (default): letters/numbers at the start of the reply. `words`: choice options answered
+   * by their own ids after an "Answer:" cue — better on some clear-cut sentiment inputs, worse on
+   * AG News and far easier to steer with injected text naming an option, so not the default.
+   */
   readonly labels?: "words" | "fixed";
 }
 
@@ -74,6 +78,8 @@ export class StateTooLongError extends ContextOverflowError {
     readonly stateTokens: number,
     neededTokens: number,
     contextSize: number,
+    /** The question whose branch is longest; `undefined` when the prefix alone does not fit. */
+    readonly longestQuestionId?: string,
   ) {
     super(neededTokens, contextSize);
     this.name = "StateTooLongError";
@@ -123,6 +129,7 @@ export class Decider {
     const branches: ScoreBranch[] = [];
     const questions: QuestionPlan[] = [];
     let longest = 0;
+    let longestId: string | undefined;
     for (const [id, question] of request.questions) {
       const orders = this.ordersOf(question);
       const firstBranch = branches.length;
@@ -135,14 +142,23 @@ export class Decider {
         const trie = buildLabelTrie(labels.map((label) => this.tokensOfLabel(label, style.cue)));
         const branch = trieBranch(tokens, trie);
         branches.push(branch);
-        longest = Math.max(longest, tokens.length + trieDepth(trie) - 1);
+        const depth = tokens.length + trieDepth(trie) - 1;
+        if (depth > longest) {
+          longest = depth;
+          longestId = id;
+        }
         return { order, trie };
       });
       questions.push({ id, question, labelCount: labelCountOf(question), views, firstBranch });
     }
     const neededTokens = prefix.length + longest;
     if (neededTokens > this.engine.model.contextSize)
-      throw new StateTooLongError(stateTokens.length, neededTokens, this.engine.model.contextSize);
+      throw new StateTooLongError(
+        stateTokens.length,
+        neededTokens,
+        this.engine.model.contextSize,
+        prefix.length < this.engine.model.contextSize ? longestId : undefined,
+      );
     return { prefix, branches, questions, neededTokens };
   }
 
@@ -184,11 +200,10 @@ export class Decider {
   }
 
   /**
-   * How a question's options are labelled. Choice questions are answered with their own option
-   * ids after an "Answer:" cue (small models pick a word they just read far more reliably than a
-   * letter standing for it) when every id is short and the ids' token sequences are prefix-free;
-   * otherwise, and for noul and score, with the fixed labels of {@link labelsOf} at the start of
-   * the reply.
+   * How a question's options are labelled: by default the fixed labels of {@link labelsOf} at the
+   * start of the reply. With `labels: "words"`, choice questions are answered with their own
+   * option ids after an "Answer:" cue when every id is short and the ids' token sequences are
+   * prefix-free.
    */
   private labelStyleOf(question: Question): {
     words: boolean;
@@ -202,7 +217,7 @@ export class Decider {
       cueTokens: [] as Token[],
       labelsAt: (_order: readonly number[]) => labelsOf(question),
     };
-    if (question.type !== "choice" || this.options.labels === "fixed") return fixed;
+    if (question.type !== "choice" || this.options.labels !== "words") return fixed;
     const words = question.options.map(([id]) => ` ${id}`);
     try {
       const sequences = words.map((w) => this.tokensOfLabel(w, ANSWER_CUE));

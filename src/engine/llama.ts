@@ -37,7 +37,8 @@ export interface LlamaEngineOptions {
   readonly id?: string;
   /**
    * Tokens per KV-cache sequence, i.e. the most one request (prefix + longest branch) may use.
-   * Default: the smaller of 4096 and the model's training context.
+   * Default: the smaller of 8192 and the model's training context (a 255-option choice with
+   * descriptions needs about 4.5k tokens).
    */
   readonly contextSize?: number;
   /**
@@ -103,7 +104,7 @@ export class LlamaEngine implements Engine {
     const llama = await getLlama({ gpu: options.gpu ?? "auto", logLevel: LlamaLogLevel.error });
     const llamaModel = await llama.loadModel({ modelPath: options.modelPath });
     const trainContextSize = llamaModel.trainContextSize;
-    const contextSize = options.contextSize ?? Math.min(4096, trainContextSize);
+    const contextSize = options.contextSize ?? Math.min(8192, trainContextSize);
     const parallelBranches = options.parallelBranches ?? 16;
     const context = await llamaModel.createContext({
       contextSize,

@@ -1,0 +1,166 @@
+import Table from "cli-table3";
+import type { Command } from "commander";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import type { DebiasMode } from "../decision/decide.js";
+import { oneOf, positiveInt } from "./options.js";
+import {
+  collect,
+  loadItems,
+  openEngine,
+  progressBar,
+  splitOption,
+  type ModelFlags,
+} from "./eval.js";
+import { FIT_METHOD, fitKeys, temperaturesOf, type FittedProfile } from "../evaluation/fit.js";
+import { datasetOf, type Split } from "../evaluation/format.js";
+import { resolveModel } from "../evaluation/model.js";
+import { runEvaluation } from "../evaluation/runner.js";
+import { oursSystem } from "../evaluation/systems.js";
+import { DEFAULT_MODEL } from "../models/catalogue.js";
+
+interface CalibrateFlags extends ModelFlags {
+  data?: string[];
+  limit?: number;
+  split: Split | "all";
+  debias: DebiasMode;
+  labels?: "words" | "fixed";
+  out?: string;
+  minQuestions: number;
+}
+
+/** `profiles/<model id>.json` in the package, where `serve` looks for a model's profile. */
+export function defaultProfilePath(modelId: string): string {
+  return join(dirname(fileURLToPath(import.meta.url)), "..", "..", "profiles", `${modelId}.json`);
+}
+
+function fixed(value: number, digits = 3): string {
+  return Number.isFinite(value) ? value.toFixed(digits) : "n/a";
+}
+
+/**
+ * Adds `calibrate`: evaluates the fit split without calibration, fits one temperature per
+ * (question type, option-count bucket) by minimising NLL, and writes the profile `serve` loads.
+ */
+export function registerCalibrateCommand(program: Command): Command {
+  return program
+    .command("calibrate")
+    .description(
+      "fit the temperatures of a model's calibration profile on labeled data (fit split)",
+    )
+    .option("--data <file>", "evaluation JSONL (repeatable; see `decisiond eval convert`)", collect)
+    .option("--limit <n>", "at most n items of each data file (after --split)", positiveInt)
+    .option(
+      "--split <part>",
+      "rows to fit on: fit (default; alias train), test or all",
+      splitOption,
+      "fit",
+    )
+    .option("--model <name|path>", "catalogue model name or path to a GGUF file", DEFAULT_MODEL)
+    .option("--context-size <tokens>", "tokens per request", positiveInt)
+    .option("--threads <n>", "CPU threads (default: physical cores)", positiveInt)
+    .option(
+      "--debias <mode>",
+      "debiasing the profile will be served with: off, reverse or cyclic",
+      oneOf<DebiasMode>("off", "reverse", "cyclic"),
+      "off",
+    )
+    .option(
+      "--labels <style>",
+      "choice labels the profile will be served with: words or fixed (default: the Decider's)",
+      oneOf<"words" | "fixed">("words", "fixed"),
+    )
+    .option("--min-questions <n>", "fit a key only with at least n questions", positiveInt, 30)
+    .option("--out <file>", "profile to write (default: profiles/<model id>.json in the package)")
+    .action(async (flags: CalibrateFlags) => {
+      const command = `decisiond ${process.argv.slice(2).join(" ")}`;
+      const items = loadItems(flags.data ?? [], flags.split, flags.limit);
+      if (flags.split !== "fit")
+        process.stderr.write(
+          `decisiond calibrate: warning: fitting on split "${flags.split}"; test-split numbers measured with this profile are not held out\n`,
+        );
+      const model = await resolveModel(flags.model);
+      process.stderr.write(
+        `decisiond calibrate: ${items.length} items (split ${flags.split}) on ${model.modelId}, debias ${flags.debias}\n`,
+      );
+      const engine = await openEngine(model, flags);
+      const bar = progressBar("calibrate");
+      let run;
+      try {
+        [run] = await runEvaluation(items, [oursSystem(engine, flags.debias, flags.labels)], {
+          flip: false,
+          onProgress: (done, total) => bar.update(done, total),
+        });
+      } finally {
+        bar.stop();
+        await engine.close();
+      }
+      if (!run || run.outcomes.length === 0)
+        throw new Error("no item could be answered; nothing to fit");
+      if (run.errors.length > 0)
+        process.stderr.write(
+          `decisiond calibrate: ${run.errors.length} item(s) not answered, e.g. ${run.errors[0]!.item}: ${run.errors[0]!.message}\n`,
+        );
+
+      const keys = fitKeys(run.outcomes, flags.minQuestions);
+      const datasets: Record<string, number> = {};
+      for (const o of run.outcomes)
+        datasets[datasetOf(o.item)] = (datasets[datasetOf(o.item)] ?? 0) + 1;
+      const date = new Date().toISOString();
+      const profile: FittedProfile = {
+        model: model.modelId,
+        temperatures: temperaturesOf(keys),
+        fittedOn:
+          `${(flags.data ?? []).join(", ")} (split ${flags.split}, ${run.answeredItems} items: ` +
+          `${Object.entries(datasets)
+            .map(([d, n]) => `${d} ${n}`)
+            .join(
+              ", ",
+            )}; debias ${flags.debias}, labels ${flags.labels ?? "default"}) on ${date}: ${command}`,
+        fit: {
+          data: flags.data ?? [],
+          split: flags.split,
+          debias: flags.debias,
+          labels: flags.labels ?? "default",
+          items: run.answeredItems,
+          questions: run.outcomes.length,
+          datasets,
+          keys,
+          minQuestions: flags.minQuestions,
+          date,
+          command,
+          method: FIT_METHOD,
+        },
+      };
+      const out = resolve(flags.out ?? defaultProfilePath(model.modelId));
+      mkdirSync(dirname(out), { recursive: true });
+      writeFileSync(
+        out,
+        JSON.stringify(
+          profile,
+          (_k, v: unknown) => (typeof v === "number" && !Number.isFinite(v) ? null : v),
+          2,
+        ) + "\n",
+      );
+
+      const table = new Table({
+        head: ["key", "questions", "T", "NLL before", "NLL after", "ECE before", "ECE after"],
+        style: { head: [], border: [] },
+      });
+      for (const k of keys)
+        table.push([
+          k.key,
+          String(k.n),
+          k.temperature === undefined
+            ? `(n < ${flags.minQuestions})`
+            : `${fixed(k.temperature)}${k.atBound ? " (bound)" : ""}`,
+          fixed(k.nllBefore),
+          fixed(k.nllAfter),
+          fixed(k.eceBefore),
+          fixed(k.eceAfter),
+        ]);
+      process.stdout.write(table.toString() + "\n");
+      process.stderr.write(`decisiond calibrate: wrote ${out}\n`);
+    });
+}

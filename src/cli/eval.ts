@@ -1,0 +1,368 @@
+import cliProgress from "cli-progress";
+import { InvalidArgumentError, type Command } from "commander";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { dirname, resolve } from "node:path";
+import type { CalibrationProfile } from "../decision/calibration.js";
+import type { DebiasMode } from "../decision/decide.js";
+import { openLlamaEngine } from "../engine/llama.js";
+import type { Engine } from "../engine/types.js";
+import { convertDataset, DATASETS } from "../evaluation/datasets.js";
+import {
+  parseSplit,
+  readEvalFile,
+  selectSplit,
+  splitOf,
+  toJsonl,
+  type EvalItem,
+  type Split,
+} from "../evaluation/format.js";
+import { resolveModel, type ResolvedModel } from "../evaluation/model.js";
+import { finiteOrNull, renderTable, throughput } from "../evaluation/report.js";
+import {
+  calibrateRun,
+  runEvaluation,
+  summarize,
+  type FlipOrder,
+  type SystemRun,
+} from "../evaluation/runner.js";
+import {
+  oursSystem,
+  openNodeLlamaCppBaseline,
+  type DecisionSystem,
+} from "../evaluation/systems.js";
+import { DEFAULT_MODEL } from "../models/catalogue.js";
+import { loadCalibrationProfile } from "../server.js";
+import { oneOf, positiveInt } from "./options.js";
+
+/** Flags shared by `eval` and `calibrate`. */
+export interface ModelFlags {
+  model: string;
+  contextSize?: number;
+  threads?: number;
+}
+
+/** Repeatable option: collects values in order. */
+export function collect(value: string, previous: string[] | undefined): string[] {
+  return [...(previous ?? []), value];
+}
+
+/** `--split` values. */
+export function splitOption(value: string): Split | "all" {
+  try {
+    return parseSplit(value);
+  } catch (error) {
+    throw new InvalidArgumentError((error as Error).message);
+  }
+}
+
+/** Comma-separated debias modes, e.g. `off,reverse`. */
+export function debiasModes(value: string): DebiasMode[] {
+  const modes = value.split(",").map((m) => m.trim());
+  for (const m of modes)
+    if (m !== "off" && m !== "reverse" && m !== "cyclic")
+      throw new InvalidArgumentError(
+        `expected off, reverse or cyclic (comma-separated), got "${m}"`,
+      );
+  return [...new Set(modes)] as DebiasMode[];
+}
+
+/**
+ * Reads the data files, keeps one split and at most `limit` items of each file.
+ * @throws {Error} when a file is missing or malformed, or nothing is left.
+ */
+export function loadItems(
+  files: readonly string[],
+  split: Split | "all",
+  limit?: number,
+): EvalItem[] {
+  if (files.length === 0)
+    throw new Error("give at least one --data FILE (make one with `decisiond eval convert`)");
+  const items: EvalItem[] = [];
+  const ids = new Set<string>();
+  for (const file of files) {
+    if (!existsSync(file)) throw new Error(`no such data file: ${file}`);
+    const chosen = selectSplit(readEvalFile(file), split);
+    for (const item of limit !== undefined ? chosen.slice(0, limit) : chosen) {
+      if (ids.has(item.id))
+        throw new Error(`item id "${item.id}" occurs in more than one data file`);
+      ids.add(item.id);
+      items.push(item);
+    }
+  }
+  if (items.length === 0) throw new Error(`no items of split "${split}" in ${files.join(", ")}`);
+  return items;
+}
+
+/** Opens our engine for a model. */
+export function openEngine(model: ResolvedModel, flags: ModelFlags): Promise<Engine> {
+  return openLlamaEngine({
+    modelPath: model.modelPath,
+    id: model.modelId,
+    ...(flags.contextSize ? { contextSize: flags.contextSize } : {}),
+    ...(flags.threads ? { threads: flags.threads } : {}),
+  });
+}
+
+/** A progress bar on stderr (a line every 10 s when stderr is not a terminal). */
+export function progressBar(label: string): {
+  update(done: number, total: number): void;
+  stop(): void;
+} {
+  const bar = new cliProgress.SingleBar(
+    {
+      format: `${label} {bar} {percentage}% | {value}/{total} passes | {duration_formatted} elapsed, ETA {eta_formatted}`,
+      stream: process.stderr,
+      noTTYOutput: !process.stderr.isTTY,
+      notTTYSchedule: 10_000,
+      etaBuffer: 50,
+      hideCursor: true,
+    },
+    cliProgress.Presets.shades_classic,
+  );
+  let started = false;
+  return {
+    update(done, total) {
+      if (!started) {
+        bar.start(total, 0);
+        started = true;
+      }
+      bar.update(done);
+    },
+    stop() {
+      if (started) bar.stop();
+    },
+  };
+}
+
+/** The profile `--calibration` names: none, the model's own (auto), or a file. */
+export function chooseProfile(
+  value: string,
+  model: ResolvedModel,
+): { profile?: CalibrationProfile; source: string } {
+  if (value === "none") return { source: "none" };
+  if (value === "auto") {
+    const profile = loadCalibrationProfile(model.modelId, model.modelPath);
+    return profile
+      ? { profile, source: `auto (${profile.fittedOn ?? model.modelId})` }
+      : { source: "auto: none found" };
+  }
+  if (!existsSync(value)) throw new Error(`no such calibration profile: ${value}`);
+  const profile = JSON.parse(readFileSync(value, "utf8")) as CalibrationProfile;
+  if (typeof profile.temperatures !== "object" || profile.temperatures === null)
+    throw new Error(`${value} is not a calibration profile (no "temperatures")`);
+  if (profile.model !== model.modelId)
+    process.stderr.write(
+      `decisiond eval: note: profile ${value} was fitted for "${profile.model}", evaluating "${model.modelId}"\n`,
+    );
+  return { profile, source: value };
+}
+
+interface EvalFlags extends ModelFlags {
+  data?: string[];
+  limit?: number;
+  split: Split | "all";
+  debias?: DebiasMode[];
+  labels?: "words" | "fixed";
+  calibration: string;
+  baseline?: string;
+  json?: string;
+  injection?: boolean;
+  flip: boolean;
+  flipOrder: FlipOrder;
+}
+
+interface ConvertFlags {
+  dataset: string;
+  out: string;
+  limit?: number;
+  split: Split | "all";
+  options?: number;
+  seed?: number;
+  datasetsDir: string;
+}
+
+/**
+ * Adds `eval` (run an evaluation in-process: engine + Decider, no HTTP) and `eval convert` (make
+ * evaluation files from the datasets).
+ */
+export function registerEvalCommand(program: Command): Command {
+  const evalCommand = program
+    .command("eval")
+    .description(
+      "measure answer quality on labeled data: accuracy, macro-F1, NLL, Brier, ECE, MAE, rho, flip rate",
+    )
+    .option("--data <file>", "evaluation JSONL (repeatable)", collect)
+    .option("--limit <n>", "at most n items of each data file (after --split)", positiveInt)
+    .option(
+      "--split <part>",
+      "fit (alias train), test (alias dev) or all: which rows of each file (format.ts splitOf)",
+      splitOption,
+      "all",
+    )
+    .option("--model <name|path>", "catalogue model name or path to a GGUF file", DEFAULT_MODEL)
+    .option("--context-size <tokens>", "tokens per request", positiveInt)
+    .option("--threads <n>", "CPU threads (default: physical cores)", positiveInt)
+    .option(
+      "--debias <modes>",
+      "option-order debiasing: off, reverse, cyclic; comma-separated to compare several (default: off)",
+      debiasModes,
+    )
+    .option(
+      "--labels <style>",
+      "choice labels: words (option ids) or fixed (letters); default: the Decider's",
+      oneOf<"words" | "fixed">("words", "fixed"),
+    )
+    .option(
+      "--calibration <none|auto|file>",
+      "also report the answers with this profile applied (auto: the profile serve would load)",
+      "auto",
+    )
+    .option(
+      "--baseline <name>",
+      "also run node-llama-cpp's LlamaDecisionContext on the same model and items (node-llama-cpp)",
+    )
+    .option("--json <file>", "write metrics, settings and every prediction as JSON")
+    .option("--injection", "measure the injection move rate (one more pass per item)")
+    .option(
+      "--flip-order <how>",
+      "how the flip pass reorders choice options: reverse, or permute (a per-item permutation; reverse debiasing is invariant to reverse by construction)",
+      oneOf<FlipOrder>("reverse", "permute"),
+      "reverse",
+    )
+    .option("--no-flip", "skip the reordered-options pass (no flip rate)")
+    .action(async (flags: EvalFlags) => {
+      await runEvalCommand(flags, process.argv.slice(2).join(" "));
+    });
+
+  evalCommand
+    .command("convert")
+    .description(
+      `write an evaluation JSONL from a dataset (${DATASETS.map((d) => d.name).join(", ")})`,
+    )
+    .requiredOption("--dataset <name>", "dataset name")
+    .requiredOption("--out <file>", "output JSONL")
+    .option(
+      "--limit <n>",
+      "at most n items (a uniform sample: items come in hashed order)",
+      positiveInt,
+    )
+    .option("--split <part>", "fit (alias train), test (alias dev) or all", splitOption, "all")
+    .option(
+      "--options <k>",
+      "banking77: offer k options (the gold one + k−1 drawn) instead of all 77",
+      positiveInt,
+    )
+    .option("--seed <n>", "seed of the --options draw", (v) => Number.parseInt(v, 10), 0)
+    .option(
+      "--datasets-dir <dir>",
+      "folder of the datasets (env DECISIOND_DATASETS)",
+      process.env.DECISIOND_DATASETS ?? "../shared/datasets",
+    )
+    .action((_local: ConvertFlags, command: Command) => {
+      // `eval` has its own --limit and --split, and commander hands options it sees anywhere on
+      // the line to the parent; merged with the parent's, they are what the user wrote.
+      const flags = command.optsWithGlobals<ConvertFlags>();
+      const items = convertDataset(flags.dataset, {
+        datasetsDir: flags.datasetsDir,
+        split: flags.split,
+        ...(flags.limit !== undefined ? { limit: flags.limit } : {}),
+        ...(flags.options !== undefined ? { options: flags.options } : {}),
+        ...(flags.seed !== undefined ? { seed: flags.seed } : {}),
+      });
+      mkdirSync(dirname(resolve(flags.out)), { recursive: true });
+      writeFileSync(flags.out, toJsonl(items));
+      const fit = items.filter((i) => splitOf(i.id) === "fit").length;
+      process.stderr.write(
+        `decisiond eval convert: wrote ${items.length} items of ${flags.dataset} (${fit} fit, ${items.length - fit} test) to ${flags.out}\n`,
+      );
+    });
+  return evalCommand;
+}
+
+async function runEvalCommand(flags: EvalFlags, command: string): Promise<void> {
+  const debias = flags.debias ?? ["off"];
+  if (flags.baseline !== undefined && flags.baseline !== "node-llama-cpp")
+    throw new Error(`unknown baseline "${flags.baseline}": the one baseline is node-llama-cpp`);
+  const items = loadItems(flags.data ?? [], flags.split, flags.limit);
+  const model = await resolveModel(flags.model);
+  const { profile, source } = chooseProfile(flags.calibration, model);
+  process.stderr.write(
+    `decisiond eval: ${items.length} items on ${model.modelId}; debias ${debias.join(",")}; calibration ${source}` +
+      `${flags.baseline ? `; baseline ${flags.baseline}` : ""}\n`,
+  );
+  const engine = await openEngine(model, flags);
+  const systems: DecisionSystem[] = debias.map((mode) => oursSystem(engine, mode, flags.labels));
+  let runs: SystemRun[];
+  const bar = progressBar("eval");
+  try {
+    if (flags.baseline)
+      systems.push(
+        await openNodeLlamaCppBaseline({
+          modelPath: model.modelPath,
+          ...(flags.contextSize ? { contextSize: flags.contextSize } : {}),
+          ...(flags.threads ? { threads: flags.threads } : {}),
+        }),
+      );
+    runs = await runEvaluation(items, systems, {
+      flip: flags.flip,
+      flipOrder: flags.flipOrder,
+      injection: flags.injection ?? false,
+      onProgress: (done, total) => bar.update(done, total),
+    });
+  } finally {
+    bar.stop();
+    for (const system of systems) await system.close();
+    await engine.close();
+  }
+  // Calibrated readings follow each of our runs (temperature is applied after the model).
+  const shown: SystemRun[] = [];
+  for (const run of runs) {
+    shown.push(run);
+    if (profile && run.name.startsWith("ours")) shown.push(calibrateRun(run, profile));
+  }
+  const groups = summarize(shown);
+  process.stdout.write(renderTable(groups, shown) + "\n");
+  for (const run of runs)
+    for (const pass of ["main", "flip", "injection"] as const) {
+      const failed = run.errors.filter((e) => e.pass === pass);
+      if (failed.length > 0)
+        process.stderr.write(
+          `decisiond eval: ${run.name}: ${failed.length} ${pass} pass(es) failed` +
+            `${pass === "main" ? " (items left out)" : ""}, e.g. ${failed[0]!.item}: ${failed[0]!.message}\n`,
+        );
+    }
+  if (flags.json) {
+    const report = {
+      command: `decisiond ${command}`,
+      date: new Date().toISOString(),
+      model: model,
+      data: flags.data,
+      split: flags.split,
+      limit: flags.limit ?? null,
+      items: items.length,
+      calibration: { source, profile: profile ?? null },
+      options: {
+        debias,
+        labels: flags.labels ?? null,
+        baseline: flags.baseline ?? null,
+        flip: flags.flip,
+        flipOrder: flags.flipOrder,
+        injection: flags.injection ?? false,
+      },
+      systems: shown.map((r) => ({
+        name: r.name,
+        answeredItems: r.answeredItems,
+        seconds: r.seconds,
+        itemsPerSecond: throughput(r),
+        errors: r.errors,
+        ...(r.temperatures ? { temperatures: r.temperatures } : {}),
+      })),
+      groups,
+      outcomes: Object.fromEntries(shown.map((r) => [r.name, r.outcomes])),
+    };
+    mkdirSync(dirname(resolve(flags.json)), { recursive: true });
+    writeFileSync(flags.json, JSON.stringify(report, finiteOrNull, 1) + "\n");
+    process.stderr.write(`decisiond eval: wrote ${flags.json}\n`);
+  }
+  if (runs.every((r) => r.answeredItems === 0)) process.exitCode = 1;
+}

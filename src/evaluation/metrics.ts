@@ -1,0 +1,165 @@
+/**
+ * Quality metrics of probabilistic answers. Every function is pure and takes plain arrays, so the
+ * tests check them against hand-computed values.
+ *
+ * A *prediction* is a probability vector over a question's classes (choice: its options in request
+ * order; noul: [true, false]; score: levels 0..n−1) and the index of the expected class.
+ */
+
+/** One answered question, reduced to what the metrics need. */
+export interface Prediction {
+  /** Class keys in probability order (option ids; "true"/"false"; "0".."n−1"). */
+  readonly classes: readonly string[];
+  readonly probabilities: readonly number[];
+  /** Index of the expected class. */
+  readonly gold: number;
+}
+
+/** Probabilities are clamped to at least this before taking logs. */
+export const NLL_EPSILON = 1e-12;
+
+/** Number of equal-width confidence bins of {@link expectedCalibrationError}. */
+export const ECE_BINS = 15;
+
+/** Index of the largest value; the first one on ties. */
+export function argmax(values: readonly number[]): number {
+  let best = 0;
+  for (let i = 1; i < values.length; i++) if (values[i]! > values[best]!) best = i;
+  return best;
+}
+
+function mean(values: readonly number[]): number {
+  if (values.length === 0) return NaN;
+  let total = 0;
+  for (const v of values) total += v;
+  return total / values.length;
+}
+
+/** Share of predictions whose argmax is the expected class. NaN for none. */
+export function accuracy(predictions: readonly Prediction[]): number {
+  return mean(predictions.map((p) => (argmax(p.probabilities) === p.gold ? 1 : 0)));
+}
+
+/**
+ * Macro-averaged F1 over class keys: for each key that occurs as an expected or a predicted
+ * class, F1 = 2TP / (2TP + FP + FN); the mean over those keys (scikit-learn's
+ * `f1_score(average="macro")` with its default labels). Keys are compared as strings, so
+ * predictions of different questions with the same option ids pool. NaN for none.
+ */
+export function macroF1(predictions: readonly Prediction[]): number {
+  const counts = new Map<string, { tp: number; fp: number; fn: number }>();
+  const at = (key: string) => {
+    let c = counts.get(key);
+    if (!c) counts.set(key, (c = { tp: 0, fp: 0, fn: 0 }));
+    return c;
+  };
+  for (const p of predictions) {
+    const gold = p.classes[p.gold]!;
+    const predicted = p.classes[argmax(p.probabilities)]!;
+    if (gold === predicted) at(gold).tp++;
+    else {
+      at(gold).fn++;
+      at(predicted).fp++;
+    }
+  }
+  if (counts.size === 0) return NaN;
+  return mean([...counts.values()].map(({ tp, fp, fn }) => (2 * tp) / (2 * tp + fp + fn)));
+}
+
+/** Mean negative log-likelihood −ln p(gold), p clamped to ≥ {@link NLL_EPSILON}. NaN for none. */
+export function negativeLogLikelihood(predictions: readonly Prediction[]): number {
+  return mean(predictions.map((p) => -Math.log(Math.max(p.probabilities[p.gold]!, NLL_EPSILON))));
+}
+
+/** Multi-class Brier score: mean over predictions of Σᵢ (pᵢ − yᵢ)², y one-hot. Range [0, 2]. */
+export function brierScore(predictions: readonly Prediction[]): number {
+  return mean(
+    predictions.map((p) => {
+      let total = 0;
+      p.probabilities.forEach((q, i) => {
+        total += (q - (i === p.gold ? 1 : 0)) ** 2;
+      });
+      return total;
+    }),
+  );
+}
+
+/**
+ * Expected calibration error on the top-class confidence (Guo et al. 2017): predictions fall into
+ * `bins` equal-width bins of confidence c = max pᵢ (bin ⌊c·bins⌋, c = 1 in the last bin);
+ * ECE = Σ_b (|B_b| / N) · |accuracy(B_b) − mean confidence(B_b)|. NaN for none.
+ */
+export function expectedCalibrationError(
+  predictions: readonly Prediction[],
+  bins = ECE_BINS,
+): number {
+  if (predictions.length === 0) return NaN;
+  const count = new Array<number>(bins).fill(0);
+  const correct = new Array<number>(bins).fill(0);
+  const confidence = new Array<number>(bins).fill(0);
+  for (const p of predictions) {
+    const top = argmax(p.probabilities);
+    const c = p.probabilities[top]!;
+    const b = Math.min(bins - 1, Math.max(0, Math.floor(c * bins)));
+    count[b]!++;
+    confidence[b]! += c;
+    if (top === p.gold) correct[b]!++;
+  }
+  let ece = 0;
+  for (let b = 0; b < bins; b++)
+    if (count[b]! > 0) ece += Math.abs(correct[b]! - confidence[b]!) / predictions.length;
+  return ece;
+}
+
+/** Mean absolute error. NaN for none. @throws {RangeError} on different lengths. */
+export function meanAbsoluteError(
+  predicted: readonly number[],
+  expected: readonly number[],
+): number {
+  if (predicted.length !== expected.length) throw new RangeError("lengths differ");
+  return mean(predicted.map((v, i) => Math.abs(v - expected[i]!)));
+}
+
+/** Ranks 1..n with ties given the mean of the ranks they span ("average" ranking). */
+export function averageRanks(values: readonly number[]): number[] {
+  const order = values.map((v, i) => [v, i] as const).sort((a, b) => a[0] - b[0]);
+  const ranks = new Array<number>(values.length);
+  let i = 0;
+  while (i < order.length) {
+    let j = i;
+    while (j + 1 < order.length && order[j + 1]![0] === order[i]![0]) j++;
+    const rank = (i + j) / 2 + 1;
+    for (let k = i; k <= j; k++) ranks[order[k]![1]] = rank;
+    i = j + 1;
+  }
+  return ranks;
+}
+
+/** Pearson's correlation; NaN when fewer than 2 values or either side is constant. */
+export function pearson(x: readonly number[], y: readonly number[]): number {
+  if (x.length !== y.length) throw new RangeError("lengths differ");
+  if (x.length < 2) return NaN;
+  const mx = mean(x);
+  const my = mean(y);
+  let sxy = 0;
+  let sxx = 0;
+  let syy = 0;
+  for (let i = 0; i < x.length; i++) {
+    const dx = x[i]! - mx;
+    const dy = y[i]! - my;
+    sxy += dx * dy;
+    sxx += dx * dx;
+    syy += dy * dy;
+  }
+  return sxx === 0 || syy === 0 ? NaN : sxy / Math.sqrt(sxx * syy);
+}
+
+/** Spearman's ρ: Pearson's correlation of average ranks (ties handled). NaN when undefined. */
+export function spearman(x: readonly number[], y: readonly number[]): number {
+  return pearson(averageRanks(x), averageRanks(y));
+}
+
+/** Share of `true` values; NaN for none. */
+export function rate(flags: readonly boolean[]): number {
+  return mean(flags.map((f) => (f ? 1 : 0)));
+}
