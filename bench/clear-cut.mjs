@@ -17,22 +17,57 @@ const CASES = [
   ["The film was boring and painfully bad.", "sentiment", "negative"],
   ["The striker scored twice as United beat City 3-1 in the league final.", "topic", "sports"],
   ["Shares of the bank fell 5% after quarterly profits missed forecasts.", "topic", "business"],
-  ["The new smartphone chip uses a 3-nanometre process and an AI accelerator.", "topic", "technology"],
+  [
+    "The new smartphone chip uses a 3-nanometre process and an AI accelerator.",
+    "topic",
+    "technology",
+  ],
   ["The tennis champion won her fifth Wimbledon title on Sunday.", "topic", "sports"],
-  ["The central bank raised interest rates to fight inflation, hitting stock markets.", "topic", "business"],
-  ["Researchers released an open-source programming language for quantum computers.", "topic", "technology"],
+  [
+    "The central bank raised interest rates to fight inflation, hitting stock markets.",
+    "topic",
+    "business",
+  ],
+  [
+    "Researchers released an open-source programming language for quantum computers.",
+    "topic",
+    "technology",
+  ],
   ["The basketball team signed a new point guard before the playoffs.", "topic", "sports"],
-  ["The retailer's revenue grew 12% and it announced a merger with a rival company.", "topic", "business"],
-  ["Engineers shipped a software update that fixes a security bug in the browser.", "topic", "technology"],
+  [
+    "The retailer's revenue grew 12% and it announced a merger with a rival company.",
+    "topic",
+    "business",
+  ],
+  [
+    "Engineers shipped a software update that fixes a security bug in the browser.",
+    "topic",
+    "technology",
+  ],
   ["The marathon runner broke the world record in Berlin.", "topic", "sports"],
 ];
 const QUESTIONS = {
-  sentiment: { type: "choice", instructions: "What is the sentiment of the text?", criteria: { positive: null, negative: null } },
-  topic: { type: "choice", instructions: "What is the topic of the text?", criteria: { sports: null, business: null, technology: null } },
+  sentiment: {
+    type: "choice",
+    instructions: "What is the sentiment of the text?",
+    criteria: { positive: null, negative: null },
+  },
+  topic: {
+    type: "choice",
+    instructions: "What is the topic of the text?",
+    criteria: { sports: null, business: null, technology: null },
+  },
 };
 const debias = process.argv[2] ?? "off";
 const modelPath = await ensureModel("smollm2-135m-instruct");
-const service = await startService({ modelPath, modelId: "smollm2-135m-instruct", isDefault: true, port: 0, logger: false, debias });
+const service = await startService({
+  modelPath,
+  modelId: "smollm2-135m-instruct",
+  isDefault: true,
+  port: 0,
+  logger: false,
+  debias,
+});
 let correct = 0;
 for (const [state, kind, expected] of CASES) {
   const res = await fetch(`${service.url}/v1/systemone`, {
@@ -43,7 +78,9 @@ for (const [state, kind, expected] of CASES) {
   const body = await res.json();
   const got = body.answers.q.choice;
   if (got === expected) correct++;
-  console.log(`${got === expected ? "ok  " : "MISS"} ${kind} expected ${expected} got ${got} (p=${body.answers.q.probabilities[got].toFixed(2)})`);
+  console.log(
+    `${got === expected ? "ok  " : "MISS"} ${kind} expected ${expected} got ${got} (p=${body.answers.q.probabilities[got].toFixed(2)})`,
+  );
 }
 console.log(`clear-cut argmax accuracy (debias ${debias}): ${correct}/${CASES.length}`);
 await service.close();

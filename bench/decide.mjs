@@ -27,7 +27,10 @@ const OPTIONS = {
   sales: "Pricing and new contracts",
 };
 const questionsOf = (n) =>
-  Array.from({ length: n }, (_, i) => [`q${i}`, { instructions: `Which team should handle this (${i + 1})?`, options: OPTIONS }]);
+  Array.from({ length: n }, (_, i) => [
+    `q${i}`,
+    { instructions: `Which team should handle this (${i + 1})?`, options: OPTIONS },
+  ]);
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const results = [];
@@ -40,13 +43,21 @@ for (const n of [1, 4, 16]) {
     const state = `${base} (case ${++salt})`;
     const request = {
       state,
-      questions: qs.map(([id, q]) => [id, { type: "choice", instructions: q.instructions, options: Object.entries(q.options) }]),
+      questions: qs.map(([id, q]) => [
+        id,
+        { type: "choice", instructions: q.instructions, options: Object.entries(q.options) },
+      ]),
     };
     const t0 = performance.now();
     await decider.decide(request);
     if (r > 0) ours.push(performance.now() - t0); // first run warms up
   }
-  results.push({ system: "decisiond (in-process)", questions: n, medianMs: median(ours), runsMs: ours });
+  results.push({
+    system: "decisiond (in-process)",
+    questions: n,
+    medianMs: median(ours),
+    runsMs: ours,
+  });
 }
 await engine.close();
 
@@ -54,7 +65,12 @@ const llama = await getLlama({ gpu: "auto" });
 const model = await llama.loadModel({ modelPath });
 const dc = await model.createDecisionContext({ contextSize: 4096, threads: llama.cpuMathCores });
 for (const n of [1, 4, 16]) {
-  const qs = Object.fromEntries(questionsOf(n).map(([id, q]) => [id, { type: "choice", instruction: q.instructions, criteria: q.options }]));
+  const qs = Object.fromEntries(
+    questionsOf(n).map(([id, q]) => [
+      id,
+      { type: "choice", instruction: q.instructions, criteria: q.options },
+    ]),
+  );
   const theirs = [];
   for (let r = 0; r < RUNS + 1; r++) {
     const state = `${base} (case ${++salt})`;
@@ -62,12 +78,24 @@ for (const n of [1, 4, 16]) {
     await dc.decide(state, qs);
     if (r > 0) theirs.push(performance.now() - t0);
   }
-  results.push({ system: "node-llama-cpp LlamaDecisionContext.decide", questions: n, medianMs: median(theirs), runsMs: theirs });
+  results.push({
+    system: "node-llama-cpp LlamaDecisionContext.decide",
+    questions: n,
+    medianMs: median(theirs),
+    runsMs: theirs,
+  });
 }
 await dc.dispose();
 
 const machine = { cpus: cpus().length, cpu: cpus()[0]?.model, node: process.version };
-const out = { date: new Date().toISOString(), stateTokens, options: 4, runs: RUNS, machine, results };
+const out = {
+  date: new Date().toISOString(),
+  stateTokens,
+  options: 4,
+  runs: RUNS,
+  machine,
+  results,
+};
 const file = `bench/results/decide-${out.date.slice(0, 10)}.json`;
 writeFileSync(file, JSON.stringify(out, null, 2) + "\n");
 console.log(`state ${stateTokens} tokens, 4 options, ${RUNS} runs each, medians (ms):`);

@@ -59,13 +59,28 @@ function expectValidAnswer(question: any, answer: any): void {
   }
   const n = question.criteria.length;
   const keys = Array.from({ length: n }, (_, i) => String(i));
-  expect(Object.keys(answer).sort()).toEqual(["confidence", "legend", "probabilities", "score", "type"]);
+  expect(Object.keys(answer).sort()).toEqual([
+    "confidence",
+    "legend",
+    "probabilities",
+    "score",
+    "type",
+  ]);
   expect(Object.keys(answer.probabilities)).toEqual(keys);
   expect(Object.keys(answer.legend)).toEqual(keys);
-  keys.forEach((k, i) => expect(answer.legend[k]).toBe(typeof question.criteria[i] === "string" ? question.criteria[i] : JSON.stringify(question.criteria[i])));
+  keys.forEach((k, i) =>
+    expect(answer.legend[k]).toBe(
+      typeof question.criteria[i] === "string"
+        ? question.criteria[i]
+        : JSON.stringify(question.criteria[i]),
+    ),
+  );
   expect(sum(answer.probabilities)).toBeCloseTo(1, 9);
   const p = keys.map((k) => answer.probabilities[k] as number);
-  expect(answer.score).toBeCloseTo(p.reduce((s, pi, i) => s + i * pi, 0), 9);
+  expect(answer.score).toBeCloseTo(
+    p.reduce((s, pi, i) => s + i * pi, 0),
+    9,
+  );
   const mode = p.indexOf(Math.max(...p));
   const spread = p.reduce((s, pi, i) => s + pi * Math.abs(i - mode), 0);
   const uniform = keys.reduce((s, _, i) => s + Math.abs(i - (n - 1) / 2), 0) / n;
@@ -75,7 +90,11 @@ function expectValidAnswer(question: any, answer: any): void {
 describe("POST /v1/systemone with the real model", () => {
   it("answers all three types with the exact response shape", async () => {
     const questions = { refund: NOUL, team: CHOICE, anger: SCORE };
-    const res = await postJson(url, { model: "decisiond-1.0-experimental", state: TICKET, questions });
+    const res = await postJson(url, {
+      model: "decisiond-1.0-experimental",
+      state: TICKET,
+      questions,
+    });
     expect(res.status).toBe(200);
     expect(res.headers.get("content-type")).toMatch(/^application\/json/);
     expect(res.headers.get("x-request-id")).toMatch(/^[0-9a-f-]{36}$/);
@@ -96,7 +115,9 @@ describe("POST /v1/systemone with the real model", () => {
       const res = await postJson(url, { model, state: "hello", questions: { q: NOUL } });
       expect(res.status).toBe(200);
     }
-    const models = (await (await fetch(`${service.url}/v1/models`)).json()) as { models: { name: string }[] };
+    const models = (await (await fetch(`${service.url}/v1/models`)).json()) as {
+      models: { name: string }[];
+    };
     expect(models.models.map((m) => m.name)).toEqual([
       "decisiond-1.0-experimental",
       "smollm2-135m-instruct",
@@ -115,7 +136,11 @@ describe("POST /v1/systemone with the real model", () => {
     for (const [id, q] of Object.entries(questions)) expectValidAnswer(q, res.body.answers[id]);
     const prefixTokens = service.engine.counters.prefixTokensEvaluated - before;
     // The prefix (system message + state) went through the model once, not 16 times.
-    const one = await postJson(url, { model: "jev-latest", state: `${state}!`, questions: { q: NOUL } });
+    const one = await postJson(url, {
+      model: "jev-latest",
+      state: `${state}!`,
+      questions: { q: NOUL },
+    });
     expect(one.status).toBe(200);
     expect(prefixTokens).toBeGreaterThan(30);
     expect(prefixTokens).toBeLessThan(one.body.usage.input_tokens);
@@ -131,7 +156,11 @@ describe("POST /v1/systemone with the real model", () => {
       expect(res.status).toBe(200);
       expectValidAnswer(NOUL, res.body.answers.q);
     }
-    const options = { "환불 요청": "고객이 돈을 돌려받기를 원함", "배송 문의": "배송 상태를 물음", "🙂 기타": null };
+    const options = {
+      "환불 요청": "고객이 돈을 돌려받기를 원함",
+      "배송 문의": "배송 상태를 물음",
+      "🙂 기타": null,
+    };
     const q = { type: "choice", instructions: "이 문의는 어떤 유형인가요?", criteria: options };
     const res = await postJson(url, {
       model: "jev-latest",
@@ -161,7 +190,11 @@ describe("POST /v1/systemone with the real model", () => {
   });
 
   it("gives the same answer for the same question whatever its id, order or neighbours", async () => {
-    const alone = await postJson(url, { model: "jev-latest", state: TICKET, questions: { team: CHOICE } });
+    const alone = await postJson(url, {
+      model: "jev-latest",
+      state: TICKET,
+      questions: { team: CHOICE },
+    });
     const crowded = await postJson(url, {
       model: "jev-latest",
       state: TICKET,
@@ -190,46 +223,120 @@ describe("validation (seed rule 5): 422 with detail[] saying where", () => {
   const cases: [string, unknown, (string | number)[], RegExp?][] = [
     ["missing model", { state: "x", questions: { q: NOUL } }, ["body", "model"], /required/i],
     ["unknown model", { ...ok, model: "gpt-9" }, ["body", "model"], /not served/],
-    ["missing state", { model: "jev-latest", questions: { q: NOUL } }, ["body", "state"], /required/i],
+    [
+      "missing state",
+      { model: "jev-latest", questions: { q: NOUL } },
+      ["body", "state"],
+      /required/i,
+    ],
     ["missing questions", { model: "jev-latest", state: "x" }, ["body", "questions"], /required/i],
     ["no questions", { ...ok, questions: {} }, ["body", "questions"], /1 to 16/],
     [
       "17 questions",
-      { ...ok, questions: Object.fromEntries(Array.from({ length: 17 }, (_, i) => [`q${i}`, NOUL])) },
+      {
+        ...ok,
+        questions: Object.fromEntries(Array.from({ length: 17 }, (_, i) => [`q${i}`, NOUL])),
+      },
       ["body", "questions"],
       /1 to 16/,
     ],
-    ["unknown type", { ...ok, questions: { q: { type: "boolean", instructions: "x" } } }, ["body", "questions", "q", "type"]],
-    ["missing type", { ...ok, questions: { q: { instructions: "x" } } }, ["body", "questions", "q", "type"]],
-    ["empty instructions", { ...ok, questions: { q: { ...CHOICE, instructions: "" } } }, ["body", "questions", "q", "instructions"]],
-    ["one option", { ...ok, questions: { q: { ...CHOICE, criteria: { a: null } } } }, ["body", "questions", "q", "criteria"], /2 to 255/],
     [
-      "256 options",
-      { ...ok, questions: { q: { ...CHOICE, criteria: Object.fromEntries(Array.from({ length: 256 }, (_, i) => [`o${i}`, null])) } } },
+      "unknown type",
+      { ...ok, questions: { q: { type: "boolean", instructions: "x" } } },
+      ["body", "questions", "q", "type"],
+    ],
+    [
+      "missing type",
+      { ...ok, questions: { q: { instructions: "x" } } },
+      ["body", "questions", "q", "type"],
+    ],
+    [
+      "empty instructions",
+      { ...ok, questions: { q: { ...CHOICE, instructions: "" } } },
+      ["body", "questions", "q", "instructions"],
+    ],
+    [
+      "one option",
+      { ...ok, questions: { q: { ...CHOICE, criteria: { a: null } } } },
       ["body", "questions", "q", "criteria"],
       /2 to 255/,
     ],
-    ["one level", { ...ok, questions: { q: { ...SCORE, criteria: ["a"] } } }, ["body", "questions", "q", "criteria"], /2 to 10/],
     [
-      "11 levels",
-      { ...ok, questions: { q: { ...SCORE, criteria: Array.from({ length: 11 }, (_, i) => `l${i}`) } } },
+      "256 options",
+      {
+        ...ok,
+        questions: {
+          q: {
+            ...CHOICE,
+            criteria: Object.fromEntries(Array.from({ length: 256 }, (_, i) => [`o${i}`, null])),
+          },
+        },
+      },
+      ["body", "questions", "q", "criteria"],
+      /2 to 255/,
+    ],
+    [
+      "one level",
+      { ...ok, questions: { q: { ...SCORE, criteria: ["a"] } } },
       ["body", "questions", "q", "criteria"],
       /2 to 10/,
     ],
-    ["map-form score", { ...ok, questions: { q: { ...SCORE, criteria: { 0: "a", 1: "b" } } } }, ["body", "questions", "q", "criteria"]],
-    ["null level", { ...ok, questions: { q: { ...SCORE, criteria: ["a", null] } } }, ["body", "questions", "q", "criteria", 1]],
-    ["noul with nothing to ask", { ...ok, questions: { q: { type: "noul" } } }, ["body", "questions", "q", "instructions"]],
-    ["two images", { ...ok, images: ["data:image/png;base64,AA==", "data:image/png;base64,AA=="] }, ["body", "images"]],
-    ["image and video", { ...ok, images: ["data:image/png;base64,AA=="], videos: ["data:video/mp4;base64,AA=="] }, ["body", "videos"], /not both/],
-    ["image for a text model", { ...ok, images: ["data:image/png;base64,AA=="] }, ["body", "images"], /model jev-latest does not accept images|does not accept images/],
-    ["video for a text model", { ...ok, videos: ["data:video/mp4;base64,AA=="] }, ["body", "videos"], /does not accept videos/],
+    [
+      "11 levels",
+      {
+        ...ok,
+        questions: { q: { ...SCORE, criteria: Array.from({ length: 11 }, (_, i) => `l${i}`) } },
+      },
+      ["body", "questions", "q", "criteria"],
+      /2 to 10/,
+    ],
+    [
+      "map-form score",
+      { ...ok, questions: { q: { ...SCORE, criteria: { 0: "a", 1: "b" } } } },
+      ["body", "questions", "q", "criteria"],
+    ],
+    [
+      "null level",
+      { ...ok, questions: { q: { ...SCORE, criteria: ["a", null] } } },
+      ["body", "questions", "q", "criteria", 1],
+    ],
+    [
+      "noul with nothing to ask",
+      { ...ok, questions: { q: { type: "noul" } } },
+      ["body", "questions", "q", "instructions"],
+    ],
+    [
+      "two images",
+      { ...ok, images: ["data:image/png;base64,AA==", "data:image/png;base64,AA=="] },
+      ["body", "images"],
+    ],
+    [
+      "image and video",
+      { ...ok, images: ["data:image/png;base64,AA=="], videos: ["data:video/mp4;base64,AA=="] },
+      ["body", "videos"],
+      /not both/,
+    ],
+    [
+      "image for a text model",
+      { ...ok, images: ["data:image/png;base64,AA=="] },
+      ["body", "images"],
+      /model jev-latest does not accept images|does not accept images/,
+    ],
+    [
+      "video for a text model",
+      { ...ok, videos: ["data:video/mp4;base64,AA=="] },
+      ["body", "videos"],
+      /does not accept videos/,
+    ],
     ["body not an object", [1, 2], ["body"]],
   ];
   for (const [name, body, loc, msg] of cases) {
     it(name, async () => {
       const res = await postJson(url, body);
       expect(res.status).toBe(422);
-      const hit = (res.body.detail as any[]).find((d) => JSON.stringify(d.loc) === JSON.stringify(loc));
+      const hit = (res.body.detail as any[]).find(
+        (d) => JSON.stringify(d.loc) === JSON.stringify(loc),
+      );
       expect(hit, JSON.stringify(res.body.detail)).toBeDefined();
       expect(typeof hit.type).toBe("string");
       if (msg) expect(hit.msg).toMatch(msg);
@@ -237,7 +344,11 @@ describe("validation (seed rule 5): 422 with detail[] saying where", () => {
   }
 
   it("names the model in the no-vision message", async () => {
-    const res = await postJson(url, { ...ok, model: "smollm2-135m-instruct", images: ["data:image/png;base64,AA=="] });
+    const res = await postJson(url, {
+      ...ok,
+      model: "smollm2-135m-instruct",
+      images: ["data:image/png;base64,AA=="],
+    });
     expect(res.status).toBe(422);
     expect(res.body.detail[0].msg).toBe("model smollm2-135m-instruct does not accept images");
   });
@@ -252,8 +363,14 @@ describe("validation (seed rule 5): 422 with detail[] saying where", () => {
     expect(bad.status).toBe(400);
     expect(bad.body.detail.error_type).toBe("invalid_json");
     expect(bad.body.detail.message).toMatch(/line 2, column/);
-    const text = await fetch(url, { method: "POST", headers: { "content-type": "text/plain" }, body: "hi" });
+    const text = await fetch(url, {
+      method: "POST",
+      headers: { "content-type": "text/plain" },
+      body: "hi",
+    });
     expect(text.status).toBe(415);
-    expect(((await text.json()) as { detail: { error_type: string } }).detail.error_type).toBe("unsupported_media_type");
+    expect(((await text.json()) as { detail: { error_type: string } }).detail.error_type).toBe(
+      "unsupported_media_type",
+    );
   });
 });

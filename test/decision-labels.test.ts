@@ -29,7 +29,10 @@ describe("labels", () => {
     expect(triePositions(trie)).toBe(2);
     const lp = readTrie(
       trie,
-      { logprobs: [Math.log(0.5), Math.log(0.25)], children: [{ logprobs: [Math.log(0.6), Math.log(0.2)] }] },
+      {
+        logprobs: [Math.log(0.5), Math.log(0.25)],
+        children: [{ logprobs: [Math.log(0.6), Math.log(0.2)] }],
+      },
       3,
     );
     expect(lp[0]).toBeCloseTo(Math.log(0.5), 12);

@@ -7,7 +7,10 @@ import { ensureModel } from "../src/models/pull.js";
  * distribution), so the integration tests run the real model on a fresh machine.
  */
 export default async function setup(project: TestProject): Promise<void> {
-  const modelPath = await ensureModel(DEFAULT_MODEL, { progress: false, log: (line) => console.error(line) });
+  const modelPath = await ensureModel(DEFAULT_MODEL, {
+    progress: false,
+    log: (line) => console.error(line),
+  });
   project.provide("modelPath", modelPath);
 }
 

@@ -1,4 +1,3 @@
-/* eslint-disable @typescript-eslint/no-explicit-any -- JSON bodies are checked field by field */
 import { Ajv2020 } from "ajv/dist/2020.js";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";

@@ -1,4 +1,3 @@
-/* eslint-disable @typescript-eslint/no-explicit-any -- error bodies are checked field by field */
 import {
   AuthenticationError,
   choice,

@@ -109,9 +109,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   );
 
   app.setNotFoundHandler((request, reply) => {
-    void reply
-      .code(404)
-      .send({ detail: { error_type: "not_found", message: `no route ${request.method} ${request.url}` } });
+    void reply.code(404).send({
+      detail: { error_type: "not_found", message: `no route ${request.method} ${request.url}` },
+    });
   });
 
   app.setErrorHandler((error: Error & { statusCode?: number; code?: string }, request, reply) => {
@@ -140,7 +140,10 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
 
   if (options.gate) installGate(app, options.gate, (body) => servedModelName(body, byName));
 
-  app.get("/healthz", async () => ({ status: "ok", models: options.models.map((m) => m.names[0]) }));
+  app.get("/healthz", async () => ({
+    status: "ok",
+    models: options.models.map((m) => m.names[0]),
+  }));
 
   const openapi = openApiDocument({
     version: options.version ?? "0.0.0",
@@ -184,7 +187,12 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       }
       usage = result.usage;
       request.log.info(
-        { model: name, questions: Object.keys(body.questions).length, usage: result.usage, stats: result.stats },
+        {
+          model: name,
+          questions: Object.keys(body.questions).length,
+          usage: result.usage,
+          stats: result.stats,
+        },
         "decided",
       );
       return { model: name, answers: result.answers, usage: result.usage };
@@ -226,7 +234,11 @@ function validate(
   const name = model.names.includes(body.model) ? body.model : model.names[0]!;
   if (body.images && body.videos)
     throw validationError([
-      { loc: ["body", "videos"], msg: "Send one image or one video, not both", type: "value_error" },
+      {
+        loc: ["body", "videos"],
+        msg: "Send one image or one video, not both",
+        type: "value_error",
+      },
     ]);
   if (body.images && !model.acceptsImages)
     throw validationError([
@@ -240,8 +252,12 @@ function validate(
 }
 
 /** The served name a parsed body's `model` resolves to, as the route answers it; `undefined` if none. */
-function servedModelName(body: unknown, byName: ReadonlyMap<string, ServedModel>): string | undefined {
-  const requested = typeof body === "object" && body !== null ? (body as { model?: unknown }).model : undefined;
+function servedModelName(
+  body: unknown,
+  byName: ReadonlyMap<string, ServedModel>,
+): string | undefined {
+  const requested =
+    typeof body === "object" && body !== null ? (body as { model?: unknown }).model : undefined;
   if (typeof requested !== "string") return undefined;
   const model = byName.get(requested);
   if (!model) return undefined;
@@ -266,7 +282,9 @@ function clientErrorBody(error: Error & { statusCode?: number; code?: string }, 
         },
       };
     case "FST_ERR_CTP_EMPTY_JSON_BODY":
-      return { detail: { error_type: "invalid_json", message: "the body is empty; send a JSON object" } };
+      return {
+        detail: { error_type: "invalid_json", message: "the body is empty; send a JSON object" },
+      };
     default:
       return { detail: { error_type: "invalid_request", message: error.message } };
   }

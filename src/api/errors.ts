@@ -66,10 +66,15 @@ export function detailsFromZod(issues: readonly z.core.$ZodIssue[]): ValidationD
   return issues.map((issue) => {
     const path = issue.path.map((p) => (typeof p === "symbol" ? String(p) : p));
     const discriminator =
-      issue.code === "invalid_union" && (issue as { note?: string }).note === "No matching discriminator";
+      issue.code === "invalid_union" &&
+      (issue as { note?: string }).note === "No matching discriminator";
     const missing = issue.code === "invalid_type" && issue.input === undefined;
     return {
-      loc: ["body", ...path, ...(discriminator && path[path.length - 1] !== "type" ? ["type"] : [])],
+      loc: [
+        "body",
+        ...path,
+        ...(discriminator && path[path.length - 1] !== "type" ? ["type"] : []),
+      ],
       msg: missing ? "Field required" : issue.message,
       type: discriminator ? "union_tag_invalid" : issueType(issue),
     };

@@ -36,7 +36,9 @@ const ChoiceQuestionSchema = z.object({
   criteria: z
     .record(z.string().min(1, "Option ids should not be empty"), TextValue.nullable(), {
       error: (issue) =>
-        issue.input === undefined ? "Field required" : "Input should be an object of option id → description",
+        issue.input === undefined
+          ? "Field required"
+          : "Input should be an object of option id → description",
     })
     .superRefine((criteria, ctx) => {
       const n = Object.keys(criteria).length;
@@ -101,11 +103,18 @@ const DataUrl = z.string().regex(/^data:[a-z0-9.+-]+\/[a-z0-9.+-]+;base64,/i, {
 
 /** The request body of `POST /v1/systemone`. Unknown top-level fields are ignored. */
 export const SystemOneRequestSchema = z.object({
-  model: z.string({ error: (i) => (i.input === undefined ? "Field required" : "Input should be a string") }).min(1),
+  model: z
+    .string({
+      error: (i) => (i.input === undefined ? "Field required" : "Input should be a string"),
+    })
+    .min(1),
   state: JsonValue,
   questions: z
     .record(z.string().min(1, "Question ids should not be empty"), QuestionSchema, {
-      error: (i) => (i.input === undefined ? "Field required" : "Input should be an object of question id → question"),
+      error: (i) =>
+        i.input === undefined
+          ? "Field required"
+          : "Input should be an object of question id → question",
     })
     .superRefine((questions, ctx) => {
       const n = Object.keys(questions).length;
@@ -124,7 +133,10 @@ export type SystemOneRequest = z.infer<typeof SystemOneRequestSchema>;
 const Probabilities = z.record(z.string(), z.number().min(0).max(1));
 
 /** A noul answer: P(true). */
-export const NoulAnswerSchema = z.object({ type: z.literal("noul"), noul: z.number().min(0).max(1) });
+export const NoulAnswerSchema = z.object({
+  type: z.literal("noul"),
+  noul: z.number().min(0).max(1),
+});
 /** A choice answer. */
 export const ChoiceAnswerSchema = z.object({
   type: z.literal("choice"),
@@ -149,7 +161,10 @@ export const SystemOneResponseSchema = z.object({
     z.discriminatedUnion("type", [NoulAnswerSchema, ChoiceAnswerSchema, ScoreAnswerSchema]),
   ),
   usage: z.object({
-    input_tokens: z.int().min(0).describe("Prompt tokens: the shared prefix once plus every branch"),
+    input_tokens: z
+      .int()
+      .min(0)
+      .describe("Prompt tokens: the shared prefix once plus every branch"),
     output_tokens: z.int().min(0).describe("Answer positions read"),
   }),
 });
@@ -166,11 +181,19 @@ export const ModelEntrySchema = z.object({
 /** A validation failure (FastAPI shape): 422 `{"detail": [{loc, msg, type}]}`. */
 export const ValidationErrorSchema = z.object({
   detail: z.array(
-    z.object({ loc: z.array(z.union([z.string(), z.number()])), msg: z.string(), type: z.string() }),
+    z.object({
+      loc: z.array(z.union([z.string(), z.number()])),
+      msg: z.string(),
+      type: z.string(),
+    }),
   ),
 });
 
 /** Any other error: `{"detail": {"error_type", "message"}}`. */
 export const ErrorSchema = z.object({
-  detail: z.object({ error_type: z.string(), message: z.string(), request_id: z.string().optional() }),
+  detail: z.object({
+    error_type: z.string(),
+    message: z.string(),
+    request_id: z.string().optional(),
+  }),
 });

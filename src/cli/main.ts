@@ -16,7 +16,9 @@ const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.ur
 
 const program = new Command()
   .name("decisiond")
-  .description("self-hosted decision service: typed answers from a local model's next-token probabilities")
+  .description(
+    "self-hosted decision service: typed answers from a local model's next-token probabilities",
+  )
   .version(pkg.version);
 
 registerServeCommand(program);

@@ -6,7 +6,8 @@ import { InvalidArgumentError } from "commander";
  */
 export function positiveInt(value: string): number {
   const n = Number(value);
-  if (!Number.isInteger(n) || n <= 0) throw new InvalidArgumentError(`expected a positive integer, got "${value}"`);
+  if (!Number.isInteger(n) || n <= 0)
+    throw new InvalidArgumentError(`expected a positive integer, got "${value}"`);
   return n;
 }
 

@@ -33,7 +33,10 @@ interface ServeFlags {
  * `::ffff:127.x.y.z` or in brackets).
  */
 export function isLoopbackHost(host: string): boolean {
-  const h = host.trim().toLowerCase().replace(/^\[(.*)\]$/, "$1");
+  const h = host
+    .trim()
+    .toLowerCase()
+    .replace(/^\[(.*)\]$/, "$1");
   if (h === "localhost" || h.endsWith(".localhost")) return true;
   const v4 = h.startsWith("::ffff:") && isIP(h.slice(7)) === 4 ? h.slice(7) : h;
   if (isIP(v4) === 4) return v4.split(".")[0] === "127";
@@ -53,7 +56,8 @@ export function checkAuthHost(flags: Pick<ServeFlags, "auth" | "host">): void {
 /** A whole number of milliseconds ≥ 0. */
 function milliseconds(value: string): number {
   const n = Number(value);
-  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError(`expected milliseconds ≥ 0, got "${value}"`);
+  if (!Number.isInteger(n) || n < 0)
+    throw new InvalidArgumentError(`expected milliseconds ≥ 0, got "${value}"`);
   return n;
 }
 
@@ -96,28 +100,78 @@ export function registerServeCommand(program: Command): void {
   program
     .command("serve")
     .description("serve POST /v1/systemone on a local model")
-    .option("--host <host>", "address to bind (env DECISIOND_HOST)", env.DECISIOND_HOST ?? "127.0.0.1")
-    .option("--port <port>", "port to listen on (env DECISIOND_PORT)", port, env.DECISIOND_PORT ? port(env.DECISIOND_PORT) : 8080)
+    .option(
+      "--host <host>",
+      "address to bind (env DECISIOND_HOST)",
+      env.DECISIOND_HOST ?? "127.0.0.1",
+    )
+    .option(
+      "--port <port>",
+      "port to listen on (env DECISIOND_PORT)",
+      port,
+      env.DECISIOND_PORT ? port(env.DECISIOND_PORT) : 8080,
+    )
     .option(
       "--model <name|path>",
       "catalogue model name, or path to a GGUF file (env DECISIOND_MODEL)",
       env.DECISIOND_MODEL ?? DEFAULT_MODEL,
     )
-    .option("--context-size <tokens>", "tokens per request: prefix + longest question (env DECISIOND_CONTEXT_SIZE)", positiveInt, env.DECISIOND_CONTEXT_SIZE ? positiveInt(env.DECISIOND_CONTEXT_SIZE) : undefined)
-    .option("--threads <n>", "CPU threads (env DECISIOND_THREADS; default: physical cores)", positiveInt, env.DECISIOND_THREADS ? positiveInt(env.DECISIOND_THREADS) : undefined)
-    .option("--parallel <n>", "question branches evaluated side by side (env DECISIOND_PARALLEL; default 16)", positiveInt, env.DECISIOND_PARALLEL ? positiveInt(env.DECISIOND_PARALLEL) : undefined)
-    .option("--body-limit <size>", "largest request body, e.g. 16MiB (env DECISIOND_BODY_LIMIT)", byteSize, env.DECISIOND_BODY_LIMIT ? byteSize(env.DECISIOND_BODY_LIMIT) : undefined)
-    .option("--debias <mode>", "option-order debiasing: off, reverse or cyclic (env DECISIOND_DEBIAS)", oneOf<DebiasMode>("off", "reverse", "cyclic"), (env.DECISIOND_DEBIAS as DebiasMode | undefined) ?? "off")
-    .option("--log-level <level>", "pino log level (env DECISIOND_LOG_LEVEL)", env.DECISIOND_LOG_LEVEL ?? "info")
-    .option("--auth <on|off>", "require API keys; off is for local development and only on a loopback host (env DECISIOND_AUTH)", oneOf<"on" | "off">("on", "off"), (env.DECISIOND_AUTH as "on" | "off" | undefined) ?? "on")
-    .option("--admission-wait <ms>", "how long a request may wait while its account has another in flight, then 429 (env DECISIOND_ADMISSION_WAIT)", milliseconds, env.DECISIOND_ADMISSION_WAIT ? milliseconds(env.DECISIOND_ADMISSION_WAIT) : 0)
+    .option(
+      "--context-size <tokens>",
+      "tokens per request: prefix + longest question (env DECISIOND_CONTEXT_SIZE)",
+      positiveInt,
+      env.DECISIOND_CONTEXT_SIZE ? positiveInt(env.DECISIOND_CONTEXT_SIZE) : undefined,
+    )
+    .option(
+      "--threads <n>",
+      "CPU threads (env DECISIOND_THREADS; default: physical cores)",
+      positiveInt,
+      env.DECISIOND_THREADS ? positiveInt(env.DECISIOND_THREADS) : undefined,
+    )
+    .option(
+      "--parallel <n>",
+      "question branches evaluated side by side (env DECISIOND_PARALLEL; default 16)",
+      positiveInt,
+      env.DECISIOND_PARALLEL ? positiveInt(env.DECISIOND_PARALLEL) : undefined,
+    )
+    .option(
+      "--body-limit <size>",
+      "largest request body, e.g. 16MiB (env DECISIOND_BODY_LIMIT)",
+      byteSize,
+      env.DECISIOND_BODY_LIMIT ? byteSize(env.DECISIOND_BODY_LIMIT) : undefined,
+    )
+    .option(
+      "--debias <mode>",
+      "option-order debiasing: off, reverse or cyclic (env DECISIOND_DEBIAS)",
+      oneOf<DebiasMode>("off", "reverse", "cyclic"),
+      (env.DECISIOND_DEBIAS as DebiasMode | undefined) ?? "off",
+    )
+    .option(
+      "--log-level <level>",
+      "pino log level (env DECISIOND_LOG_LEVEL)",
+      env.DECISIOND_LOG_LEVEL ?? "info",
+    )
+    .option(
+      "--auth <on|off>",
+      "require API keys; off is for local development and only on a loopback host (env DECISIOND_AUTH)",
+      oneOf<"on" | "off">("on", "off"),
+      (env.DECISIOND_AUTH as "on" | "off" | undefined) ?? "on",
+    )
+    .option(
+      "--admission-wait <ms>",
+      "how long a request may wait while its account has another in flight, then 429 (env DECISIOND_ADMISSION_WAIT)",
+      milliseconds,
+      env.DECISIOND_ADMISSION_WAIT ? milliseconds(env.DECISIOND_ADMISSION_WAIT) : 0,
+    )
     .action(async (flags: ServeFlags) => {
       const print = (line: string) => process.stderr.write(line + "\n");
       checkAuthHost(flags); // before any download
       const local = existsSync(flags.model) || flags.model.endsWith(".gguf");
       const entry = local ? undefined : findModel(flags.model);
       if (!local && !entry) {
-        throw new Error(`unknown model "${flags.model}": give a catalogue name (decisiond pull --help) or a path to a .gguf file`);
+        throw new Error(
+          `unknown model "${flags.model}": give a catalogue name (decisiond pull --help) or a path to a .gguf file`,
+        );
       }
       const modelPath = local
         ? resolve(flags.model)
@@ -126,7 +180,9 @@ export function registerServeCommand(program: Command): void {
       const { gate, store } = openServeGate(flags, print);
       const service = await startService({
         modelPath,
-        ...(entry ? { modelId: entry.name, description: entry.description, releaseDate: entry.releaseDate } : {}),
+        ...(entry
+          ? { modelId: entry.name, description: entry.description, releaseDate: entry.releaseDate }
+          : {}),
         isDefault: entry?.name === DEFAULT_MODEL,
         host: flags.host,
         port: flags.port,

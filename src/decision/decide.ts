@@ -24,13 +24,14 @@ import {
   scoreConfidence,
   softmax,
 } from "./math.js";
-import { renderQuestion, renderStateBlock, renderText, SYSTEM_MESSAGE, TEMPLATE_MARKER } from "./prompt.js";
-import type {
-  Answer,
-  DecisionRequest,
-  DecisionResult,
-  Question,
-} from "./types.js";
+import {
+  renderQuestion,
+  renderStateBlock,
+  renderText,
+  SYSTEM_MESSAGE,
+  TEMPLATE_MARKER,
+} from "./prompt.js";
+import type { Answer, DecisionRequest, DecisionResult, Question } from "./types.js";
 
 /**
  * Option-order debiasing: the label log-probabilities of a choice are averaged over several
@@ -168,7 +169,10 @@ export class Decider {
    */
   async decide(request: DecisionRequest, signal?: AbortSignal): Promise<DecisionResult> {
     const plan = this.plan(request);
-    const result = await this.engine.score({ prefix: plan.prefix, branches: plan.branches }, signal);
+    const result = await this.engine.score(
+      { prefix: plan.prefix, branches: plan.branches },
+      signal,
+    );
     const answers: Record<string, Answer> = {};
     let outputTokens = 0;
     for (const q of plan.questions) {
@@ -195,7 +199,10 @@ export class Decider {
     return {
       answers,
       usage: { input_tokens: inputTokens, output_tokens: outputTokens },
-      stats: { evaluatedTokens: result.evaluatedTokens, cachedPrefixTokens: result.cachedPrefixTokens },
+      stats: {
+        evaluatedTokens: result.evaluatedTokens,
+        cachedPrefixTokens: result.cachedPrefixTokens,
+      },
     };
   }
 
@@ -300,7 +307,8 @@ function labelCountOf(question: Question): number {
 
 function trieDepth(trie: LabelTrie): number {
   let deepest = 0;
-  for (const next of trie.next) if (typeof next !== "number") deepest = Math.max(deepest, trieDepth(next));
+  for (const next of trie.next)
+    if (typeof next !== "number") deepest = Math.max(deepest, trieDepth(next));
   return 1 + deepest;
 }
 

@@ -59,7 +59,11 @@ export function renderQuestion(
       const shown = order ?? question.options.map((_, i) => i);
       shown.forEach((optionIndex, position) => {
         const [id, description] = question.options[optionIndex]!;
-        lines.push(wordLabels ? optionLine("-", id, description).replace(/^-\. /, "- ") : optionLine(labels[position]!, id, description));
+        lines.push(
+          wordLabels
+            ? optionLine("-", id, description).replace(/^-\. /, "- ")
+            : optionLine(labels[position]!, id, description),
+        );
       });
       lines.push(
         wordLabels

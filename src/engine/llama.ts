@@ -66,7 +66,10 @@ class SerialQueue {
 
 /** node-llama-cpp's sequence with the KV-copy method its own LlamaDecisionContext uses. */
 type CopyableSequence = LlamaContextSequence & {
-  _copyStateFromOtherSequence(other: LlamaContextSequence, upToTokenIndex: number): Promise<boolean>;
+  _copyStateFromOtherSequence(
+    other: LlamaContextSequence,
+    upToTokenIndex: number,
+  ): Promise<boolean>;
 };
 
 /**
