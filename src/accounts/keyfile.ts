@@ -1,6 +1,6 @@
+import { keyFilePath } from "../client/config.js";
 import { chmodSync, mkdirSync, openSync, closeSync, writeSync, renameSync, rmSync } from "node:fs";
-import { homedir } from "node:os";
-import { dirname, isAbsolute, join } from "node:path";
+import { dirname } from "node:path";
 import type { AccountStore } from "./store.js";
 
 /**
@@ -9,9 +9,7 @@ import type { AccountStore } from "./store.js";
  * `~/.config/decisiond/api_key`.
  */
 export function apiKeyFilePath(env: NodeJS.ProcessEnv = process.env): string {
-  const xdg = env.XDG_CONFIG_HOME;
-  const config = xdg && isAbsolute(xdg) ? xdg : join(env.HOME || homedir(), ".config");
-  return join(config, "decisiond", "api_key");
+  return keyFilePath({ env });
 }
 
 /**
