@@ -1,7 +1,7 @@
 // Issue 2 measurement: decisiond's in-process engine + readout vs node-llama-cpp's own
 // LlamaDecisionContext.decide, same model, same inputs, in one run.
 // State ≈ 512 tokens; 1, 4 and 16 choice questions of 4 options; RUNS runs each (medians).
-// Every run uses a fresh state (a run number is appended) so neither side reuses a cached prefix.
+// Every run uses a fresh state (a case number leads it) so neither side reuses a cached prefix.
 // Usage: npm run build && node bench/decide.mjs [runs]
 import { getLlama } from "node-llama-cpp";
 import { cpus } from "node:os";
@@ -40,7 +40,7 @@ for (const n of [1, 4, 16]) {
   const qs = questionsOf(n);
   const ours = [];
   for (let r = 0; r < RUNS + 1; r++) {
-    const state = `${base} (case ${++salt})`;
+    const state = `Case ${++salt}. ${base}`;
     const request = {
       state,
       questions: qs.map(([id, q]) => [
@@ -73,7 +73,7 @@ for (const n of [1, 4, 16]) {
   );
   const theirs = [];
   for (let r = 0; r < RUNS + 1; r++) {
-    const state = `${base} (case ${++salt})`;
+    const state = `Case ${++salt}. ${base}`;
     const t0 = performance.now();
     await dc.decide(state, qs);
     if (r > 0) theirs.push(performance.now() - t0);

@@ -42,8 +42,12 @@ export interface LlamaEngineOptions {
    */
   readonly contextSize?: number;
   /**
-   * Branches evaluated side by side in one batch (one KV-cache sequence each). Default 16, the
-   * most questions one request may carry, so a full request's branches go through together.
+   * Branches evaluated side by side in one batch (one KV-cache sequence each). Default: 16 (the
+   * most questions one request may carry) with a GPU; 1 on a CPU. On a 2-core x86 with
+   * SmolLM2-135M, batching branches of separate sequences was no faster (16 questions on a
+   * 505-token state: 11.8 s with 16 sequences, 12.0 s with 1, medians of 5, bench/decide.mjs;
+   * 7.8 s vs 9.5 s in favour of 1 on a cached prefix), and every sequence holds a full context
+   * of KV cache (node-llama-cpp does not unify it), ~190 MB each at 8192 tokens.
    */
   readonly parallelBranches?: number;
   /** CPU threads for evaluation. Default: llama.cpp's count of math cores (physical cores). */
@@ -108,7 +112,7 @@ export class LlamaEngine implements Engine {
     const llamaModel = await llama.loadModel({ modelPath: options.modelPath });
     const trainContextSize = llamaModel.trainContextSize;
     const contextSize = options.contextSize ?? Math.min(8192, trainContextSize);
-    const parallelBranches = options.parallelBranches ?? 16;
+    const parallelBranches = options.parallelBranches ?? (llama.gpu === false ? 1 : 16);
     const context = await llamaModel.createContext({
       contextSize,
       sequences: parallelBranches + 1,
@@ -220,7 +224,9 @@ export class LlamaEngine implements Engine {
       return branch.children ? { logprobs, children } : { logprobs };
     };
 
-    const branches = await Promise.all(
+    // allSettled, not all: every branch must be done with its sequence before the next request
+    // (queued behind this one) may use the sequences, even when one branch failed or aborted.
+    const settled = await Promise.allSettled(
       request.branches.map(async (branch) => {
         const sequence = await acquire();
         try {
@@ -242,6 +248,9 @@ export class LlamaEngine implements Engine {
         }
       }),
     );
+    const failed = settled.find((s) => s.status === "rejected");
+    if (failed) throw (failed as PromiseRejectedResult).reason;
+    const branches = settled.map((s) => (s as PromiseFulfilledResult<BranchScore>).value);
     this.counters.requests++;
     return { branches, evaluatedTokens, cachedPrefixTokens };
   }
