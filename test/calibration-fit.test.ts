@@ -1,3 +1,4 @@
+import { mulberry32 } from "../src/evaluation/format.js";
 import { describe, expect, it } from "vitest";
 import { softmax } from "../src/decision/math.js";
 import { fitKeys, temperaturesOf } from "../src/evaluation/fit.js";
@@ -10,17 +11,7 @@ import {
   type TemperatureSample,
 } from "../src/evaluation/temperature.js";
 
-/** Deterministic PRNG (mulberry32). */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+const rng = mulberry32;
 
 /** Standard normal by Box–Muller. */
 function normal(random: () => number): number {

@@ -1,3 +1,4 @@
+import { postJson } from "./support/service.js";
 import { Ajv2020 } from "ajv/dist/2020.js";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -150,28 +151,15 @@ interface Reply {
   body: any;
 }
 
-async function post(
+function post(
   key: string | undefined,
   body: unknown = REQUEST,
   headers: Record<string, string> = {},
 ): Promise<Reply> {
-  const res = await fetch(`${url}/v1/systemone`, {
-    method: "POST",
-    headers: {
-      "content-type": "application/json",
-      ...(key !== undefined ? { authorization: `Bearer ${key}` } : {}),
-      ...headers,
-    },
-    body: typeof body === "string" || body instanceof Uint8Array ? body : JSON.stringify(body),
+  return postJson(`${url}/v1/systemone`, body, {
+    ...(key !== undefined ? { authorization: `Bearer ${key}` } : {}),
+    ...headers,
   });
-  const text = await res.text();
-  let parsed: unknown = text;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    /* keep the text */
-  }
-  return { status: res.status, headers: res.headers, body: parsed };
 }
 
 /** Runs `decisiond <args>` in-process against the test's store; returns stdout and stderr. */

@@ -231,7 +231,7 @@ function validate(
         type: "unknown_model",
       },
     ]);
-  const name = model.names.includes(body.model) ? body.model : model.names[0]!;
+  const name = answeredName(model, body.model);
   if (body.images && body.videos)
     throw validationError([
       {
@@ -260,8 +260,12 @@ function servedModelName(
     typeof body === "object" && body !== null ? (body as { model?: unknown }).model : undefined;
   if (typeof requested !== "string") return undefined;
   const model = byName.get(requested);
-  if (!model) return undefined;
-  return model.names.includes(requested) ? requested : model.names[0];
+  return model ? answeredName(model, requested) : undefined;
+}
+
+/** The name a response reports: the requested one when listed, else the model's first (aliases). */
+function answeredName(model: ServedModel, requested: string): string {
+  return model.names.includes(requested) ? requested : model.names[0]!;
 }
 
 /** Bodies of Fastify's own 4xx errors (size, media type, empty body), in the API's error shape. */

@@ -25,7 +25,7 @@ export async function postJson(
   const res = await fetch(url, {
     method: "POST",
     headers: { "content-type": "application/json", ...headers },
-    body: typeof body === "string" ? body : JSON.stringify(body),
+    body: typeof body === "string" || body instanceof Uint8Array ? body : JSON.stringify(body),
   });
   const text = await res.text();
   let parsed: unknown = text;
