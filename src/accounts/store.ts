@@ -120,6 +120,17 @@ export interface AccountUsage {
     | undefined;
 }
 
+/** One UTC day of an account's ledger. */
+export interface DailyUsage {
+  /** The day's start, ms since the epoch (UTC midnight). */
+  readonly day: number;
+  readonly calls: number;
+  /** Calls answered with a status ≥ 400 (499: the client went away first). */
+  readonly failedCalls: number;
+  readonly inputTokens: number;
+  readonly outputTokens: number;
+}
+
 /** Thrown for requests the store refuses (unknown account, duplicate name, bad value). */
 export class StoreError extends Error {
   override readonly name = "StoreError";
@@ -391,6 +402,39 @@ export class AccountStore {
   }
 
   /**
+   * An account's calls and tokens per UTC day, for the days from `since` (ms, any time of its day)
+   * to now, oldest first; days without calls are left out.
+   */
+  dailyUsage(accountId: number, since: number): DailyUsage[] {
+    const start = since - (((since % DAY_MS) + DAY_MS) % DAY_MS);
+    return (
+      this.db
+        .prepare(
+          `SELECT at - (at % ${DAY_MS}) AS day,
+                  count(*) AS calls,
+                  coalesce(sum(status >= 400), 0) AS failed,
+                  coalesce(sum(input_tokens), 0) AS input,
+                  coalesce(sum(output_tokens), 0) AS output
+             FROM usage WHERE account_id = ? AND at >= ?
+            GROUP BY day ORDER BY day`,
+        )
+        .all(accountId, start) as {
+        day: number;
+        calls: number;
+        failed: number;
+        input: number;
+        output: number;
+      }[]
+    ).map((r) => ({
+      day: r.day,
+      calls: r.calls,
+      failedCalls: r.failed,
+      inputTokens: r.input,
+      outputTokens: r.output,
+    }));
+  }
+
+  /**
    * An account's allowance as of now: the period's window, tokens used in it and what is left;
    * `undefined` when the account has no allowance.
    */
@@ -444,6 +488,9 @@ export class AccountStore {
     return account;
   }
 }
+
+/** Milliseconds in a UTC day (the ledger's times are UTC; days have no leap seconds in it). */
+const DAY_MS = 86_400_000;
 
 const KEY_SELECT = `SELECT k.*, a.name AS account_name FROM api_keys k JOIN accounts a ON a.id = k.account_id`;
 
