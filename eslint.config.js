@@ -8,6 +8,7 @@ export default tseslint.config(
       "dist/**",
       "node_modules/**",
       "src/console/dist/**",
+      "test-artifacts/**",
       "bench/results/**",
       ".conformance/**",
       "eval/data/**",
@@ -20,6 +21,11 @@ export default tseslint.config(
     rules: {
       "@typescript-eslint/no-unused-vars": ["error", { argsIgnorePattern: "^_" }],
     },
+  },
+  {
+    // The console's front end runs in the browser.
+    files: ["console/src/**/*.{ts,tsx}"],
+    languageOptions: { globals: { ...globals.browser } },
   },
   {
     // Tests read arbitrary JSON response bodies.

@@ -2,6 +2,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { buildApp, type FastifyInstance, type Gate, type ServedModel } from "./api/app.js";
+import type { ConsoleOptions } from "./console/plugin.js";
 import type { CalibrationProfile } from "./decision/calibration.js";
 import { Decider, type DebiasMode } from "./decision/decide.js";
 import { openLlamaEngine } from "./engine/llama.js";
@@ -40,6 +41,8 @@ export interface ServiceOptions {
   readonly calibration?: CalibrationProfile | "none";
   readonly logger?: boolean | { level?: string };
   readonly gate?: Gate;
+  /** The web console under `/console`; none when absent. */
+  readonly console?: ConsoleOptions;
 }
 
 /** A running service. */
@@ -85,6 +88,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     ...(options.bodyLimit ? { bodyLimit: options.bodyLimit } : {}),
     ...(options.logger !== undefined ? { logger: options.logger } : {}),
     ...(options.gate ? { gate: options.gate } : {}),
+    ...(options.console ? { console: options.console } : {}),
     version: packageVersion(),
   });
   const host = options.host ?? "127.0.0.1";

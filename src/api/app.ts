@@ -1,5 +1,6 @@
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from "fastify";
 import { randomUUID } from "node:crypto";
+import { consolePlugin, type ConsoleOptions } from "../console/plugin.js";
 import { StateTooLongError } from "../decision/decide.js";
 import type { DecisionRequest, DecisionResult } from "../decision/types.js";
 import { installDecompression } from "./decompress.js";
@@ -61,6 +62,8 @@ export interface AppOptions {
   readonly gate?: Gate;
   /** decisiond's version, for `GET /openapi.json`. */
   readonly version?: string;
+  /** The web console under `/console` (src/console/); none when absent. */
+  readonly console?: ConsoleOptions;
 }
 
 /** 16 MiB, the default request body limit. */
@@ -139,6 +142,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     for (const name of [...model.names, ...(model.aliases ?? [])]) byName.set(name, model);
 
   if (options.gate) installGate(app, options.gate, (body) => servedModelName(body, byName));
+
+  if (options.console) await app.register(consolePlugin, options.console);
 
   app.get("/healthz", async () => ({
     status: "ok",

@@ -1,5 +1,5 @@
 import { InvalidArgumentError, type Command } from "commander";
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { isIP } from "node:net";
 import { resolve } from "node:path";
 import { Admission } from "../accounts/admission.js";
@@ -7,6 +7,7 @@ import { ensureFirstKey } from "../accounts/keyfile.js";
 import { AccountStore, defaultStorePath } from "../accounts/store.js";
 import type { Gate } from "../api/app.js";
 import { accountGate } from "../api/gate.js";
+import { checkAdminToken, type ConsoleOptions } from "../console/plugin.js";
 import type { DebiasMode } from "../decision/decide.js";
 import { DEFAULT_MODEL, findModel } from "../models/catalogue.js";
 import { ensureModel } from "../models/pull.js";
@@ -26,6 +27,8 @@ interface ServeFlags {
   logLevel: string;
   auth: "on" | "off";
   admissionWait: number;
+  console: "on" | "off";
+  adminTokenFile?: string;
 }
 
 /**
@@ -89,6 +92,46 @@ export function openServeGate(
     store.close();
     throw error;
   }
+}
+
+/**
+ * The console's admin token: the content of `--admin-token-file` (one trailing newline dropped),
+ * else `DECISIOND_ADMIN_TOKEN`; `undefined` when neither is given (admin sign-in off).
+ * @throws {Error} for an unreadable file or a weak token (see {@link checkAdminToken}).
+ */
+export function readAdminToken(
+  flags: Pick<ServeFlags, "adminTokenFile">,
+  env: NodeJS.ProcessEnv = process.env,
+): string | undefined {
+  let token: string | undefined;
+  if (flags.adminTokenFile !== undefined) {
+    try {
+      token = readFileSync(flags.adminTokenFile, "utf8").replace(/\r?\n$/, "");
+    } catch (error) {
+      throw new Error(
+        `cannot read the admin token file ${flags.adminTokenFile}: ${(error as Error).message}`,
+      );
+    }
+  } else if (env.DECISIOND_ADMIN_TOKEN) token = env.DECISIOND_ADMIN_TOKEN;
+  return token === undefined ? undefined : checkAdminToken(token);
+}
+
+/**
+ * The console of `serve`: none with `--console off`; else the accounts store (none with
+ * `--auth off`, where the admin token has nothing to manage and is dropped) and the admin token.
+ */
+export function serveConsole(
+  flags: Pick<ServeFlags, "console">,
+  adminToken: string | undefined,
+  store: AccountStore | undefined,
+  print: (line: string) => void,
+): ConsoleOptions | undefined {
+  if (flags.console === "off") return undefined;
+  if (adminToken !== undefined && !store) {
+    print("decisiond: auth is off: the admin token is not used (there are no accounts)");
+    return { store, adminToken: undefined };
+  }
+  return { store, adminToken };
 }
 
 /**
@@ -163,9 +206,21 @@ export function registerServeCommand(program: Command): void {
       milliseconds,
       env.DECISIOND_ADMISSION_WAIT ? milliseconds(env.DECISIOND_ADMISSION_WAIT) : 0,
     )
+    .option(
+      "--console <on|off>",
+      "the web console at /console: API keys, usage, playground (env DECISIOND_CONSOLE)",
+      oneOf<"on" | "off">("on", "off"),
+      (env.DECISIOND_CONSOLE as "on" | "off" | undefined) ?? "on",
+    )
+    .option(
+      "--admin-token-file <path>",
+      "file holding the console's admin token (env DECISIOND_ADMIN_TOKEN_FILE, or the token itself in DECISIOND_ADMIN_TOKEN); none: admin sign-in is off",
+      env.DECISIOND_ADMIN_TOKEN_FILE,
+    )
     .action(async (flags: ServeFlags) => {
       const print = (line: string) => process.stderr.write(line + "\n");
       checkAuthHost(flags); // before any download
+      const adminToken = flags.console === "on" ? readAdminToken(flags) : undefined;
       const local = existsSync(flags.model) || flags.model.endsWith(".gguf");
       const entry = local ? undefined : findModel(flags.model);
       if (!local && !entry) {
@@ -178,6 +233,7 @@ export function registerServeCommand(program: Command): void {
         : await ensureModel(flags.model, { progress: true });
       if (local && !existsSync(modelPath)) throw new Error(`no such model file: ${modelPath}`);
       const { gate, store } = openServeGate(flags, print);
+      const consoleOptions = serveConsole(flags, adminToken, store, print);
       const service = await startService({
         modelPath,
         ...(entry
@@ -193,6 +249,7 @@ export function registerServeCommand(program: Command): void {
         debias: flags.debias,
         logger: { level: flags.logLevel },
         ...(gate ? { gate } : {}),
+        ...(consoleOptions ? { console: consoleOptions } : {}),
       }).catch((error: unknown) => {
         store?.close();
         throw error;
@@ -200,6 +257,10 @@ export function registerServeCommand(program: Command): void {
       process.stderr.write(
         `decisiond: serving ${service.engine.model.id} at ${service.url}/v1/systemone (context ${service.engine.model.contextSize} tokens)\n`,
       );
+      if (consoleOptions)
+        process.stderr.write(
+          `decisiond: console at ${service.url}/console/ (sign in with an API key${consoleOptions.adminToken ? " or the admin token" : ""})\n`,
+        );
       const stop = () => {
         void service.close().then(() => {
           store?.close();

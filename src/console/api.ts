@@ -1,0 +1,175 @@
+import type { FastifyInstance, FastifyRequest } from "fastify";
+import { StoreError, type AccountStore } from "../accounts/store.js";
+import { apiError, validationError } from "../api/errors.js";
+import { accountInScope, authenticate, keyInScope, type Principal } from "./auth.js";
+import { CreateKeyBody, KeyParams, KeysQuery, parseOr422, UsageQuery } from "./schemas.js";
+import { accountView, allowanceView, dayViews, keyView } from "./views.js";
+
+/**
+ * The console's JSON API, mounted at `/console/api`. Every route but `GET /config` needs
+ * `Authorization: Bearer <API key | admin token>` (see ./auth.ts); a key principal reaches its
+ * own account only. Errors have the API's shapes: 401/403/404 `{"detail": {error_type, message}}`,
+ * 422 `{"detail": [{loc, msg, type}]}`.
+ *
+ * | route                        | does                                                            |
+ * | ---------------------------- | --------------------------------------------------------------- |
+ * | `GET /config`                | `{auth, admin_sign_in}`: what sign-in the server offers (public) |
+ * | `GET /session`               | who the credential is: `{role: "admin"}` or `{role: "account", account, key}` |
+ * | `GET /accounts`              | accounts in scope, with allowance and active key count          |
+ * | `GET /keys?account=`         | keys in scope (admin: all, or one account's)                    |
+ * | `POST /keys`                 | `{account?, label?}` → 201 the new key, shown this once         |
+ * | `POST /keys/:id/revoke`      | revokes a key in scope                                           |
+ * | `GET /usage?account=&days=`  | calls and tokens per UTC day, totals, allowance left            |
+ */
+
+/** Options of {@link consoleApi}. */
+export interface ConsoleApiOptions {
+  /** The accounts store; `undefined` when the server runs without accounts (`--auth off`). */
+  readonly store: AccountStore | undefined;
+  /** The admin token; `undefined` turns admin sign-in off. */
+  readonly adminToken: string | undefined;
+  /** The clock. Default `Date.now`. */
+  readonly now?: () => number;
+}
+
+/** Registers the console API routes on `app` (expected under the prefix `/console/api`). */
+export async function consoleApi(app: FastifyInstance, options: ConsoleApiOptions): Promise<void> {
+  const { store, adminToken } = options;
+  const now = options.now ?? Date.now;
+
+  // Answers carry credentials and keys: never cached.
+  app.addHook("onSend", async (_request, reply, payload) => {
+    reply.header("cache-control", "no-store");
+    return payload;
+  });
+
+  app.get("/config", async () => ({
+    auth: store !== undefined,
+    admin_sign_in: store !== undefined && adminToken !== undefined,
+  }));
+
+  /** The store and the caller of a request. @throws {HttpError} 404 without accounts, 401. */
+  const signedIn = (request: FastifyRequest): { store: AccountStore; principal: Principal } => {
+    if (!store)
+      throw apiError(
+        404,
+        "accounts_off",
+        "the server runs without accounts (--auth off): there are no keys or usage to manage",
+      );
+    return { store, principal: authenticate(request.headers.authorization, { store, adminToken }) };
+  };
+
+  app.get("/session", async (request) => {
+    const { principal } = signedIn(request);
+    return principal.role === "admin"
+      ? { role: "admin" }
+      : { role: "account", account: principal.account.name, key: keyView(principal.key) };
+  });
+
+  app.get("/accounts", async (request) => {
+    const { store, principal } = signedIn(request);
+    const accounts =
+      principal.role === "admin"
+        ? store.listAccounts()
+        : [store.accountById(principal.account.id)!];
+    return {
+      accounts: accounts.map((account) =>
+        accountView(
+          account,
+          store.allowanceState(account),
+          store.listKeys(account.name).filter((k) => k.revokedAt === undefined).length,
+        ),
+      ),
+    };
+  });
+
+  app.get("/keys", async (request) => {
+    const { store, principal } = signedIn(request);
+    const query = parseOr422(KeysQuery, request.query, "query");
+    const account = accountInScope(principal, query.account, {
+      loc: ["query", "account"],
+      required: false,
+    });
+    if (account !== undefined && !store.findAccount(account))
+      throw apiError(404, "not_found", `no account "${account}"`);
+    return { keys: store.listKeys(account).map(keyView) };
+  });
+
+  app.post("/keys", async (request, reply) => {
+    const { store, principal } = signedIn(request);
+    const body = parseOr422(CreateKeyBody, request.body, "body");
+    const account = accountInScope(principal, body.account, {
+      loc: ["body", "account"],
+      required: true,
+    })!;
+    let created;
+    try {
+      // The admin may name a new account: it is created, as `decisiond keys create` does.
+      created = store.createKey(account, body.label);
+    } catch (error) {
+      if (error instanceof StoreError)
+        throw validationError([
+          { loc: ["body", "account"], msg: error.message, type: "value_error" },
+        ]);
+      throw error;
+    }
+    request.log.info(
+      { key: created.record.prefix, account, by: principal.role },
+      "console: key created",
+    );
+    void reply.code(201);
+    return {
+      ...keyView(created.record),
+      key: created.key,
+      account_created: created.accountCreated,
+    };
+  });
+
+  app.post("/keys/:id/revoke", async (request) => {
+    const { store, principal } = signedIn(request);
+    const { id } = parseOr422(KeyParams, request.params, "path");
+    keyInScope(principal, store, id);
+    const { record, alreadyRevoked } = store.revokeKey(id);
+    request.log.info(
+      { key: record.prefix, account: record.accountName, by: principal.role },
+      "console: key revoked",
+    );
+    return { ...keyView(record), already_revoked: alreadyRevoked };
+  });
+
+  app.get("/usage", async (request) => {
+    const { store, principal } = signedIn(request);
+    const query = parseOr422(UsageQuery, request.query, "query");
+    const name = accountInScope(principal, query.account, {
+      loc: ["query", "account"],
+      required: true,
+    })!;
+    const account = store.findAccount(name);
+    if (!account) throw apiError(404, "not_found", `no account "${name}"`);
+    const at = now();
+    const since = at - (query.days - 1) * 86_400_000;
+    const days = dayViews(store.dailyUsage(account.id, since), at, query.days);
+    const [all] = store.usage(name);
+    return {
+      account: name,
+      days,
+      window: {
+        calls: sum(days, "calls"),
+        failed_calls: sum(days, "failed_calls"),
+        input_tokens: sum(days, "input_tokens"),
+        output_tokens: sum(days, "output_tokens"),
+      },
+      all_time: {
+        calls: all!.calls,
+        failed_calls: all!.failedCalls,
+        input_tokens: all!.inputTokens,
+        output_tokens: all!.outputTokens,
+      },
+      allowance: allowanceView(store.allowanceState(account)),
+    };
+  });
+}
+
+function sum<K extends string>(rows: readonly Record<K, number>[], key: K): number {
+  return rows.reduce((total, row) => total + row[key], 0);
+}

@@ -1,0 +1,67 @@
+import { z } from "zod";
+import { detailsFromZod, validationError, type HttpError } from "../api/errors.js";
+
+/**
+ * Request schemas of the console's JSON API (`/console/api/…`). Failures become 422 with
+ * `detail[]` whose `loc` starts with where the value was: "body", "query" or "path".
+ */
+
+/** Longest key label, in characters. */
+export const MAX_LABEL_LENGTH = 100;
+/** Most days one usage request covers. */
+export const MAX_USAGE_DAYS = 366;
+/** Days of usage when none are asked for. */
+export const DEFAULT_USAGE_DAYS = 30;
+
+const AccountName = z.string().min(1, "An account name should not be empty");
+
+/** `POST /console/api/keys`: the account (admin only; a key creates in its own) and a label. */
+export const CreateKeyBody = z.strictObject({
+  account: AccountName.optional(),
+  label: z
+    .string()
+    .trim()
+    .max(MAX_LABEL_LENGTH, `A label has at most ${MAX_LABEL_LENGTH} characters`)
+    .optional()
+    .transform((label) => (label === "" ? undefined : label)),
+});
+
+/** `GET /console/api/keys?account=`. */
+export const KeysQuery = z.strictObject({ account: AccountName.optional() });
+
+/** `GET /console/api/usage?account=&days=`. */
+export const UsageQuery = z.strictObject({
+  account: AccountName.optional(),
+  days: z.coerce
+    .number()
+    .int("days should be a whole number")
+    .min(1, `days should be 1 to ${MAX_USAGE_DAYS}`)
+    .max(MAX_USAGE_DAYS, `days should be 1 to ${MAX_USAGE_DAYS}`)
+    .default(DEFAULT_USAGE_DAYS),
+});
+
+/** `/console/api/keys/:id/…`. */
+export const KeyParams = z.strictObject({
+  id: z.coerce
+    .number()
+    .int("A key id is a whole number")
+    .positive("A key id is a whole number ≥ 1")
+    .max(Number.MAX_SAFE_INTEGER),
+});
+
+/**
+ * Parses `value` found at `where`.
+ * @throws {HttpError} 422 with one detail per problem, `loc` = [where, ...path].
+ */
+export function parseOr422<T extends z.ZodType>(
+  schema: T,
+  value: unknown,
+  where: "body" | "query" | "path",
+): z.output<T> {
+  const parsed = schema.safeParse(value ?? {}, { reportInput: true });
+  if (parsed.success) return parsed.data;
+  const error: HttpError = validationError(
+    detailsFromZod(parsed.error.issues).map((d) => ({ ...d, loc: [where, ...d.loc.slice(1)] })),
+  );
+  throw error;
+}
