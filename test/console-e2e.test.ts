@@ -26,6 +26,14 @@ import { postJson, startTestService } from "./support/service.js";
 const missing = chromiumMissing();
 if (missing) console.warn(`console e2e tests skipped: ${missing}`);
 
+// Skipping is for a developer's machine without Chromium; CI installs it (.ci/run) and must run them.
+it.runIf(missing !== undefined && process.env.CI !== undefined)(
+  "CI has Chromium for the console's end-to-end tests",
+  () => {
+    throw new Error(missing);
+  },
+);
+
 /** Earlier calls of account acme: [days ago, calls that day]. */
 const HISTORY: [number, number][] = [
   [27, 3],

@@ -228,7 +228,7 @@ function CreateKeyForm(props: {
               list="account-names"
               required
               autocomplete="off"
-              placeholder="acme"
+              placeholder="account name, e.g. acme"
               value={account}
               onInput={(e) => setAccount(e.currentTarget.value)}
             />

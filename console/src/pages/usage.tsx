@@ -197,10 +197,13 @@ function DayTable({ usage }: { usage: UsageView }) {
                   Failed
                 </th>
                 <th scope="col" class="num">
-                  Tokens in
+                  Tokens
                 </th>
-                <th scope="col" class="num">
-                  Tokens out
+                <th scope="col" class="num wide-only">
+                  Input
+                </th>
+                <th scope="col" class="num wide-only">
+                  Output
                 </th>
               </tr>
             </thead>
@@ -210,8 +213,9 @@ function DayTable({ usage }: { usage: UsageView }) {
                   <td>{d.date}</td>
                   <td class="num">{formatNumber(d.calls)}</td>
                   <td class="num">{formatNumber(d.failed_calls)}</td>
-                  <td class="num">{formatNumber(d.input_tokens)}</td>
-                  <td class="num">{formatNumber(d.output_tokens)}</td>
+                  <td class="num">{formatNumber(d.input_tokens + d.output_tokens)}</td>
+                  <td class="num wide-only">{formatNumber(d.input_tokens)}</td>
+                  <td class="num wide-only">{formatNumber(d.output_tokens)}</td>
                 </tr>
               ))}
             </tbody>
