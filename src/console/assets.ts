@@ -1,5 +1,5 @@
 import fastifyStatic from "@fastify/static";
-import type { FastifyInstance } from "fastify";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { existsSync, statSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -60,10 +60,7 @@ export async function consoleAssets(app: FastifyInstance, assetsDir: string): Pr
     await app.register(fastifyStatic, { root: assetsDir, serve: false });
   }
 
-  const page = async (
-    request: { url: string; params: unknown },
-    reply: import("fastify").FastifyReply,
-  ) => {
+  const page = async (request: FastifyRequest, reply: FastifyReply) => {
     if (!built)
       throw apiError(
         503,

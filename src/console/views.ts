@@ -1,5 +1,4 @@
-import type { AccountUsage, ApiKeyRecord, DailyUsage } from "../accounts/store.js";
-import type { Account } from "../accounts/store.js";
+import type { Account, AccountUsage, ApiKeyRecord, DailyUsage } from "../accounts/store.js";
 
 /**
  * The JSON shapes the console API answers with: snake_case fields, times as ISO 8601 strings in
@@ -22,6 +21,7 @@ export interface KeyView {
   revoked_at: string | null;
 }
 
+/** A stored key as the console lists it. */
 export function keyView(r: ApiKeyRecord): KeyView {
   return {
     id: r.id,
@@ -43,6 +43,7 @@ export interface AllowanceView {
   renews_at: string | null;
 }
 
+/** An allowance state (see `AccountStore.allowanceState`) as the console shows it. */
 export function allowanceView(a: AccountUsage["allowance"]): AllowanceView | null {
   return a
     ? {
@@ -64,6 +65,7 @@ export interface AccountView {
   active_keys: number;
 }
 
+/** An account with its allowance state and its count of keys not revoked. */
 export function accountView(
   account: Account,
   allowance: AccountUsage["allowance"],
