@@ -35,6 +35,8 @@ export interface ServiceOptions {
   readonly threads?: number;
   readonly parallelBranches?: number;
   readonly batchSize?: number;
+  /** Bytes of the engine's prefix cache; 0 turns it off. Default: the engine's (512 MiB). */
+  readonly prefixCacheBytes?: number;
   readonly bodyLimit?: number;
   readonly debias?: DebiasMode;
   /** A profile to apply; default: `profiles/<model id>.json` beside the model or in the package. */
@@ -65,6 +67,9 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     ...(options.threads ? { threads: options.threads } : {}),
     ...(options.parallelBranches ? { parallelBranches: options.parallelBranches } : {}),
     ...(options.batchSize ? { batchSize: options.batchSize } : {}),
+    ...(options.prefixCacheBytes !== undefined
+      ? { prefixCacheBytes: options.prefixCacheBytes }
+      : {}),
   });
   const calibration =
     options.calibration === "none"

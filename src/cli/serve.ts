@@ -23,6 +23,7 @@ interface ServeFlags {
   threads?: number;
   parallel?: number;
   bodyLimit?: number;
+  prefixCache?: number;
   debias: DebiasMode;
   logLevel: string;
   auth: "on" | "off";
@@ -178,6 +179,12 @@ export function registerServeCommand(program: Command): void {
       env.DECISIOND_PARALLEL ? positiveInt(env.DECISIOND_PARALLEL) : undefined,
     )
     .option(
+      "--prefix-cache <size>",
+      "memory for snapshots of evaluated prefixes (states), e.g. 512MiB; 0 turns it off (env DECISIOND_PREFIX_CACHE; default 512MiB)",
+      byteSize,
+      env.DECISIOND_PREFIX_CACHE ? byteSize(env.DECISIOND_PREFIX_CACHE) : undefined,
+    )
+    .option(
       "--body-limit <size>",
       "largest request body, e.g. 16MiB (env DECISIOND_BODY_LIMIT)",
       byteSize,
@@ -246,6 +253,7 @@ export function registerServeCommand(program: Command): void {
         ...(flags.threads ? { threads: flags.threads } : {}),
         ...(flags.parallel ? { parallelBranches: flags.parallel } : {}),
         ...(flags.bodyLimit ? { bodyLimit: flags.bodyLimit } : {}),
+        ...(flags.prefixCache !== undefined ? { prefixCacheBytes: flags.prefixCache } : {}),
         debias: flags.debias,
         logger: { level: flags.logLevel },
         ...(gate ? { gate } : {}),

@@ -14,6 +14,7 @@ import {
   type Token as LlamaToken,
 } from "node-llama-cpp";
 import { basename } from "node:path";
+import { commonPrefixLength, PrefixSnapshotCache } from "./prefix-cache.js";
 import {
   branchDepthTokens,
   ContextOverflowError,
@@ -56,7 +57,22 @@ export interface LlamaEngineOptions {
   readonly batchSize?: number;
   /** `"auto"` offloads to a GPU when one is usable; `false` forces the CPU. Default `"auto"`. */
   readonly gpu?: "auto" | false;
+  /**
+   * Bytes of evaluated-prefix snapshots kept for reuse (an LRU, see {@link PrefixSnapshotCache});
+   * 0 turns the cache off (sequence 0 still keeps the last prefix). Default 512 MiB.
+   */
+  readonly prefixCacheBytes?: number;
 }
+
+/** Default of {@link LlamaEngineOptions.prefixCacheBytes}: 512 MiB. */
+export const DEFAULT_PREFIX_CACHE_BYTES = 512 * 1024 * 1024;
+
+/**
+ * A snapshot is loaded only when it holds at least this many more prefix tokens than sequence 0
+ * already shares with the request: loading replaces the whole sequence, so a gain of a few tokens
+ * is not worth a copy of all of them.
+ */
+const MIN_SNAPSHOT_GAIN = 32;
 
 /** A promise chain that runs one task at a time: one llama.cpp context serves one request at a time. */
 class SerialQueue {
@@ -104,6 +120,8 @@ export class LlamaEngine implements Engine {
     private readonly context: LlamaContext,
     private readonly prefixSequence: LlamaContextSequence,
     private readonly branchSequences: readonly LlamaContextSequence[],
+    /** Snapshots of earlier prefixes; `undefined` when turned off. */
+    readonly prefixCache: PrefixSnapshotCache | undefined,
   ) {}
 
   /** Loads the model and creates its context. @throws when the file is missing or not a GGUF. */
@@ -129,6 +147,9 @@ export class LlamaEngine implements Engine {
       vision: false,
     };
     const template = chatTemplateOf(llamaModel);
+    const cacheBytes = options.prefixCacheBytes ?? DEFAULT_PREFIX_CACHE_BYTES;
+    const prefixCache =
+      cacheBytes > 0 ? new PrefixSnapshotCache({ maxBytes: cacheBytes }) : undefined;
     return new LlamaEngine(
       info,
       template,
@@ -137,6 +158,7 @@ export class LlamaEngine implements Engine {
       context,
       prefixSequence,
       branchSequences,
+      prefixCache,
     );
   }
 
@@ -161,7 +183,7 @@ export class LlamaEngine implements Engine {
     if (this.closed) throw new Error("the engine is closed");
     signal?.throwIfAborted();
     const prefix = request.prefix as LlamaToken[];
-    const cached = commonPrefixLength(this.prefixSequence.contextTokens, prefix);
+    const cached = await this.restorePrefix(prefix);
     await this.prefixSequence.adaptStateToTokens(prefix.slice(0, cached), false);
     const cachedPrefixTokens = this.prefixSequence.nextTokenIndex;
     if (cachedPrefixTokens < prefix.length)
@@ -255,10 +277,35 @@ export class LlamaEngine implements Engine {
     return { branches, evaluatedTokens, cachedPrefixTokens };
   }
 
+  /**
+   * Puts the best available start of `prefix` into sequence 0: what sequence 0 already shares
+   * with it, or a snapshot from the prefix cache sharing more. Before sequence 0 drops tokens it
+   * holds, they are saved to the cache.
+   * @returns how many tokens of `prefix` sequence 0 now holds.
+   */
+  private async restorePrefix(prefix: readonly LlamaToken[]): Promise<number> {
+    const sequence = this.prefixSequence;
+    const shared = commonPrefixLength(sequence.contextTokens, prefix);
+    const cache = this.prefixCache;
+    if (!cache) return shared;
+    if (shared < sequence.contextTokens.length) await cache.save(sequence);
+    const match = cache.find(prefix, shared + MIN_SNAPSHOT_GAIN);
+    if (!match) return shared;
+    try {
+      const tokens = await cache.load(sequence, match.key);
+      return tokens ? commonPrefixLength(tokens, prefix) : shared;
+    } catch {
+      // A snapshot that cannot be read back is dropped; the sequence is evaluated from scratch.
+      cache.delete(match.key);
+      return commonPrefixLength(sequence.contextTokens, prefix);
+    }
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     await this.queue.run(async () => {
+      this.prefixCache?.close();
       await this.context.dispose();
       await this.llamaModel.dispose();
       await this.llama.dispose();
@@ -271,13 +318,7 @@ export function openLlamaEngine(options: LlamaEngineOptions): Promise<LlamaEngin
   return LlamaEngine.open(options);
 }
 
-/** Length of the longest common prefix of two token arrays. */
-export function commonPrefixLength(a: readonly Token[], b: readonly Token[]): number {
-  const n = Math.min(a.length, b.length);
-  let i = 0;
-  while (i < n && a[i] === b[i]) i++;
-  return i;
-}
+export { commonPrefixLength };
 
 /**
  * Full-vocabulary log-probabilities of `candidates` from their raw logits.

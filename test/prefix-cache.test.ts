@@ -1,0 +1,141 @@
+import { readdirSync } from "node:fs";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { Decider } from "../src/decision/decide.js";
+import type { DecisionRequest } from "../src/decision/types.js";
+import { openLlamaEngine, type LlamaEngine } from "../src/engine/llama.js";
+import { commonPrefixLength, PrefixSnapshotCache } from "../src/engine/prefix-cache.js";
+
+/**
+ * Issue 5: the prefix cache. A state seen before, even with other states in between, skips its
+ * prefill, and the answers are the same as when it was evaluated.
+ */
+
+const QUESTION: DecisionRequest["questions"] = [
+  [
+    "topic",
+    {
+      type: "choice",
+      instructions: "What is the topic of the text?",
+      options: [
+        ["sports", null],
+        ["business", null],
+        ["technology", null],
+      ],
+    },
+  ],
+];
+
+function state(seed: string): string {
+  return (
+    `${seed}: ` + "The striker scored twice as United beat City in the league final. ".repeat(12)
+  );
+}
+
+function request(seed: string): DecisionRequest {
+  return { state: state(seed), questions: QUESTION };
+}
+
+describe("prefix cache on the real model", () => {
+  let engine: LlamaEngine;
+  let decider: Decider;
+  beforeAll(async () => {
+    engine = await openLlamaEngine({ modelPath: inject("modelPath"), contextSize: 1024 });
+    decider = new Decider(engine);
+  });
+  afterAll(async () => {
+    await engine?.close();
+  });
+
+  it("answers a state seen before without evaluating its prefix again, with the same answer", async () => {
+    const first = await decider.decide(request("alpha"));
+    const prefixLength = decider.plan(request("alpha")).prefix.length;
+    expect(first.stats.cachedPrefixTokens).toBeLessThan(prefixLength);
+    await decider.decide(request("bravo"));
+    await decider.decide(request("charlie"));
+    const again = await decider.decide(request("alpha"));
+    expect(again.stats.cachedPrefixTokens).toBe(prefixLength);
+    expect(engine.prefixCache!.stats.loaded).toBeGreaterThanOrEqual(1);
+    const p1 = first.answers.topic!;
+    const p2 = again.answers.topic!;
+    if (p1.type !== "choice" || p2.type !== "choice") throw new Error("not a choice");
+    for (const id of ["sports", "business", "technology"])
+      expect(p2.probabilities[id]).toBeCloseTo(p1.probabilities[id]!, 5);
+  });
+
+  it("keeps its snapshots as files in its own folder and removes them on close", async () => {
+    const dir = engine.prefixCache!.directory;
+    expect(readdirSync(dir).length).toBe(engine.prefixCache!.size);
+    expect(engine.prefixCache!.size).toBeGreaterThanOrEqual(2);
+  });
+});
+
+describe("prefix cache bounds", () => {
+  it("keeps no more bytes than its budget, dropping the least recently used", async () => {
+    // One SmolLM2 snapshot of a ~200-token prefix is ~5 MB; 8 MB holds one at a time.
+    const engine = await openLlamaEngine({
+      modelPath: inject("modelPath"),
+      contextSize: 1024,
+      prefixCacheBytes: 8 * 1024 * 1024,
+    });
+    try {
+      const decider = new Decider(engine);
+      const prefixLength = decider.plan(request("alpha")).prefix.length;
+      for (const seed of ["alpha", "bravo", "charlie"]) await decider.decide(request(seed));
+      const cache = engine.prefixCache!;
+      expect(cache.bytes).toBeLessThanOrEqual(8 * 1024 * 1024);
+      expect(cache.size).toBe(1);
+      // alpha was dropped for bravo: it is evaluated again (only the shared head is reused).
+      const again = await decider.decide(request("alpha"));
+      expect(again.stats.cachedPrefixTokens).toBeLessThan(prefixLength);
+    } finally {
+      const dir = engine.prefixCache!.directory;
+      await engine.close();
+      expect(() => readdirSync(dir)).toThrow();
+    }
+  });
+
+  it("is off with a budget of 0: only the last prefix is reused", async () => {
+    const engine = await openLlamaEngine({
+      modelPath: inject("modelPath"),
+      contextSize: 1024,
+      prefixCacheBytes: 0,
+    });
+    try {
+      const decider = new Decider(engine);
+      const prefixLength = decider.plan(request("alpha")).prefix.length;
+      await decider.decide(request("alpha"));
+      const same = await decider.decide(request("alpha"));
+      expect(same.stats.cachedPrefixTokens).toBe(prefixLength);
+      await decider.decide(request("bravo"));
+      const again = await decider.decide(request("alpha"));
+      expect(engine.prefixCache).toBeUndefined();
+      expect(again.stats.cachedPrefixTokens).toBeLessThan(prefixLength);
+    } finally {
+      await engine.close();
+    }
+  });
+});
+
+describe("PrefixSnapshotCache", () => {
+  it("rejects a budget that is not positive", () => {
+    expect(() => new PrefixSnapshotCache({ maxBytes: 0 })).toThrow(RangeError);
+  });
+
+  it("finds nothing when empty", () => {
+    const cache = new PrefixSnapshotCache({ maxBytes: 1024 });
+    try {
+      expect(cache.find([1, 2, 3])).toBeUndefined();
+    } finally {
+      cache.close();
+    }
+  });
+});
+
+describe("commonPrefixLength", () => {
+  it("counts the tokens two arrays share from the start", () => {
+    expect(commonPrefixLength([1, 2, 3], [1, 2, 4])).toBe(2);
+    expect(commonPrefixLength([1, 2], [1, 2, 3])).toBe(2);
+    expect(commonPrefixLength([], [1])).toBe(0);
+    expect(commonPrefixLength([5], [6])).toBe(0);
+  });
+});
