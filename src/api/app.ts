@@ -173,8 +173,12 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
         if (!reply.raw.writableEnded) controller.abort();
       });
       let result: DecisionResult;
+      const started = performance.now();
       try {
         result = await model.decide(toDecisionRequest(body), controller.signal);
+        // W3C Server-Timing: time spent in the engine and readout (ms), so a client can tell it
+        // from the HTTP and JSON work around it (bench/run.mjs uses it).
+        reply.header("server-timing", `decide;dur=${(performance.now() - started).toFixed(2)}`);
       } catch (error) {
         if (error instanceof StateTooLongError)
           throw validationError([

@@ -68,7 +68,7 @@ export function renderQuestion(
       lines.push(
         wordLabels
           ? "Answer with the best option."
-          : `Answer with the label (${labels[0]}, ${labels[1]}, ...) of the best option.`,
+          : `Answer with the ${/^\d/.test(labels[0]!) ? "number" : "letter"} of the best option.`,
       );
       break;
     }

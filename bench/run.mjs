@@ -1,0 +1,380 @@
+// Issue 5 benchmark: one run, medians and ratios over
+//   state ≈ 64 / 512 / 2048 tokens × 1 / 4 / 16 questions × 2 / 4 / 8 options, for
+//   (a) floor: node-llama-cpp evaluating exactly the tokens decisiond evaluates for the request
+//       (the uncached prefix tokens, then every branch on top of the prefix), no decision logic;
+//   (b) decisiond's engine and readout in-process (Decider.decide);
+//   (c) decisiond over HTTP with keep-alive, end to end (a `decisiond serve` child process);
+//       the HTTP overhead is (c) minus the server's own Server-Timing `decide` duration;
+//   (d) node-llama-cpp's LlamaDecisionContext.decide on the same inputs;
+//   (e) naive: one full prompt per question (our prompt), the state read again each time.
+// Every system gets a fresh state for every run (a case number leads it), so no system reuses a
+// cached state; the systems take turns within each run so they see the same machine load.
+// Also: the prefix-cache hit latency (2048-token state, 1 question) and the peak RSS of `serve`.
+//
+// Usage: npm run bench -- [--states 64,512,2048] [--questions 1,4,16] [--options 2,4,8]
+//                         [--runs 3] [--naive-runs 1] [--systems a,b,c,d,e] [--threads N]
+import { spawn } from "node:child_process";
+import { readFileSync, writeFileSync, mkdirSync } from "node:fs";
+import { cpus, totalmem } from "node:os";
+import { parseArgs } from "node:util";
+import { getLlama, LlamaLogLevel } from "node-llama-cpp";
+import { Decider } from "../dist/decision/decide.js";
+import { openLlamaEngine } from "../dist/engine/llama.js";
+import { ensureModel } from "../dist/models/pull.js";
+
+const { values: args } = parseArgs({
+  options: {
+    states: { type: "string", default: "64,512,2048" },
+    questions: { type: "string", default: "1,4,16" },
+    options: { type: "string", default: "2,4,8" },
+    runs: { type: "string", default: "3" },
+    "naive-runs": { type: "string", default: "1" },
+    systems: { type: "string", default: "a,b,c,d,e" },
+    threads: { type: "string" },
+    "context-size": { type: "string", default: "8192" },
+    out: { type: "string" },
+  },
+});
+const list = (s) => s.split(",").map(Number);
+const STATES = list(args.states);
+const QUESTIONS = list(args.questions);
+const OPTION_COUNTS = list(args.options);
+const RUNS = Number(args.runs);
+const NAIVE_RUNS = Number(args["naive-runs"]);
+const SYSTEMS = new Set(args.systems.split(","));
+const CONTEXT = Number(args["context-size"]);
+const MODEL = "smollm2-135m-instruct";
+
+const modelPath = await ensureModel(MODEL);
+const llama = await getLlama({ gpu: "auto", logLevel: LlamaLogLevel.error });
+const threads = args.threads ? Number(args.threads) : llama.cpuMathCores;
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+const now = () => performance.now();
+
+// ---- inputs -----------------------------------------------------------------------------------
+const SENTENCES = [
+  "The customer wrote that the parcel arrived late and the box was damaged.",
+  "Their invoice listed an item they never ordered, and the refund has not arrived.",
+  "Support answered after three days with a template that did not address the problem.",
+  "They ask for the charge to be reversed and for a call from a manager this week.",
+  "Earlier orders from the same account were delivered on time without complaints.",
+  "The tracking page showed the parcel in a depot for six days before delivery.",
+];
+const TEAMS = [
+  ["billing", "Payments, invoices, refunds"],
+  ["shipping", "Deliveries and damaged parcels"],
+  ["technical", "Bugs and outages"],
+  ["sales", "Pricing and new contracts"],
+  ["legal", "Contracts, disputes and compliance"],
+  ["accounts", "Sign-in, passwords and profiles"],
+  ["returns", "Returning items and exchanges"],
+  ["feedback", "Praise and suggestions"],
+];
+
+const engine = await openLlamaEngine({ modelPath, id: MODEL, threads, contextSize: CONTEXT });
+const decider = new Decider(engine);
+
+/** A state of about `tokens` tokens (whole sentences), led by a case number. */
+const baseTexts = new Map();
+function stateOf(tokens, caseNumber) {
+  if (!baseTexts.has(tokens)) {
+    let text = "";
+    let i = 0;
+    while (engine.tokenize(text).length < tokens - 6) text += SENTENCES[i++ % SENTENCES.length] + " ";
+    // Trim words back to the target.
+    const words = text.trim().split(" ");
+    while (engine.tokenize(words.join(" ")).length > tokens - 6) words.pop();
+    baseTexts.set(tokens, words.join(" "));
+  }
+  return `Case ${caseNumber}. ${baseTexts.get(tokens)}`;
+}
+/** `n` choice questions of `k` options, wire (HTTP) shape. */
+function wireQuestions(n, k) {
+  return Object.fromEntries(
+    Array.from({ length: n }, (_, i) => [
+      `q${i}`,
+      {
+        type: "choice",
+        instructions: `Which team should handle this (${i + 1})?`,
+        criteria: Object.fromEntries(TEAMS.slice(0, k)),
+      },
+    ]),
+  );
+}
+const toDecision = (state, wq) => ({
+  state,
+  questions: Object.entries(wq).map(([id, q]) => [
+    id,
+    { type: "choice", instructions: q.instructions, options: Object.entries(q.criteria) },
+  ]),
+});
+let caseNumber = 0;
+
+// ---- (a) floor and (e) naive: plain node-llama-cpp on one context ---------------------------
+const model = await llama.loadModel({ modelPath });
+const rawContext = await model.createContext({
+  contextSize: CONTEXT,
+  sequences: 2,
+  batchSize: 1024,
+  threads,
+});
+const floorSeq = rawContext.getSequence();
+const naiveSeq = rawContext.getSequence();
+
+async function floor(request) {
+  const plan = decider.plan(request);
+  let shared = 0;
+  const held = floorSeq.contextTokens;
+  while (shared < held.length && shared < plan.prefix.length && held[shared] === plan.prefix[shared])
+    shared++;
+  if (shared < held.length)
+    await floorSeq.eraseContextTokenRanges([{ start: shared, end: floorSeq.nextTokenIndex }]);
+  await floorSeq.evaluateWithoutGeneratingNewTokens(plan.prefix.slice(shared));
+  const branch = async (b) => {
+    const start = floorSeq.nextTokenIndex;
+    await floorSeq.evaluateWithoutGeneratingNewTokens(b.tokens);
+    for (const child of b.children ?? []) await branch(child);
+    await floorSeq.eraseContextTokenRanges([{ start, end: floorSeq.nextTokenIndex }]);
+  };
+  for (const b of plan.branches) await branch(b);
+}
+
+async function naive(request) {
+  const plan = decider.plan(request);
+  for (const b of plan.branches) {
+    await naiveSeq.clearHistory();
+    const tokens = [...plan.prefix, ...b.tokens];
+    await naiveSeq.controlledEvaluate(
+      tokens.map((t, i) =>
+        i === tokens.length - 1
+          ? [t, { generateNext: { logits: { filter: { tokens: b.candidates } } } }]
+          : t,
+      ),
+    );
+  }
+}
+
+// ---- (d) node-llama-cpp's decision context ----------------------------------------------------
+const decisionContext = SYSTEMS.has("d")
+  ? await model.createDecisionContext({ contextSize: CONTEXT, threads })
+  : undefined;
+async function theirs(state, wq) {
+  const questions = Object.fromEntries(
+    Object.entries(wq).map(([id, q]) => [
+      id,
+      { type: "choice", instruction: q.instructions, criteria: q.criteria },
+    ]),
+  );
+  await decisionContext.decide(state, questions);
+}
+
+// ---- (c) decisiond serve over HTTP --------------------------------------------------------------
+let server;
+let serverUrl;
+if (SYSTEMS.has("c")) {
+  const port = 18000 + Math.floor(Math.random() * 2000);
+  server = spawn(
+    process.execPath,
+    [
+      "dist/cli/main.js",
+      "serve",
+      "--auth",
+      "off",
+      "--port",
+      String(port),
+      "--threads",
+      String(threads),
+      "--context-size",
+      String(CONTEXT),
+      "--log-level",
+      "warn",
+      "--console",
+      "off",
+    ],
+    { stdio: ["ignore", "inherit", "inherit"] },
+  );
+  serverUrl = `http://127.0.0.1:${port}`;
+  for (let i = 0; ; i++) {
+    try {
+      if ((await fetch(`${serverUrl}/healthz`)).ok) break;
+    } catch {
+      /* not up yet */
+    }
+    if (i > 600) throw new Error("decisiond serve did not start");
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+async function overHttp(state, wq) {
+  const res = await fetch(`${serverUrl}/v1/systemone`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ model: "jev-latest", state, questions: wq }),
+  });
+  const body = await res.text();
+  if (res.status !== 200) throw new Error(`HTTP ${res.status}: ${body.slice(0, 200)}`);
+  const timing = /decide;dur=([\d.]+)/.exec(res.headers.get("server-timing") ?? "");
+  return timing ? Number(timing[1]) : NaN;
+}
+function serverPeakRssMiB() {
+  if (!server) return undefined;
+  const status = readFileSync(`/proc/${server.pid}/status`, "utf8");
+  const kb = Number(/VmHWM:\s+(\d+)/.exec(status)?.[1]);
+  return Math.round(kb / 1024);
+}
+
+// ---- one system, one run -----------------------------------------------------------------------
+async function timeOne(system, tokens, n, k) {
+  const state = stateOf(tokens, ++caseNumber);
+  const wq = wireQuestions(n, k);
+  const t0 = now();
+  let extra;
+  switch (system) {
+    case "a":
+      await floor(toDecision(state, wq));
+      break;
+    case "b":
+      extra = (await decider.decide(toDecision(state, wq))).stats.evaluatedTokens;
+      break;
+    case "c":
+      extra = await overHttp(state, wq);
+      break;
+    case "d":
+      await theirs(state, wq);
+      break;
+    case "e":
+      await naive(toDecision(state, wq));
+      break;
+  }
+  return { ms: now() - t0, extra };
+}
+
+// Warm-up: every system once on a small cell.
+for (const s of SYSTEMS) await timeOne(s, 64, 1, 2);
+
+const cells = [];
+const started = Date.now();
+for (const tokens of STATES)
+  for (const n of QUESTIONS)
+    for (const k of OPTION_COUNTS) {
+      const samples = Object.fromEntries([...SYSTEMS].map((s) => [s, []]));
+      const overhead = [];
+      let evaluated;
+      for (let run = 0; run < RUNS; run++) {
+        const order = [...SYSTEMS];
+        for (let i = 0; i < run % order.length; i++) order.push(order.shift());
+        for (const s of order) {
+          if (s === "e" && run >= NAIVE_RUNS) continue;
+          const { ms, extra } = await timeOne(s, tokens, n, k);
+          samples[s].push(ms);
+          if (s === "b") evaluated = extra;
+          if (s === "c") overhead.push(ms - extra);
+        }
+      }
+      const m = Object.fromEntries(Object.entries(samples).map(([s, xs]) => [s, median(xs)]));
+      const cell = {
+        stateTokens: tokens,
+        questions: n,
+        options: k,
+        evaluatedTokensB: evaluated,
+        medianMs: m,
+        runsMs: samples,
+        httpOverheadMs: overhead.length ? median(overhead) : undefined,
+      };
+      cells.push(cell);
+      const f = (x) => (x === undefined ? "–" : x.toFixed(0));
+      console.log(
+        `state ${tokens} q ${n} k ${k}: a ${f(m.a)} b ${f(m.b)} c ${f(m.c)} d ${f(m.d)} e ${f(m.e)} ms` +
+          (m.a ? ` b/a ${(m.b / m.a).toFixed(2)}` : "") +
+          (cell.httpOverheadMs !== undefined ? ` c−b(http) ${cell.httpOverheadMs.toFixed(1)}` : "") +
+          ` [${Math.round((Date.now() - started) / 1000)} s]`,
+      );
+    }
+
+// ---- prefix cache: miss vs hit at the largest state, 1 question -------------------------------
+const big = Math.max(...STATES);
+const cache = { stateTokens: big, missMs: [], hitSnapshotMs: [], hitLastMs: [] };
+for (let run = 0; run < RUNS; run++) {
+  const wq = wireQuestions(1, 4);
+  const x = stateOf(big, ++caseNumber);
+  const y = stateOf(big, ++caseNumber);
+  let t = now();
+  await decider.decide(toDecision(x, wq));
+  cache.missMs.push(now() - t);
+  t = now();
+  await decider.decide(toDecision(x, wq)); // sequence 0 still holds x
+  cache.hitLastMs.push(now() - t);
+  await decider.decide(toDecision(y, wq)); // x is saved as a snapshot
+  t = now();
+  await decider.decide(toDecision(x, wq)); // x comes back from the snapshot
+  cache.hitSnapshotMs.push(now() - t);
+}
+cache.medianMissMs = median(cache.missMs);
+cache.medianHitSnapshotMs = median(cache.hitSnapshotMs);
+cache.medianHitLastMs = median(cache.hitLastMs);
+
+const peakRssMiB = serverPeakRssMiB();
+server?.kill();
+await decisionContext?.dispose();
+await rawContext.dispose();
+await engine.close();
+
+// ---- report -------------------------------------------------------------------------------------
+const date = new Date().toISOString().slice(0, 10);
+const machine = {
+  cpu: cpus()[0]?.model,
+  logicalCpus: cpus().length,
+  threads,
+  memoryGiB: Math.round(totalmem() / 2 ** 30),
+  gpu: llama.gpu,
+  node: process.version,
+  nodeLlamaCpp: JSON.parse(readFileSync("node_modules/node-llama-cpp/package.json", "utf8"))
+    .version,
+};
+const result = {
+  date: new Date().toISOString(),
+  model: MODEL,
+  contextSize: CONTEXT,
+  runs: RUNS,
+  naiveRuns: NAIVE_RUNS,
+  machine,
+  cells,
+  prefixCache: cache,
+  servePeakRssMiB: peakRssMiB,
+};
+const f0 = (x) => (x === undefined || Number.isNaN(x) ? "–" : x.toFixed(0));
+const f2 = (x) => (x === undefined || Number.isNaN(x) ? "–" : x.toFixed(2));
+const lines = [
+  `decisiond bench ${result.date} — ${MODEL}, ${machine.cpu}, ${threads} threads, context ${CONTEXT}, medians of ${RUNS} runs (naive: ${NAIVE_RUNS}), ms`,
+  "",
+  "| state | q | k | (a) floor | (b) in-process | (c) HTTP | c−b HTTP overhead | (d) LlamaDecisionContext | (e) naive | b/a | d/b | e/b |",
+  "|---|---|---|---|---|---|---|---|---|---|---|---|",
+  ...cells.map((c) => {
+    const m = c.medianMs;
+    return `| ${c.stateTokens} | ${c.questions} | ${c.options} | ${f0(m.a)} | ${f0(m.b)} | ${f0(m.c)} | ${f2(c.httpOverheadMs)} | ${f0(m.d)} | ${f0(m.e)} | ${f2(m.b / m.a)} | ${f2(m.d / m.b)} | ${f2(m.e / m.b)} |`;
+  }),
+  "",
+  ...STATES.flatMap((t) =>
+    OPTION_COUNTS.map((k) => {
+      const one = cells.find((c) => c.stateTokens === t && c.questions === 1 && c.options === k);
+      const many = cells.find(
+        (c) => c.stateTokens === t && c.questions === Math.max(...QUESTIONS) && c.options === k,
+      );
+      return one && many
+        ? `state ${t}, ${k} options: ${Math.max(...QUESTIONS)} questions cost ${f2(many.medianMs.b / one.medianMs.b)}× one question (b)`
+        : "";
+    }),
+  ).filter(Boolean),
+  "",
+  `prefix cache, state ${big} tokens, 1 question: miss ${f0(cache.medianMissMs)} ms, hit from a snapshot ${f0(cache.medianHitSnapshotMs)} ms (${f2(cache.medianHitSnapshotMs / cache.medianMissMs)} of a miss), same state again ${f0(cache.medianHitLastMs)} ms`,
+  `peak RSS of decisiond serve during the benchmark: ${peakRssMiB ?? "–"} MiB`,
+];
+const markdown = lines.join("\n") + "\n";
+mkdirSync("bench/results", { recursive: true });
+const base = args.out ?? `bench/results/${date}`;
+writeFileSync(`${base}.json`, JSON.stringify(result, null, 2) + "\n");
+writeFileSync(`${base}.md`, markdown);
+console.log("\n" + markdown + `wrote ${base}.json and ${base}.md`);
+process.exit(0);
