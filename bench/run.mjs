@@ -83,7 +83,8 @@ function stateOf(tokens, caseNumber) {
   if (!baseTexts.has(tokens)) {
     let text = "";
     let i = 0;
-    while (engine.tokenize(text).length < tokens - 6) text += SENTENCES[i++ % SENTENCES.length] + " ";
+    while (engine.tokenize(text).length < tokens - 6)
+      text += SENTENCES[i++ % SENTENCES.length] + " ";
     // Trim words back to the target.
     const words = text.trim().split(" ");
     while (engine.tokenize(words.join(" ")).length > tokens - 6) words.pop();
@@ -128,7 +129,11 @@ async function floor(request) {
   const plan = decider.plan(request);
   let shared = 0;
   const held = floorSeq.contextTokens;
-  while (shared < held.length && shared < plan.prefix.length && held[shared] === plan.prefix[shared])
+  while (
+    shared < held.length &&
+    shared < plan.prefix.length &&
+    held[shared] === plan.prefix[shared]
+  )
     shared++;
   if (shared < held.length)
     await floorSeq.eraseContextTokenRanges([{ start: shared, end: floorSeq.nextTokenIndex }]);
@@ -288,7 +293,9 @@ for (const tokens of STATES)
       console.log(
         `state ${tokens} q ${n} k ${k}: a ${f(m.a)} b ${f(m.b)} c ${f(m.c)} d ${f(m.d)} e ${f(m.e)} ms` +
           (m.a ? ` b/a ${(m.b / m.a).toFixed(2)}` : "") +
-          (cell.httpOverheadMs !== undefined ? ` c−b(http) ${cell.httpOverheadMs.toFixed(1)}` : "") +
+          (cell.httpOverheadMs !== undefined
+            ? ` c−b(http) ${cell.httpOverheadMs.toFixed(1)}`
+            : "") +
           ` [${Math.round((Date.now() - started) / 1000)} s]`,
       );
     }
