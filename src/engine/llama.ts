@@ -220,8 +220,13 @@ export class LlamaEngine implements Engine {
               token as LlamaToken,
               {
                 generateNext: {
+                  // The greedy sampler (temperature 0) selects the max-logit token, and
+                  // `includeSelected` returns its logit: the max that `totalLogitWeight` is
+                  // relative to. (`includeMax` cannot be used: node-llama-cpp 3.22 adds the max
+                  // token only when it is already among the filter's tokens.)
+                  options: { temperature: 0 },
                   logits: {
-                    filter: { tokens: branch.candidates as LlamaToken[], includeMax: true },
+                    filter: { tokens: branch.candidates as LlamaToken[], includeSelected: true },
                   },
                   totalLogitWeight: true,
                 },
@@ -323,7 +328,8 @@ export { commonPrefixLength };
 /**
  * Full-vocabulary log-probabilities of `candidates` from their raw logits.
  * log p(t) = logit(t) − max − ln W, with W = Σ_v exp(logit(v) − max) over the whole vocabulary
- * (node-llama-cpp's `totalLogitWeight`); the max-logit token is included in `logits`.
+ * (node-llama-cpp's `totalLogitWeight`); the max-logit token must be among `logits` (the engine
+ * asks for the greedy sampler's selected token, which is it).
  */
 export function toLogprobs(
   logits: ReadonlyMap<LlamaToken, number>,

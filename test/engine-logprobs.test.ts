@@ -1,0 +1,71 @@
+import { getLlama, LlamaLogLevel, type LlamaToken } from "node-llama-cpp";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { openLlamaEngine, type LlamaEngine } from "../src/engine/llama.js";
+
+/**
+ * The engine's log-probabilities are full-vocabulary values: equal to ln of node-llama-cpp's own
+ * next-token probabilities (a softmax over every token of the vocabulary) for the same tokens,
+ * whether or not a candidate is the most likely token, at every position of a chained label.
+ */
+describe("engine log-probabilities against the full next-token distribution", () => {
+  let engine: LlamaEngine;
+  beforeAll(async () => {
+    engine = await openLlamaEngine({
+      modelPath: inject("modelPath"),
+      contextSize: 512,
+      prefixCacheBytes: 0,
+    });
+  });
+  afterAll(async () => {
+    await engine?.close();
+  });
+
+  /** ln p(candidate | tokens) for every candidate, from node-llama-cpp's `probabilities`. */
+  async function reference(tokens: number[], candidates: number[]): Promise<number[]> {
+    const llama = await getLlama({ gpu: false, logLevel: LlamaLogLevel.error });
+    const model = await llama.loadModel({ modelPath: inject("modelPath") });
+    const context = await model.createContext({ contextSize: 512 });
+    try {
+      const out = await context
+        .getSequence()
+        .controlledEvaluate(
+          tokens.map((t, i) =>
+            i === tokens.length - 1
+              ? [t as LlamaToken, { generateNext: { probabilities: true } }]
+              : (t as LlamaToken),
+          ),
+        );
+      const probabilities = out.at(-1)!.next!.probabilities!;
+      return candidates.map((c) => Math.log(probabilities.get(c as LlamaToken) ?? 0));
+    } finally {
+      await context.dispose();
+      await model.dispose();
+    }
+  }
+
+  it("matches ln p for unlikely candidates and for a child position", async () => {
+    const prefix = engine.tokenize("The capital of France is Paris. The capital of Italy is");
+    const branchTokens = engine.tokenize(" the city of");
+    // Unlikely candidates: none of them is the most likely next token.
+    const candidates = engine.tokenize(" banana elephant 42");
+    const child = engine.tokenize(" Rome");
+    const childCandidates = engine.tokenize(" is was");
+    const result = await engine.score({
+      prefix,
+      branches: [
+        {
+          tokens: branchTokens,
+          candidates,
+          children: [{ tokens: child, candidates: childCandidates }],
+        },
+      ],
+    });
+    const ours = result.branches[0]!;
+    const expected = await reference([...prefix, ...branchTokens], candidates);
+    ours.logprobs.forEach((lp, i) => expect(lp).toBeCloseTo(expected[i]!, 2));
+    const expectedChild = await reference([...prefix, ...branchTokens, ...child], childCandidates);
+    ours.children![0]!.logprobs.forEach((lp, i) => expect(lp).toBeCloseTo(expectedChild[i]!, 2));
+    // They are real probabilities of a full distribution: each well below 1.
+    for (const lp of ours.logprobs) expect(lp).toBeLessThan(-1);
+  });
+});
