@@ -49,6 +49,8 @@ export interface LlamaNodeContext {
   initMultimodal(options: { path: string; use_gpu?: boolean }): boolean;
   getMultimodalSupport(): { vision: boolean; audio: boolean };
   tokenize(text: string, options?: { media_paths?: string[] }): Promise<{ tokens: Int32Array }>;
+  /** llama.cpp's token pieces concatenated (`tokens_to_str`), special tokens as their text. */
+  detokenize(tokens: number[]): Promise<string>;
   release(): Promise<void>;
   readonly parallel: {
     enable(config: { n_parallel: number; n_batch: number }): Promise<boolean>;

@@ -15,19 +15,20 @@ export interface WorkerInit {
   readonly imageSize?: number;
 }
 
-/** A branch as text: evaluated after the prefix (and its parent), read at its end. */
+/** A branch: evaluated after the prefix (and its parent), read at its end. */
 export interface WorkerBranch {
-  readonly text: string;
+  readonly tokens: readonly number[];
   readonly candidates: readonly number[];
   readonly children?: readonly WorkerBranch[];
 }
 
-/** One engine request: the prefix text with media markers, its images, the branches. */
+/** One engine request: the prefix in token segments with an image between each two, the branches. */
 export interface WorkerScore {
   readonly type: "score";
   readonly id: number;
-  readonly prefix: string;
-  /** `data:` URLs, one per media marker in `prefix`. */
+  /** Token segments of the prefix (without BOS): `images.length + 1` of them. */
+  readonly prefix: readonly (readonly number[])[];
+  /** `data:` URLs of the images, in order. */
   readonly images: readonly string[];
   readonly branches: readonly WorkerBranch[];
 }
@@ -72,8 +73,12 @@ export interface WorkerError {
   /** The request that failed; absent for a failure while loading. */
   readonly id?: number;
   readonly message: string;
-  /** `"context"` when the prompt did not fit the context. */
-  readonly kind?: "context";
+  /**
+   * `"context"`: the prompt did not fit the context. `"text"`: tokens of `part` do not come back
+   * from their own text (`message` is the text where they differ).
+   */
+  readonly kind?: "context" | "text";
+  readonly part?: "prefix" | "branch";
 }
 
 export type FromWorker = WorkerReady | WorkerResult | WorkerError;

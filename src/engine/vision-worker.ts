@@ -114,6 +114,37 @@ async function measureImageTokens(ctx: LlamaNodeContext, size: number): Promise<
 /** Thrown when llama.node reports a full context. */
 class ContextFull extends Error {}
 
+/** Thrown when planned tokens do not come back from their own text. */
+class TextMismatch extends Error {
+  constructor(
+    readonly part: "prefix" | "branch",
+    text: string,
+  ) {
+    super(text);
+  }
+}
+
+/**
+ * The prompt text of planned tokens: llama.cpp's pieces concatenated (`tokens_to_str`, no space
+ * clean-up), checked to tokenize back to the same tokens the way the completion will tokenize
+ * them (special tokens parsed). Text that would not, such as a state holding `<|im_end|>`, is
+ * refused rather than sent as a control token.
+ * @throws {TextMismatch} showing the text where the tokens differ.
+ */
+async function textOf(tokens: readonly number[], part: "prefix" | "branch"): Promise<string> {
+  if (tokens.length === 0) return "";
+  const text = await context!.detokenize([...tokens]);
+  if (text.includes(MEDIA_MARKER)) throw new TextMismatch(part, MEDIA_MARKER);
+  const again = Array.from((await context!.tokenize(text)).tokens);
+  let i = 0;
+  while (i < tokens.length && again[i] === tokens[i]) i++;
+  if (i < tokens.length || again.length !== tokens.length) {
+    const shown = await context!.detokenize(again.slice(i, i + 6));
+    throw new TextMismatch(part, shown.slice(0, 40));
+  }
+  return text;
+}
+
 /** One queued completion of one token: probabilities by token id. */
 async function nextTokenProbs(
   prompt: string,
@@ -151,9 +182,10 @@ async function nextTokenProbs(
 
 async function score(message: WorkerScore): Promise<void> {
   const completions: WorkerCompletionStats[] = [];
+  let prefix = "";
   const evaluate = async (branch: WorkerBranch, path: string): Promise<WorkerBranchScore> => {
-    const text = path + branch.text;
-    const probs = await nextTokenProbs(message.prefix + text, message.images, completions);
+    const text = path + (await textOf(branch.tokens, "branch"));
+    const probs = await nextTokenProbs(prefix + text, message.images, completions);
     const logprobs = branch.candidates.map((candidate) => {
       const p = probs.get(candidate);
       if (p === undefined) throw new Error(`llama.cpp returned no probability for ${candidate}`);
@@ -166,6 +198,12 @@ async function score(message: WorkerScore): Promise<void> {
     return { logprobs, children };
   };
   try {
+    const pieces: string[] = [];
+    for (const [i, segment] of message.prefix.entries()) {
+      if (i > 0) pieces.push(MEDIA_MARKER);
+      pieces.push(await textOf(segment, "prefix"));
+    }
+    prefix = pieces.join("");
     const branches: WorkerBranchScore[] = [];
     for (const branch of message.branches) branches.push(await evaluate(branch, ""));
     done(message.id);
@@ -177,6 +215,7 @@ async function score(message: WorkerScore): Promise<void> {
       id: message.id,
       message: (error as Error).message,
       ...(error instanceof ContextFull ? { kind: "context" as const } : {}),
+      ...(error instanceof TextMismatch ? { kind: "text" as const, part: error.part } : {}),
     });
   }
 }

@@ -68,11 +68,12 @@ export const MEDIA_MARKER = "<__media__>";
  *   its stderr read only for llama.cpp's `image slice encoded in N ms` lines, which feed
  *   {@link EngineCounters.mediaEncoded}; states never reach the service's logs.
  * - **Prompt as text.** llama.node takes a prompt string (special tokens parsed) with
- *   `<__media__>` markers where images go. The planned tokens are turned back into text and each
- *   piece is checked to tokenize back to the same tokens; text that would not (a state holding
- *   `<|im_end|>`, say) is refused with a {@link PromptTextError} rather than sent as a control
- *   token. Tokenizing, detokenizing and the chat template use the same GGUF through
- *   node-llama-cpp (vocabulary only, no weights), so the decision layer plans exactly as for text.
+ *   `<__media__>` markers where images go. The worker turns the planned tokens back into text
+ *   (llama.cpp's token pieces) and checks that each piece tokenizes back to the same tokens; text
+ *   that would not (a state holding `<|im_end|>`, say) is refused with a {@link PromptTextError}
+ *   rather than sent as a control token. The engine's own `tokenize`, `detokenize` and chat
+ *   template use the same GGUF through node-llama-cpp (vocabulary only, no weights), so the
+ *   decision layer plans exactly as for text.
  * - **Prefix once.** Every branch is one completion of `prefix + branch` on a single llama.node
  *   slot, which keeps its KV cache and reuses the longest common prefix, media chunks included
  *   (mtmd identifies an image by a hash of its pixels). The image is encoded once per request, and
@@ -211,20 +212,23 @@ export class VisionEngine implements Engine {
       bos !== null && this.vocabulary.tokens.shouldPrependBosToken && request.prefix[0] === bos
         ? 1
         : 0;
-    const pieces: string[] = [];
+    const segments: number[][] = [];
     let from = skip;
     for (const item of media) {
       const at = Math.max(from, item.at);
-      pieces.push(this.textOf(request.prefix.slice(from, at), "prefix"), MEDIA_MARKER);
+      segments.push(request.prefix.slice(from, at));
       from = at;
     }
-    pieces.push(this.textOf(request.prefix.slice(from), "prefix"));
+    segments.push(request.prefix.slice(from));
     const toWorker = (branch: ScoreBranch): WorkerBranch => {
       if (branch.tokens.length === 0) throw new Error("a branch must have at least one token");
-      const text = this.textOf(branch.tokens, "branch");
       return branch.children
-        ? { text, candidates: branch.candidates, children: branch.children.map(toWorker) }
-        : { text, candidates: branch.candidates };
+        ? {
+            tokens: branch.tokens,
+            candidates: branch.candidates,
+            children: branch.children.map(toWorker),
+          }
+        : { tokens: branch.tokens, candidates: branch.candidates };
     };
     const branches = request.branches.map(toWorker);
     const images = media.map(
@@ -232,12 +236,13 @@ export class VisionEngine implements Engine {
         `data:${item.image.mimeType};base64,${Buffer.from(item.image.data).toString("base64")}`,
     );
     const reply = await this.request(
-      { type: "score", id: 0, prefix: pieces.join(""), images, branches },
+      { type: "score", id: 0, prefix: segments, images, branches },
       signal,
     );
     if (reply.type === "error") {
       if (reply.kind === "context")
         throw new ContextOverflowError(this.model.contextSize + 1, this.model.contextSize);
+      if (reply.kind === "text") throw new PromptTextError(reply.part ?? "prefix", reply.message);
       throw new Error(`vision engine: ${reply.message}`);
     }
     const result = reply as WorkerResult;
@@ -343,29 +348,6 @@ export class VisionEngine implements Engine {
     }
     this.readyWaiter?.(failed);
     this.readyWaiter = undefined;
-  }
-
-  /**
-   * Prompt text for planned tokens, checked to tokenize back to the same tokens (special tokens
-   * parsed, as llama.node does).
-   * @throws {PromptTextError} when it would not.
-   */
-  private textOf(tokens: readonly Token[], part: "prefix" | "branch"): string {
-    if (tokens.length === 0) return "";
-    const text = this.vocabulary.detokenize(tokens as LlamaToken[], true);
-    if (text.includes(MEDIA_MARKER)) throw new PromptTextError(part, MEDIA_MARKER);
-    const again = this.vocabulary.tokenize(text, true);
-    let i = 0;
-    while (i < tokens.length && again[i] === tokens[i]) i++;
-    if (i < tokens.length || again.length !== tokens.length) {
-      const special = again.slice(i).find((t) => this.vocabulary.isSpecialToken(t));
-      const shown =
-        special !== undefined
-          ? this.vocabulary.detokenize([special], true)
-          : this.vocabulary.detokenize(tokens.slice(i, i + 8) as LlamaToken[], true);
-      throw new PromptTextError(part, shown.slice(0, 40));
-    }
-    return text;
   }
 
   async close(): Promise<void> {
