@@ -52,7 +52,8 @@ export async function normalizeImage(
   const input = { failOn: "error", limitInputPixels: maxPixels } as const;
   let metadata: sharp.Metadata;
   try {
-    metadata = await sharp(bytes, input).metadata();
+    // The header only: the pixel bound is checked below, with a message that says so.
+    metadata = await sharp(bytes, { failOn: "error", limitInputPixels: false }).metadata();
   } catch (error) {
     throw new ImageError(`the data is not a readable image (${reason(error)})`);
   }
@@ -70,13 +71,16 @@ export async function normalizeImage(
   if (width * height > maxPixels)
     throw new ImageError(`the image is ${width}×${height}; the limit is ${maxPixels} pixels`);
   try {
-    const data = await sharp(bytes, input)
+    // Two passes, because sharp runs its operations in a fixed order (resize before flatten):
+    // first the picture, scaled to fit and flattened; then the padding around it.
+    const fitted = await sharp(bytes, input)
       .rotate()
+      .resize(options.size, options.size, { fit: "inside" })
       .flatten({ background: { r: 255, g: 255, b: 255 } })
-      .resize(options.size, options.size, {
-        fit: "contain",
-        background: { r: 0, g: 0, b: 0 },
-      })
+      .png()
+      .toBuffer();
+    const data = await sharp(fitted)
+      .resize(options.size, options.size, { fit: "contain", background: { r: 0, g: 0, b: 0 } })
       .removeAlpha()
       .png()
       .toBuffer();
