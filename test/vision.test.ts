@@ -9,7 +9,7 @@ import type { BranchScore, ScoreBranch, ScoreRequest } from "../src/engine/types
 import { openVisionEngine, type VisionEngine } from "../src/engine/vision.js";
 import { runTool, toolsAvailable } from "../src/media/tools.js";
 import { startService, type Service } from "../src/server.js";
-import { writeVisionFixture, type VisionFixture } from "./fixtures/vision-gguf.js";
+import { textModelGguf, writeVisionFixture, type VisionFixture } from "./fixtures/vision-gguf.js";
 import { postJson, startTestService } from "./support/service.js";
 
 /**
@@ -374,6 +374,37 @@ describe("vision readout equals the softmax of the raw logits", () => {
       await context.dispose();
       await model.dispose();
       await llama.dispose();
+    }
+  });
+});
+
+describe("Idefics3-family chat format (SmolVLM)", () => {
+  it("is recognised from the GGUF template and used to plan and answer", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "decisiond-vision-idefics3-"));
+    const fixture = writeVisionFixture(dir);
+    const smolvlm =
+      "<|im_start|>{% for message in messages %}{{message['role'] | capitalize}}{% if message['content'][0]['type'] == 'image' %}{{':'}}{% else %}{{': '}}{% endif %}" +
+      "{% for line in message['content'] %}{% if line['type'] == 'text' %}{{line['text']}}{% elif line['type'] == 'image' %}{{ '<image>' }}{% endif %}{% endfor %}<end_of_utterance>\n{% endfor %}" +
+      "{% if add_generation_prompt %}{{ 'Assistant:' }}{% endif %}";
+    const modelPath = join(dir, "smolvlm-template.gguf");
+    await writeFile(modelPath, textModelGguf(1, smolvlm));
+    const engine = await openVisionEngine({ modelPath, mmprojPath: fixture.mmprojPath });
+    try {
+      expect(engine.chatTemplate.name).toBe("Idefics3");
+      expect(engine.chatTemplate.render([{ role: "user", content: "hi" }])).toBe(
+        "<|im_start|>User: hi<end_of_utterance>\nAssistant:",
+      );
+      const decider = new Decider(engine);
+      const image = { data: await picture("png", [9, 9, 9]), mimeType: "image/png" as const };
+      const result = await decider.decide({
+        state: "a lamp",
+        questions: [["on", { type: "noul", instructions: "Is it on?" }]],
+        media: { kind: "image", frames: [{ image }] },
+      });
+      expect(result.answers.on!.type).toBe("noul");
+    } finally {
+      await engine.close();
+      await rm(dir, { recursive: true, force: true });
     }
   });
 });

@@ -112,7 +112,7 @@ export class VisionEngine implements Engine {
     private readonly vocabulary: LlamaModel,
     private readonly worker: ChildProcess,
   ) {
-    this.chatTemplate = chatTemplateOf(vocabulary);
+    this.chatTemplate = idefics3TemplateOf(vocabulary) ?? chatTemplateOf(vocabulary);
     worker.on("message", (message: FromWorker) => this.onMessage(message));
     worker.on("exit", (code, signal) => this.onExit(code, signal));
     const lines = createInterface({ input: worker.stderr! });
@@ -365,6 +365,27 @@ export class VisionEngine implements Engine {
       await this.llama.dispose();
     });
   }
+}
+
+/**
+ * The chat format of Idefics3-family models (SmolVLM): `<|im_start|>User: …<end_of_utterance>\n`
+ * … `Assistant:`. Their Jinja template iterates over typed content parts, which node-llama-cpp's
+ * Jinja wrapper (plain-string content) cannot render, so it would fall back to ChatML, a format
+ * these models were not trained on. Recognised by `<end_of_utterance>` in the GGUF's template.
+ * @returns `undefined` for other templates.
+ */
+export function idefics3TemplateOf(model: LlamaModel): ChatTemplate | undefined {
+  const template = (model.fileInfo.metadata as { tokenizer?: { chat_template?: unknown } })
+    .tokenizer?.chat_template;
+  if (typeof template !== "string" || !template.includes("<end_of_utterance>")) return undefined;
+  const role = (r: string) => r.charAt(0).toUpperCase() + r.slice(1);
+  return {
+    name: "Idefics3",
+    render: (messages) =>
+      "<|im_start|>" +
+      messages.map((m) => `${role(m.role)}: ${m.content}<end_of_utterance>\n`).join("") +
+      "Assistant:",
+  };
 }
 
 /** Marks a reply that stands for the worker's exit. */
