@@ -14,6 +14,7 @@ import { probeVideo, sampleVideo, VideoError } from "../src/media/video.js";
 /** Media decoding on real bytes: sharp, ffprobe and ffmpeg, no model. */
 
 const haveTools = await toolsAvailable();
+if (!haveTools) console.warn("ffmpeg/ffprobe not found: video decoding tests skipped");
 
 describe("data URLs", () => {
   it("decodes the type and the base64 payload", () => {

@@ -114,6 +114,11 @@ function expectAnswers(body: any): void {
 }
 
 const haveTools = await toolsAvailable();
+if (!haveTools)
+  console.warn(
+    "ffmpeg/ffprobe not found (npm optional dependencies @ffmpeg-installer/linux-x64 and " +
+      "@ffprobe-installer/linux-x64, DECISIOND_FFMPEG/DECISIOND_FFPROBE, or the PATH): MP4 tests skipped",
+  );
 
 describe("vision: images and videos through the HTTP server", () => {
   let dir: string;
