@@ -75,8 +75,18 @@ async function init(message: WorkerInit): Promise<void> {
     ctx_shift: false,
   });
   context = ctx;
-  if (!ctx.initMultimodal({ path: message.mmprojPath, use_gpu: message.gpu }))
-    throw new Error(`cannot load the projector ${message.mmprojPath} for ${message.modelPath}`);
+  let initialized = false;
+  let reason = "llama.node refused it";
+  try {
+    initialized = ctx.initMultimodal({ path: message.mmprojPath, use_gpu: message.gpu });
+  } catch (error) {
+    reason = (error as Error).message;
+  }
+  if (!initialized)
+    throw new Error(
+      `cannot load the projector ${message.mmprojPath} for ${message.modelPath} (${reason}); ` +
+        "is it this model's projector?",
+    );
   if (!ctx.getMultimodalSupport().vision)
     throw new Error(`the projector ${message.mmprojPath} has no vision encoder`);
   const info = await module.loadLlamaModelInfo(message.mmprojPath);
