@@ -5,8 +5,12 @@ import { buildApp, type FastifyInstance, type Gate, type ServedModel } from "./a
 import type { ConsoleOptions } from "./console/plugin.js";
 import type { CalibrationProfile } from "./decision/calibration.js";
 import { Decider, type DebiasMode } from "./decision/decide.js";
+import { renderMediaText } from "./decision/prompt.js";
 import { openLlamaEngine } from "./engine/llama.js";
 import type { Engine } from "./engine/types.js";
+import { openVisionEngine } from "./engine/vision.js";
+import type { MediaOptions } from "./media/request.js";
+import { DEFAULT_VIDEO_FRAMES, DEFAULT_VIDEO_MAX_SECONDS } from "./media/video.js";
 
 /**
  * The composition root: an engine for one model file, a decider over it, and the HTTP app.
@@ -22,6 +26,19 @@ export const CLIENT_DEFAULT_ALIAS = "jev-latest";
 export interface ServiceOptions {
   /** Absolute path of the GGUF file. */
   readonly modelPath: string;
+  /**
+   * Absolute path of the model's multimodal projector (mmproj GGUF). With it the model is served
+   * by the vision engine (engine/vision.ts) and accepts one image or one MP4 per request.
+   */
+  readonly mmprojPath?: string;
+  /** Vision only: side of the square images fed to the projector. Default: the projector's. */
+  readonly imageSize?: number;
+  /** Vision only: frames sampled from a video. Default 8, capped so frames fill at most half the context. */
+  readonly videoFrames?: number;
+  /** Vision only: longest video accepted, in seconds. Default 60. */
+  readonly videoMaxSeconds?: number;
+  /** Vision only: largest decoded image or video frame, in pixels. Default 40 megapixels. */
+  readonly maxImagePixels?: number;
   /** Model id (catalogue name, or the file name for `--model PATH`). */
   readonly modelId?: string;
   /** Whether this is the catalogue default, also served as {@link DEFAULT_PUBLIC_NAME}. */
@@ -60,17 +77,27 @@ export interface Service {
 /** Loads the model, builds the app and starts listening. @throws when the model cannot load. */
 export async function startService(options: ServiceOptions): Promise<Service> {
   const modelId = options.modelId ?? basename(options.modelPath).replace(/\.gguf$/i, "");
-  const engine = await openLlamaEngine({
-    modelPath: options.modelPath,
-    id: modelId,
-    ...(options.contextSize ? { contextSize: options.contextSize } : {}),
-    ...(options.threads ? { threads: options.threads } : {}),
-    ...(options.parallelBranches ? { parallelBranches: options.parallelBranches } : {}),
-    ...(options.batchSize ? { batchSize: options.batchSize } : {}),
-    ...(options.prefixCacheBytes !== undefined
-      ? { prefixCacheBytes: options.prefixCacheBytes }
-      : {}),
-  });
+  const engine = options.mmprojPath
+    ? await openVisionEngine({
+        modelPath: options.modelPath,
+        mmprojPath: options.mmprojPath,
+        id: modelId,
+        ...(options.contextSize ? { contextSize: options.contextSize } : {}),
+        ...(options.threads ? { threads: options.threads } : {}),
+        ...(options.batchSize ? { batchSize: options.batchSize } : {}),
+        ...(options.imageSize ? { imageSize: options.imageSize } : {}),
+      })
+    : await openLlamaEngine({
+        modelPath: options.modelPath,
+        id: modelId,
+        ...(options.contextSize ? { contextSize: options.contextSize } : {}),
+        ...(options.threads ? { threads: options.threads } : {}),
+        ...(options.parallelBranches ? { parallelBranches: options.parallelBranches } : {}),
+        ...(options.batchSize ? { batchSize: options.batchSize } : {}),
+        ...(options.prefixCacheBytes !== undefined
+          ? { prefixCacheBytes: options.prefixCacheBytes }
+          : {}),
+      });
   const calibration =
     options.calibration === "none"
       ? undefined
@@ -86,6 +113,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     releaseDate: options.releaseDate ?? "2026-11-21",
     acceptsImages: engine.model.vision,
     acceptsVideos: engine.model.vision,
+    ...(engine.model.vision ? { media: mediaOptions(engine, options) } : {}),
     decide: (request, signal) => decider.decide(request, signal),
   };
   const app = await buildApp({
@@ -115,6 +143,36 @@ export async function startService(options: ServiceOptions): Promise<Service> {
       await app.close();
       await engine.close();
     },
+  };
+}
+
+/**
+ * How the served model takes media: images at the engine's projector size, and a video's frames
+ * capped so that they fill at most half of the context (the rest is for the state and questions).
+ */
+export function mediaOptions(
+  engine: Engine,
+  options: Pick<ServiceOptions, "videoFrames" | "videoMaxSeconds" | "maxImagePixels">,
+): MediaOptions {
+  const { imageSize, imageTokens, contextSize } = engine.model;
+  if (!imageSize || !imageTokens) throw new Error("a vision engine must report its image size");
+  const wanted = options.videoFrames ?? DEFAULT_VIDEO_FRAMES;
+  // A frame's cost: its image positions plus its caption, measured on the widest caption.
+  const caption = renderMediaText({
+    kind: "video",
+    frames: Array.from({ length: Math.max(wanted, 2) }, () => ({
+      image: { data: new Uint8Array(), mimeType: "image/png" as const },
+      seconds: 1000,
+    })),
+    durationSeconds: 1000,
+  }).before[1]!;
+  const perFrame = imageTokens + engine.tokenize(caption).length;
+  const fit = Math.max(1, Math.floor(contextSize / 2 / perFrame));
+  return {
+    imageSize,
+    videoFrames: Math.min(wanted, fit),
+    videoMaxSeconds: options.videoMaxSeconds ?? DEFAULT_VIDEO_MAX_SECONDS,
+    ...(options.maxImagePixels ? { maxPixels: options.maxImagePixels } : {}),
   };
 }
 

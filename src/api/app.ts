@@ -2,7 +2,10 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest }
 import { randomUUID } from "node:crypto";
 import { consolePlugin, type ConsoleOptions } from "../console/plugin.js";
 import { StateTooLongError } from "../decision/decide.js";
-import type { DecisionRequest, DecisionResult } from "../decision/types.js";
+import type { DecisionMedia, DecisionRequest, DecisionResult } from "../decision/types.js";
+import { PromptTextError } from "../engine/types.js";
+import { MediaInputError } from "../media/errors.js";
+import { decodeRequestMedia, type MediaOptions } from "../media/request.js";
 import { installDecompression } from "./decompress.js";
 import { detailsFromZod, HttpError, validationError } from "./errors.js";
 import { admittedTicket, installGate } from "./gate.js";
@@ -22,6 +25,8 @@ export interface ServedModel {
   readonly releaseDate: string;
   readonly acceptsImages: boolean;
   readonly acceptsVideos: boolean;
+  /** How images and video frames are prepared for the model; required when it accepts media. */
+  readonly media?: MediaOptions;
   /**
    * Answers a request. @throws {StateTooLongError} when it does not fit the context (→ 422).
    */
@@ -173,13 +178,25 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
         if (!reply.raw.writableEnded) controller.abort();
       });
       let result: DecisionResult;
-      const started = performance.now();
       try {
-        result = await model.decide(toDecisionRequest(body), controller.signal);
+        const media = await requestMedia(body, model);
+        const started = performance.now();
+        result = await model.decide(
+          { ...toDecisionRequest(body), ...(media ? { media } : {}) },
+          controller.signal,
+        );
         // W3C Server-Timing: time spent in the engine and readout (ms), so a client can tell it
-        // from the HTTP and JSON work around it (bench/run.mjs uses it).
+        // from the HTTP, JSON and media work around it (bench/run.mjs uses it).
         reply.header("server-timing", `decide;dur=${(performance.now() - started).toFixed(2)}`);
       } catch (error) {
+        if (error instanceof PromptTextError)
+          throw validationError([
+            {
+              loc: ["body", error.part === "prefix" ? "state" : "questions"],
+              msg: error.message,
+              type: "value_error",
+            },
+          ]);
         if (error instanceof StateTooLongError)
           throw validationError([
             {
@@ -258,6 +275,25 @@ function validate(
       { loc: ["body", "videos"], msg: `model ${name} does not accept videos`, type: "value_error" },
     ]);
   return { body, model, name };
+}
+
+/**
+ * The request's image or video frames, decoded for the model (media/).
+ * @throws {HttpError} 422 at `["body", "images" | "videos", 0]` when the data cannot be used.
+ */
+async function requestMedia(
+  body: ReturnType<typeof SystemOneRequestSchema.parse>,
+  model: ServedModel,
+): Promise<DecisionMedia | undefined> {
+  if (!body.images && !body.videos) return undefined;
+  if (!model.media) throw new Error("a model that accepts media needs media options");
+  try {
+    return await decodeRequestMedia(body, model.media);
+  } catch (error) {
+    if (error instanceof MediaInputError)
+      throw validationError([{ loc: [...error.loc], msg: error.message, type: error.type }]);
+    throw error;
+  }
 }
 
 /** The served name a parsed body's `model` resolves to, as the route answers it; `undefined` if none. */

@@ -1,6 +1,6 @@
 import type { Command } from "commander";
 import { CATALOGUE, DEFAULT_MODEL, findModel } from "../models/catalogue.js";
-import { pullModel } from "../models/pull.js";
+import { pullEntry, pullModel } from "../models/pull.js";
 
 /** Exit status of `decisiond pull` for a model name that is not in the catalogue. */
 export const EXIT_UNKNOWN_MODEL = 2;
@@ -15,7 +15,8 @@ export const EXIT_PULL_FAILED = 1;
  * {@link DEFAULT_MODEL}) into `<home>/models` and prints the file's absolute path on stdout;
  * progress and failures go to stderr. An unknown name prints the catalogue's names and exits
  * with status 2; a pull in which every source failed prints each source's failure and exits
- * with status 1.
+ * with status 1. A vision-language model's projector is pulled too, and its path printed on a
+ * second line.
  *
  * @returns the `pull` sub-command, for callers that want to adjust it.
  */
@@ -44,6 +45,11 @@ export function registerPullCommand(program: Command): Command {
       try {
         const path = await pullModel(name, { home: opts.home, progress: true });
         process.stdout.write(path + "\n");
+        const mmproj = findModel(name)?.mmproj;
+        if (mmproj)
+          process.stdout.write(
+            (await pullEntry(mmproj, { home: opts.home, progress: true })) + "\n",
+          );
       } catch (err) {
         process.stderr.write(
           `decisiond pull: ${err instanceof Error ? err.message : String(err)}\n`,

@@ -10,7 +10,7 @@ import { accountGate } from "../api/gate.js";
 import { checkAdminToken, type ConsoleOptions } from "../console/plugin.js";
 import type { DebiasMode } from "../decision/decide.js";
 import { DEFAULT_MODEL, findModel } from "../models/catalogue.js";
-import { ensureModel } from "../models/pull.js";
+import { ensureEntry, ensureModel } from "../models/pull.js";
 import { startService } from "../server.js";
 import { byteSize, oneOf, port, positiveInt } from "./options.js";
 
@@ -19,6 +19,10 @@ interface ServeFlags {
   host: string;
   port: number;
   model: string;
+  mmproj?: string;
+  imageSize?: number;
+  videoFrames?: number;
+  videoMaxSeconds?: number;
   contextSize?: number;
   threads?: number;
   parallel?: number;
@@ -161,6 +165,29 @@ export function registerServeCommand(program: Command): void {
       env.DECISIOND_MODEL ?? DEFAULT_MODEL,
     )
     .option(
+      "--mmproj <path>",
+      "multimodal projector GGUF for a --model PATH: serve it as a vision model (env DECISIOND_MMPROJ)",
+      env.DECISIOND_MMPROJ,
+    )
+    .option(
+      "--image-size <pixels>",
+      "vision: side of the square images fed to the projector (env DECISIOND_IMAGE_SIZE; default: the projector's)",
+      positiveInt,
+      env.DECISIOND_IMAGE_SIZE ? positiveInt(env.DECISIOND_IMAGE_SIZE) : undefined,
+    )
+    .option(
+      "--video-frames <n>",
+      "vision: frames sampled from a video, capped by the context (env DECISIOND_VIDEO_FRAMES; default 8)",
+      positiveInt,
+      env.DECISIOND_VIDEO_FRAMES ? positiveInt(env.DECISIOND_VIDEO_FRAMES) : undefined,
+    )
+    .option(
+      "--video-max-seconds <s>",
+      "vision: longest video accepted (env DECISIOND_VIDEO_MAX_SECONDS; default 60)",
+      positiveInt,
+      env.DECISIOND_VIDEO_MAX_SECONDS ? positiveInt(env.DECISIOND_VIDEO_MAX_SECONDS) : undefined,
+    )
+    .option(
       "--context-size <tokens>",
       "tokens per request: prefix + longest question (env DECISIOND_CONTEXT_SIZE)",
       positiveInt,
@@ -239,10 +266,21 @@ export function registerServeCommand(program: Command): void {
         ? resolve(flags.model)
         : await ensureModel(flags.model, { progress: true });
       if (local && !existsSync(modelPath)) throw new Error(`no such model file: ${modelPath}`);
+      const mmprojPath = flags.mmproj
+        ? resolve(flags.mmproj)
+        : entry?.mmproj
+          ? await ensureEntry(entry.mmproj, { progress: true })
+          : undefined;
+      if (mmprojPath && !existsSync(mmprojPath))
+        throw new Error(`no such projector file: ${mmprojPath}`);
       const { gate, store } = openServeGate(flags, print);
       const consoleOptions = serveConsole(flags, adminToken, store, print);
       const service = await startService({
         modelPath,
+        ...(mmprojPath ? { mmprojPath } : {}),
+        ...(flags.imageSize ? { imageSize: flags.imageSize } : {}),
+        ...(flags.videoFrames ? { videoFrames: flags.videoFrames } : {}),
+        ...(flags.videoMaxSeconds ? { videoMaxSeconds: flags.videoMaxSeconds } : {}),
         ...(entry
           ? { modelId: entry.name, description: entry.description, releaseDate: entry.releaseDate }
           : {}),
@@ -262,8 +300,11 @@ export function registerServeCommand(program: Command): void {
         store?.close();
         throw error;
       });
+      const vision = service.engine.model.vision
+        ? `; images and MP4 videos, ${service.engine.model.imageSize} px, ${service.engine.model.imageTokens} positions per image`
+        : "";
       process.stderr.write(
-        `decisiond: serving ${service.engine.model.id} at ${service.url}/v1/systemone (context ${service.engine.model.contextSize} tokens)\n`,
+        `decisiond: serving ${service.engine.model.id} at ${service.url}/v1/systemone (context ${service.engine.model.contextSize} tokens${vision})\n`,
       );
       if (consoleOptions)
         process.stderr.write(

@@ -2,6 +2,7 @@ import {
   branchTotalTokens,
   ContextOverflowError,
   type Engine,
+  type PrefixMedia,
   type ScoreBranch,
   type Token,
 } from "../engine/types.js";
@@ -25,6 +26,7 @@ import {
   softmax,
 } from "./math.js";
 import {
+  renderMediaText,
   renderQuestion,
   renderStateBlock,
   renderText,
@@ -67,6 +69,10 @@ interface QuestionPlan {
 /** What {@link Decider.plan} produces: the engine request plus what is needed to read it. */
 export interface Plan {
   readonly prefix: Token[];
+  /** Images in the prefix (the request's image or video frames); empty without media. */
+  readonly media: PrefixMedia[];
+  /** Context positions the images take. */
+  readonly mediaTokens: number;
   readonly branches: ScoreBranch[];
   readonly questions: readonly QuestionPlan[];
   /** Prefix plus the longest branch path, the most the context must hold. */
@@ -81,11 +87,15 @@ export class StateTooLongError extends ContextOverflowError {
     contextSize: number,
     /** The question whose branch is longest; `undefined` when the prefix alone does not fit. */
     readonly longestQuestionId?: string,
+    /** Context positions of the request's image or video frames. */
+    readonly mediaTokens = 0,
   ) {
     super(neededTokens, contextSize);
     this.name = "StateTooLongError";
     this.message =
-      `the state is ${stateTokens} tokens; with the prompt and the longest question the request ` +
+      `the state is ${stateTokens} tokens; with the prompt` +
+      (mediaTokens > 0 ? `, ${mediaTokens} image positions` : "") +
+      ` and the longest question the request ` +
       `needs ${neededTokens} tokens, but the model's context holds ${contextSize}`;
   }
 }
@@ -126,7 +136,9 @@ export class Decider {
    */
   plan(request: DecisionRequest): Plan {
     const stateTokens = this.engine.tokenize(renderStateBlock(request.state));
-    const prefix = [...this.head, ...stateTokens];
+    const { tokens: mediaPrefix, media } = this.mediaPart(request);
+    const mediaTokens = media.length * (this.engine.model.imageTokens ?? 0);
+    const prefix = [...this.head, ...mediaPrefix, ...stateTokens];
     const branches: ScoreBranch[] = [];
     const questions: QuestionPlan[] = [];
     let longest = 0;
@@ -152,15 +164,36 @@ export class Decider {
       });
       questions.push({ id, question, labelCount: labelCountOf(question), views, firstBranch });
     }
-    const neededTokens = prefix.length + longest;
+    const neededTokens = prefix.length + mediaTokens + longest;
     if (neededTokens > this.engine.model.contextSize)
       throw new StateTooLongError(
         stateTokens.length,
         neededTokens,
         this.engine.model.contextSize,
-        prefix.length < this.engine.model.contextSize ? longestId : undefined,
+        prefix.length + mediaTokens < this.engine.model.contextSize ? longestId : undefined,
+        mediaTokens,
       );
-    return { prefix, branches, questions, neededTokens };
+    return { prefix, media, mediaTokens, branches, questions, neededTokens };
+  }
+
+  /**
+   * The request's media in the prefix, right after the user turn opens: caption text tokens, and
+   * each image's position among the prefix tokens.
+   * @throws {Error} when the request has media and the engine cannot take images.
+   */
+  private mediaPart(request: DecisionRequest): { tokens: Token[]; media: PrefixMedia[] } {
+    const tokens: Token[] = [];
+    const media: PrefixMedia[] = [];
+    if (!request.media || request.media.frames.length === 0) return { tokens, media };
+    if (!this.engine.model.vision)
+      throw new Error(`model ${this.engine.model.id} does not accept images`);
+    const { before, after } = renderMediaText(request.media);
+    request.media.frames.forEach((frame, i) => {
+      tokens.push(...this.engine.tokenize(before[i]!));
+      media.push({ at: this.head.length + tokens.length, image: frame.image });
+    });
+    tokens.push(...this.engine.tokenize(after));
+    return { tokens, media };
   }
 
   /**
@@ -170,7 +203,11 @@ export class Decider {
   async decide(request: DecisionRequest, signal?: AbortSignal): Promise<DecisionResult> {
     const plan = this.plan(request);
     const result = await this.engine.score(
-      { prefix: plan.prefix, branches: plan.branches },
+      {
+        prefix: plan.prefix,
+        branches: plan.branches,
+        ...(plan.media.length > 0 ? { media: plan.media } : {}),
+      },
       signal,
     );
     const answers: Record<string, Answer> = {};
@@ -195,7 +232,9 @@ export class Decider {
       answers[q.id] = assemble(q.question, softmax(averaged, temperature));
     }
     const inputTokens =
-      plan.prefix.length + plan.branches.reduce((sum, b) => sum + branchTotalTokens(b), 0);
+      plan.prefix.length +
+      plan.mediaTokens +
+      plan.branches.reduce((sum, b) => sum + branchTotalTokens(b), 0);
     return {
       answers,
       usage: { input_tokens: inputTokens, output_tokens: outputTokens },

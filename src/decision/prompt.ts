@@ -1,4 +1,4 @@
-import type { Json, Question, TextValue } from "./types.js";
+import type { DecisionMedia, Json, Question, TextValue } from "./types.js";
 
 /**
  * Prompt text. The state is evidence, never instructions (DESIGN.md, readout rules): the system
@@ -96,3 +96,19 @@ export function renderQuestion(
 
 /** Marker the chat template is rendered around, to split it into prefix and branch parts. */
 export const TEMPLATE_MARKER = "\u0001DECISIOND\u0001";
+
+/**
+ * The text around a request's media in the user message, before the state block: `before[i]`
+ * precedes image i, `after` follows the last one. A video's frames are captioned with their
+ * times, so the model can order them.
+ */
+export function renderMediaText(media: DecisionMedia): { before: string[]; after: string } {
+  if (media.kind === "image") return { before: ["Image:\n"], after: "\n" };
+  const n = media.frames.length;
+  const seconds = (s: number | undefined) => `${(s ?? 0).toFixed(2)} s`;
+  const before = media.frames.map(
+    (frame, i) => `${i === 0 ? "" : "\n"}Frame ${i + 1} of ${n} at ${seconds(frame.seconds)}:\n`,
+  );
+  before[0] = `Video of ${seconds(media.durationSeconds)}, ${n} frames:\n${before[0]}`;
+  return { before, after: "\n" };
+}

@@ -1,3 +1,5 @@
+import type { PrefixImage } from "../engine/types.js";
+
 /**
  * The decision layer's own view of a request and its answers. It is filled by the API layer from
  * validated JSON and knows nothing of HTTP.
@@ -38,10 +40,27 @@ export interface ScoreQuestion {
 export type Question = ChoiceQuestion | NoulQuestion | ScoreQuestion;
 export type QuestionType = Question["type"];
 
+/** One image of a request's media: the picture, or a video frame and its time. */
+export interface MediaFrame {
+  readonly image: PrefixImage;
+  /** Video frames only: seconds from the start of the video. */
+  readonly seconds?: number;
+}
+
+/** A request's image, or the frames sampled from its video; shown before the state. */
+export interface DecisionMedia {
+  readonly kind: "image" | "video";
+  readonly frames: readonly MediaFrame[];
+  /** Video only: its length in seconds. */
+  readonly durationSeconds?: number;
+}
+
 /** A validated request: the state and the questions in the caller's order. */
 export interface DecisionRequest {
   readonly state: Json;
   readonly questions: readonly (readonly [id: string, question: Question])[];
+  /** One image or one video's frames, placed in the prefix (needs a vision engine). */
+  readonly media?: DecisionMedia;
 }
 
 export interface ChoiceAnswer {
@@ -76,7 +95,10 @@ export type Answer = ChoiceAnswer | NoulAnswer | ScoreAnswer;
 
 /** Token counts of one decision. */
 export interface Usage {
-  /** Prompt tokens of the request: the shared prefix once plus every branch (cached or not). */
+  /**
+   * Prompt tokens of the request: the shared prefix once (image and frame positions included)
+   * plus every branch (cached or not).
+   */
   readonly input_tokens: number;
   /** Answer positions read: one per question and option order, plus one per chained label step. */
   readonly output_tokens: number;

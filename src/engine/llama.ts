@@ -75,7 +75,7 @@ export const DEFAULT_PREFIX_CACHE_BYTES = 512 * 1024 * 1024;
 const MIN_SNAPSHOT_GAIN = 32;
 
 /** A promise chain that runs one task at a time: one llama.cpp context serves one request at a time. */
-class SerialQueue {
+export class SerialQueue {
   private tail: Promise<unknown> = Promise.resolve();
   run<T>(task: () => Promise<T>): Promise<T> {
     const result = this.tail.then(task, task);
@@ -171,6 +171,8 @@ export class LlamaEngine implements Engine {
   }
 
   score(request: ScoreRequest, signal?: AbortSignal): Promise<ScoreResult> {
+    if (request.media?.length)
+      return Promise.reject(new Error(`model ${this.model.id} does not accept images`));
     for (const branch of request.branches) {
       const needed = request.prefix.length + branchDepthTokens(branch);
       if (needed > this.model.contextSize)
@@ -352,7 +354,7 @@ export function toLogprobs(
  * for one (`tokenizer.ggml.add_bos_token`), which avoids a doubled `<|im_start|>` on ChatML models
  * whose BOS is `<|im_start|>`.
  */
-function chatTemplateOf(model: LlamaModel): ChatTemplate {
+export function chatTemplateOf(model: LlamaModel): ChatTemplate {
   const wrapper = resolveChatWrapper(model);
   const bos = model.tokens.bosString;
   const addBos = model.tokens.shouldPrependBosToken;

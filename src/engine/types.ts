@@ -20,6 +20,16 @@ export interface ModelInfo {
   readonly trainContextSize: number;
   /** Whether the engine can put images or video frames into the prefix. */
   readonly vision: boolean;
+  /**
+   * Vision engines only: the side in pixels of the square image the engine's projector reads;
+   * images given in {@link ScoreRequest.media} should be exactly this size.
+   */
+  readonly imageSize?: number;
+  /**
+   * Vision engines only: context positions one image of {@link imageSize} occupies (the image
+   * embeddings plus the delimiter tokens the projector wraps them in).
+   */
+  readonly imageTokens?: number;
 }
 
 /** One chat turn to render with the model's chat template. */
@@ -52,10 +62,28 @@ export interface ScoreBranch {
   readonly children?: readonly ScoreBranch[];
 }
 
+/** An image placed in the prefix, as encoded file bytes the engine's projector reads. */
+export interface PrefixImage {
+  /** PNG or JPEG bytes, normally {@link ModelInfo.imageSize} pixels square. */
+  readonly data: Uint8Array;
+  readonly mimeType: "image/png" | "image/jpeg";
+}
+
+/** An image inserted into the prefix before `prefix[at]` (`at` = prefix length: at the end). */
+export interface PrefixMedia {
+  readonly at: number;
+  readonly image: PrefixImage;
+}
+
 /** A request to an engine: one shared prefix and the branches evaluated on top of it. */
 export interface ScoreRequest {
   readonly prefix: readonly Token[];
   readonly branches: readonly ScoreBranch[];
+  /**
+   * Images in the prefix, in ascending `at` order; each occupies {@link ModelInfo.imageTokens}
+   * context positions. Only engines whose `model.vision` is true accept them.
+   */
+  readonly media?: readonly PrefixMedia[];
 }
 
 /** Log-probabilities of one branch's candidates, in the order of `ScoreBranch.candidates`. */
@@ -73,6 +101,8 @@ export interface ScoreResult {
   readonly evaluatedTokens: number;
   /** Prefix tokens reused from the engine's prefix cache instead of being evaluated again. */
   readonly cachedPrefixTokens: number;
+  /** Context positions the request's images occupy (0 or absent without media). */
+  readonly mediaTokens?: number;
 }
 
 /** Cumulative work counters of an engine since it was opened (for tests and diagnostics). */
@@ -85,6 +115,10 @@ export interface EngineCounters {
   prefixTokensCached: number;
   /** Branch tokens put through the model, children included. */
   branchTokensEvaluated: number;
+  /** Vision engines only: images (or video frames) put through the projector's encoder. */
+  mediaEncoded?: number;
+  /** Vision engines only: milliseconds spent in the projector's encoder, as llama.cpp reports. */
+  mediaEncodeMs?: number;
 }
 
 /** The interface every backend implements (in-process llama.cpp today; remote engines later). */
@@ -119,6 +153,26 @@ export class ContextOverflowError extends Error {
   ) {
     super(`the request needs ${neededTokens} tokens but the model's context holds ${contextSize}`);
     this.name = "ContextOverflowError";
+  }
+}
+
+/**
+ * Thrown by an engine that takes its prompt as text (see `engine/vision.ts`) when request text
+ * would not reach the model as the planned tokens, e.g. a state containing the text of a control
+ * token such as `<|im_end|>`, which that engine's tokenizer would read as the control token.
+ */
+export class PromptTextError extends Error {
+  constructor(
+    /** The part of the request the text came from. */
+    readonly part: "prefix" | "branch",
+    /** The offending text, shortened. */
+    readonly text: string,
+  ) {
+    super(
+      `the ${part === "prefix" ? "state" : "question"} contains text the model would read as ` +
+        `control tokens (${JSON.stringify(text)}); remove it or use a text-only model`,
+    );
+    this.name = "PromptTextError";
   }
 }
 

