@@ -43,12 +43,13 @@ export interface LlamaEngineOptions {
    */
   readonly contextSize?: number;
   /**
-   * Branches evaluated side by side in one batch (one KV-cache sequence each). Default: 16 (the
-   * most questions one request may carry) with a GPU; 1 on a CPU. On a 2-core x86 with
-   * SmolLM2-135M, batching branches of separate sequences was no faster (16 questions on a
-   * 505-token state: 11.8 s with 16 sequences, 12.0 s with 1, medians of 5, bench/decide.mjs;
-   * 7.8 s vs 9.5 s in favour of 1 on a cached prefix), and every sequence holds a full context
-   * of KV cache (node-llama-cpp does not unify it), ~190 MB each at 8192 tokens.
+   * Branches evaluated side by side in one batch (one KV-cache sequence each), so their tokens go
+   * through the model in few `llama_decode` calls. Default: 16 (the most questions one request
+   * may carry) with a GPU; 4 on a CPU. On the 2-core x86 here with SmolLM2-135M (a 512-token
+   * state, 16 questions of 4 options, medians of 3, bench/parallel.mjs) 1, 4 and
+   * 16 sequences took 12.1, 10.7 and 9.1 s; but node-llama-cpp gives every sequence a whole
+   * context of KV cache (~190 MB at 8192 tokens), and 16 held 3.4 GB of RSS, so the CPU default
+   * is 4.
    */
   readonly parallelBranches?: number;
   /** CPU threads for evaluation. Default: llama.cpp's count of math cores (physical cores). */
@@ -130,7 +131,7 @@ export class LlamaEngine implements Engine {
     const llamaModel = await llama.loadModel({ modelPath: options.modelPath });
     const trainContextSize = llamaModel.trainContextSize;
     const contextSize = options.contextSize ?? Math.min(8192, trainContextSize);
-    const parallelBranches = options.parallelBranches ?? (llama.gpu === false ? 1 : 16);
+    const parallelBranches = options.parallelBranches ?? (llama.gpu === false ? 4 : 16);
     const context = await llamaModel.createContext({
       contextSize,
       sequences: parallelBranches + 1,
