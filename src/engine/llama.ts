@@ -43,7 +43,7 @@ export interface LlamaEngineOptions {
    */
   readonly contextSize?: number;
   /**
-   * Branches evaluated side by side in one batch (one KV-cache sequence each), so their tokens go
+   * Branches evaluated side by side (one KV-cache sequence each, sequence 0 included), so their tokens go
    * through the model in few `llama_decode` calls. Default: 16 (the most questions one request
    * may carry) with a GPU; 4 on a CPU. On the 2-core x86 here with SmolLM2-135M (a 512-token
    * state, 16 questions of 4 options, medians of 3, bench/parallel.mjs) 1, 4 and
@@ -94,14 +94,16 @@ type CopyableSequence = LlamaContextSequence & {
 };
 
 /**
- * In-process llama.cpp through node-llama-cpp. The prefix is evaluated once into sequence 0; each
- * branch gets its own KV-cache sequence that starts as a copy of the prefix's cells
- * (`llama_memory_seq_cp`), and the branches are submitted together so node-llama-cpp batches them
- * into as few `llama_decode` calls as the batch size allows. Children of a branch (chained label
- * tokens) are evaluated in their parent's sequence and erased again afterwards.
+ * In-process llama.cpp through node-llama-cpp. The prefix is evaluated once into sequence 0.
+ * Branches are evaluated on top of it side by side: sequence 0 takes one itself, and up to
+ * `parallelBranches − 1` more sequences start as a copy of the prefix's KV cells
+ * (`llama_memory_seq_cp`, the call node-llama-cpp's own LlamaDecisionContext uses), made once per
+ * request. node-llama-cpp batches the branches of all sequences into as few `llama_decode` calls
+ * as the batch size allows. After a branch (and after each child of chained label tokens) its
+ * tokens are erased, so a sequence holds exactly the prefix again for its next branch.
  *
  * Sequence 0 keeps the last prefix, so a request whose prefix starts like the previous one only
- * evaluates the tokens that differ.
+ * evaluates the tokens that differ; older prefixes come back from the {@link PrefixSnapshotCache}.
  */
 export class LlamaEngine implements Engine {
   private readonly queue = new SerialQueue();
@@ -134,12 +136,14 @@ export class LlamaEngine implements Engine {
     const parallelBranches = options.parallelBranches ?? (llama.gpu === false ? 4 : 16);
     const context = await llamaModel.createContext({
       contextSize,
-      sequences: parallelBranches + 1,
+      sequences: Math.max(1, parallelBranches),
       batchSize: options.batchSize ?? 1024,
       threads: options.threads ?? llama.cpuMathCores,
     });
     const prefixSequence = context.getSequence();
-    const branchSequences = Array.from({ length: parallelBranches }, () => context.getSequence());
+    const branchSequences = Array.from({ length: Math.max(1, parallelBranches) - 1 }, () =>
+      context.getSequence(),
+    );
     const info: ModelInfo = {
       id: options.id ?? basename(options.modelPath).replace(/\.gguf$/i, ""),
       path: options.modelPath,
@@ -197,7 +201,27 @@ export class LlamaEngine implements Engine {
     this.counters.prefixTokensEvaluated += prefix.length - cachedPrefixTokens;
     this.counters.prefixTokensCached += cachedPrefixTokens;
 
-    const free = [...this.branchSequences];
+    // Sequence 0 holds the prefix and takes branches itself; with more branches than that, up to
+    // parallelBranches − 1 more sequences get a copy of the prefix's KV cache, once per request
+    // and before any branch runs (llama.cpp copies a whole context's cells per copy, so a copy
+    // per branch cost more than the branch). After each branch its tokens are erased again, so
+    // every sequence holds exactly the prefix when it takes the next branch.
+    const helpers = this.branchSequences.slice(0, Math.max(0, request.branches.length - 1));
+    for (const sequence of helpers) {
+      const copied = await (sequence as CopyableSequence)._copyStateFromOtherSequence(
+        this.prefixSequence,
+        prefix.length,
+      );
+      if (!copied) {
+        // The KV copy is not possible on every backend; fall back to evaluating the prefix.
+        await sequence.adaptStateToTokens(prefix, false);
+        const missing = prefix.slice(sequence.nextTokenIndex);
+        if (missing.length > 0) await sequence.evaluateWithoutGeneratingNewTokens(missing);
+        evaluatedTokens += missing.length;
+        this.counters.prefixTokensEvaluated += missing.length;
+      }
+    }
+    const free = [...helpers, this.prefixSequence];
     const waiting: ((sequence: LlamaContextSequence) => void)[] = [];
     const acquire = (): Promise<LlamaContextSequence> => {
       const sequence = free.pop();
@@ -260,20 +284,12 @@ export class LlamaEngine implements Engine {
       request.branches.map(async (branch) => {
         const sequence = await acquire();
         try {
-          const copied = await (sequence as CopyableSequence)._copyStateFromOtherSequence(
-            this.prefixSequence,
-            prefix.length,
-          );
-          if (!copied) {
-            // The KV copy is not possible on every backend; fall back to evaluating the prefix.
-            await sequence.adaptStateToTokens(prefix, false);
-            const missing = prefix.slice(sequence.nextTokenIndex);
-            if (missing.length > 0) await sequence.evaluateWithoutGeneratingNewTokens(missing);
-            evaluatedTokens += missing.length;
-            this.counters.prefixTokensEvaluated += missing.length;
-          }
           return await evaluate(sequence, branch);
         } finally {
+          if (sequence.nextTokenIndex > prefix.length)
+            await sequence.eraseContextTokenRanges([
+              { start: prefix.length, end: sequence.nextTokenIndex },
+            ]);
           release(sequence);
         }
       }),
