@@ -48,8 +48,8 @@ export class PrefixSnapshotCache {
   private counter = 0;
   private readonly removeOnExit = (): void =>
     rmSync(this.directory, { recursive: true, force: true });
-  /** Snapshots written and loaded since the cache was created. */
-  readonly stats = { saved: 0, loaded: 0, evicted: 0 };
+  /** Snapshots written, loaded and dropped (evicted, deleted or cleared) since creation. */
+  readonly stats = { saved: 0, loaded: 0, dropped: 0 };
 
   constructor(options: PrefixSnapshotCacheOptions) {
     if (!(options.maxBytes > 0)) throw new RangeError("maxBytes must be positive");
@@ -60,7 +60,7 @@ export class PrefixSnapshotCache {
       maxSize: options.maxBytes,
       sizeCalculation: (snapshot) => Math.max(1, snapshot.bytes),
       dispose: (snapshot) => {
-        this.stats.evicted++;
+        this.stats.dropped++;
         void unlink(snapshot.path).catch(() => undefined);
       },
     });
