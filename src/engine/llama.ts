@@ -203,9 +203,9 @@ export class LlamaEngine implements Engine {
 
     // Sequence 0 holds the prefix and takes branches itself; with more branches than that, up to
     // parallelBranches − 1 more sequences get a copy of the prefix's KV cache, once per request
-    // and before any branch runs (llama.cpp copies a whole context's cells per copy, so a copy
-    // per branch cost more than the branch). After each branch its tokens are erased again, so
-    // every sequence holds exactly the prefix when it takes the next branch.
+    // and before any branch runs (with node-llama-cpp's non-unified KV cache, llama.cpp copies a
+    // whole stream of cells per copy, whatever the prefix length). After each branch its tokens
+    // are erased again, so every sequence holds exactly the prefix when it takes the next branch.
     const helpers = this.branchSequences.slice(0, Math.max(0, request.branches.length - 1));
     for (const sequence of helpers) {
       const copied = await (sequence as CopyableSequence)._copyStateFromOtherSequence(
