@@ -1,4 +1,7 @@
-import { readdirSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { Decider } from "../src/decision/decide.js";
 import type { DecisionRequest } from "../src/decision/types.js";
@@ -119,6 +122,28 @@ describe("prefix cache bounds", () => {
 describe("PrefixSnapshotCache", () => {
   it("rejects a budget that is not positive", () => {
     expect(() => new PrefixSnapshotCache({ maxBytes: 0 })).toThrow(RangeError);
+  });
+
+  it("removes the snapshot folders of processes that are gone, and keeps the others", () => {
+    const parent = mkdtempSync(join(tmpdir(), "decisiond-test-"));
+    try {
+      // A pid that surely ended: a child process that has exited.
+      const gone = spawnSync(process.execPath, ["-e", ""]).pid!;
+      mkdirSync(join(parent, `decisiond-prefixes-${gone}-abc`));
+      mkdirSync(join(parent, `decisiond-prefixes-${process.ppid}-def`)); // a running process
+      mkdirSync(join(parent, "unrelated"));
+      const cache = new PrefixSnapshotCache({ maxBytes: 1024, parentDirectory: parent });
+      const names = readdirSync(parent);
+      expect(names).not.toContain(`decisiond-prefixes-${gone}-abc`);
+      expect(names).toContain(`decisiond-prefixes-${process.ppid}-def`);
+      expect(names).toContain("unrelated");
+      expect(cache.directory.startsWith(join(parent, `decisiond-prefixes-${process.pid}-`))).toBe(
+        true,
+      );
+      cache.close();
+    } finally {
+      rmSync(parent, { recursive: true, force: true });
+    }
   });
 
   it("finds nothing when empty", () => {

@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { unlink } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -54,7 +54,8 @@ export class PrefixSnapshotCache {
   constructor(options: PrefixSnapshotCacheOptions) {
     if (!(options.maxBytes > 0)) throw new RangeError("maxBytes must be positive");
     const parent = options.parentDirectory ?? (existsSync("/dev/shm") ? "/dev/shm" : tmpdir());
-    this.directory = mkdtempSync(join(parent, "decisiond-prefixes-"));
+    removeOrphanedFolders(parent);
+    this.directory = mkdtempSync(join(parent, `${FOLDER_PREFIX}${process.pid}-`));
     process.once("exit", this.removeOnExit);
     this.entries = new LRUCache<string, Snapshot>({
       maxSize: options.maxBytes,
@@ -132,6 +133,37 @@ export class PrefixSnapshotCache {
     this.entries.clear();
     process.off("exit", this.removeOnExit);
     this.removeOnExit();
+  }
+}
+
+/** Snapshot folders are named `decisiond-prefixes-<pid>-<random>`. */
+const FOLDER_PREFIX = "decisiond-prefixes-";
+
+/**
+ * Removes the snapshot folders of processes that no longer run (killed before they could clean
+ * up, e.g. by SIGKILL), so their memory on /dev/shm is given back. A folder whose pid belongs to a
+ * running process is left alone, even if that process is not decisiond.
+ */
+export function removeOrphanedFolders(parent: string): void {
+  let names: string[];
+  try {
+    names = readdirSync(parent);
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    const pid = Number(/^decisiond-prefixes-(\d+)-/.exec(name)?.[1]);
+    if (!Number.isInteger(pid) || pid <= 0 || pid === process.pid || isRunning(pid)) continue;
+    rmSync(join(parent, name), { recursive: true, force: true });
+  }
+}
+
+function isRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM";
   }
 }
 
