@@ -1,6 +1,10 @@
 import { InvalidArgumentError, type Command } from "commander";
 import Table from "cli-table3";
-import { AccountStore, defaultStorePath, type ApiKeyRecord } from "../accounts/store.js";
+import { AccountStore, defaultStorePath } from "../accounts/store.js";
+import { keyView } from "../console/views.js";
+
+/** The JSON fields' ISO times, shared with the console's views (`null` for never). */
+export { isoTime } from "../console/views.js";
 
 /**
  * `decisiond keys create|list|revoke`: API keys in the accounts store at
@@ -22,7 +26,7 @@ export function registerKeysCommand(program: Command): void {
       withStore((store) => {
         const { key, record, accountCreated } = store.createKey(flags.account, flags.label);
         if (flags.json) {
-          out(JSON.stringify({ ...keyJson(record), key }));
+          out(JSON.stringify({ ...keyView(record), key }));
           return;
         }
         if (accountCreated) err(`created account "${record.accountName}"`);
@@ -42,7 +46,7 @@ export function registerKeysCommand(program: Command): void {
       withStore((store) => {
         const records = store.listKeys(flags.account);
         if (flags.json) {
-          out(JSON.stringify(records.map(keyJson)));
+          out(JSON.stringify(records.map(keyView)));
           return;
         }
         if (records.length === 0) {
@@ -89,18 +93,6 @@ function keyId(value: string): number {
   return n;
 }
 
-function keyJson(r: ApiKeyRecord) {
-  return {
-    id: r.id,
-    account: r.accountName,
-    prefix: r.prefix,
-    label: r.label ?? null,
-    created_at: isoTime(r.createdAt),
-    last_used_at: isoTime(r.lastUsedAt),
-    revoked_at: isoTime(r.revokedAt),
-  };
-}
-
 /** Opens the store, runs `fn`, closes the store. */
 export function withStore<T>(fn: (store: AccountStore) => T): T {
   const store = AccountStore.open(defaultStorePath());
@@ -119,11 +111,6 @@ export function out(line: string): void {
 /** A line on stderr. */
 export function err(line: string): void {
   process.stderr.write(line + "\n");
-}
-
-/** An ISO time, or `null`. */
-export function isoTime(ms: number | undefined): string | null {
-  return ms === undefined ? null : new Date(ms).toISOString();
 }
 
 /** A time for a table: `2026-01-02 03:04:05Z`, or "" for none. */

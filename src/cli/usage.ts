@@ -1,6 +1,7 @@
 import { InvalidArgumentError, type Command } from "commander";
 import { ALLOWANCE_PERIODS, type AllowancePeriod } from "../accounts/allowance.js";
 import type { AccountUsage } from "../accounts/store.js";
+import { allowanceView } from "../console/views.js";
 import { err, isoTime, out, table, time, withStore } from "./keys.js";
 
 /**
@@ -165,14 +166,6 @@ function usageJson(u: AccountUsage) {
     input_tokens: u.inputTokens,
     output_tokens: u.outputTokens,
     last_call_at: isoTime(u.lastCallAt),
-    allowance: u.allowance
-      ? {
-          tokens: u.allowance.tokens,
-          period: u.allowance.period,
-          used: u.allowance.used,
-          remaining: u.allowance.remaining,
-          renews_at: isoTime(u.allowance.renewsAt),
-        }
-      : null,
+    allowance: allowanceView(u.allowance),
   };
 }
