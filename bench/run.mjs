@@ -21,6 +21,7 @@ import { parseArgs } from "node:util";
 import { getLlama, LlamaLogLevel } from "node-llama-cpp";
 import { Decider } from "../dist/decision/decide.js";
 import { openLlamaEngine } from "../dist/engine/llama.js";
+import { commonPrefixLength } from "../dist/engine/prefix-cache.js";
 import { ensureModel } from "../dist/models/pull.js";
 
 const { values: args } = parseArgs({
@@ -128,15 +129,8 @@ const naiveSeq = rawContext.getSequence();
 
 async function floor(request) {
   const plan = decider.plan(request);
-  let shared = 0;
-  const held = floorSeq.contextTokens;
-  while (
-    shared < held.length &&
-    shared < plan.prefix.length &&
-    held[shared] === plan.prefix[shared]
-  )
-    shared++;
-  if (shared < held.length)
+  const shared = commonPrefixLength(floorSeq.contextTokens, plan.prefix);
+  if (shared < floorSeq.contextTokens.length)
     await floorSeq.eraseContextTokenRanges([{ start: shared, end: floorSeq.nextTokenIndex }]);
   await floorSeq.evaluateWithoutGeneratingNewTokens(plan.prefix.slice(shared));
   const branch = async (b) => {
