@@ -77,11 +77,6 @@ export class PrefixSnapshotCache {
     return this.entries.calculatedSize;
   }
 
-  /** Whether a snapshot of exactly these tokens is held. */
-  has(tokens: readonly Token[]): boolean {
-    return this.entries.has(keyOf(tokens));
-  }
-
   /**
    * The snapshot sharing the longest token prefix with `tokens` (at least `minShared` tokens), or
    * `undefined`. Does not change recency; {@link load} does.
