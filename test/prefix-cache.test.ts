@@ -65,7 +65,7 @@ describe("prefix cache on the real model", () => {
       expect(p2.probabilities[id]).toBeCloseTo(p1.probabilities[id]!, 5);
   });
 
-  it("keeps its snapshots as files in its own folder and removes them on close", async () => {
+  it("keeps one snapshot file per cached prefix in its own folder", async () => {
     const dir = engine.prefixCache!.directory;
     expect(readdirSync(dir).length).toBe(engine.prefixCache!.size);
     expect(engine.prefixCache!.size).toBeGreaterThanOrEqual(2);
