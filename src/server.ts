@@ -56,6 +56,10 @@ export interface ServiceOptions {
   readonly prefixCacheBytes?: number;
   readonly bodyLimit?: number;
   readonly debias?: DebiasMode;
+  /** Choice labels: option ids (`words`) or letters (`fixed`). Default: the Decider's. */
+  readonly labels?: "words" | "fixed";
+  /** Contextual calibration against content-free states. Default: the Decider's (on). */
+  readonly contentFree?: boolean;
   /** A profile to apply; default: `profiles/<model id>.json` beside the model or in the package. */
   readonly calibration?: CalibrationProfile | "none";
   readonly logger?: boolean | { level?: string };
@@ -105,6 +109,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const decider = new Decider(engine, {
     ...(calibration ? { calibration } : {}),
     debias: options.debias ?? "off",
+    ...(options.labels ? { labels: options.labels } : {}),
+    ...(options.contentFree !== undefined ? { contentFree: options.contentFree } : {}),
   });
   const served: ServedModel = {
     names: options.isDefault ? [DEFAULT_PUBLIC_NAME, modelId] : [modelId],

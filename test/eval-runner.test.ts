@@ -243,7 +243,11 @@ describe("runEvaluation through a Decider on a fake engine", () => {
     const engine = fakeEngine();
     const [off, reverse] = await runEvaluation(
       [ITEM],
-      [oursSystem(engine, "off"), oursSystem(engine, "reverse")],
+      // Without contextual calibration, which would remove the fake's position bias by itself.
+      [
+        oursSystem(engine, "off", undefined, false),
+        oursSystem(engine, "reverse", undefined, false),
+      ],
     );
     // off: dog 2, cat 1 + 0.5, bird 0 → dog; reversed: bird 2, cat 1.5, dog 0 → bird: a flip.
     const offChoice = off!.outcomes.find((o) => o.question === "animal")!;

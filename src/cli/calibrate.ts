@@ -4,7 +4,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { DebiasMode } from "../decision/decide.js";
-import { oneOf, positiveInt } from "./options.js";
+import { oneOf, positiveInt, contentFreeOf } from "./options.js";
 import {
   collect,
   loadItems,
@@ -26,6 +26,7 @@ interface CalibrateFlags extends ModelFlags {
   split: Split | "all";
   debias: DebiasMode;
   labels?: "words" | "fixed";
+  contentFree?: "on" | "off";
   out?: string;
   minQuestions: number;
 }
@@ -71,6 +72,11 @@ export function registerCalibrateCommand(program: Command): Command {
       "choice labels the profile will be served with: words or fixed (default: the Decider's)",
       oneOf<"words" | "fixed">("words", "fixed"),
     )
+    .option(
+      "--content-free <on|off>",
+      "contextual calibration against content-free states (default: the Decider's, on)",
+      oneOf<"on" | "off">("on", "off"),
+    )
     .option("--min-questions <n>", "fit a key only with at least n questions", positiveInt, 30)
     .option("--out <file>", "profile to write (default: profiles/<model id>.json in the package)")
     .action(async (flags: CalibrateFlags) => {
@@ -88,10 +94,14 @@ export function registerCalibrateCommand(program: Command): Command {
       const bar = progressBar("calibrate");
       let run;
       try {
-        [run] = await runEvaluation(items, [oursSystem(engine, flags.debias, flags.labels)], {
-          flip: false,
-          onProgress: (done, total) => bar.update(done, total),
-        });
+        [run] = await runEvaluation(
+          items,
+          [oursSystem(engine, flags.debias, flags.labels, contentFreeOf(flags))],
+          {
+            flip: false,
+            onProgress: (done, total) => bar.update(done, total),
+          },
+        );
       } finally {
         bar.stop();
         await engine.close();
@@ -123,6 +133,7 @@ export function registerCalibrateCommand(program: Command): Command {
           split: flags.split,
           debias: flags.debias,
           labels: flags.labels ?? "default",
+          contentFree: flags.contentFree ?? "default",
           items: run.answeredItems,
           questions: run.outcomes.length,
           datasets,

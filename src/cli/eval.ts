@@ -32,7 +32,7 @@ import {
 } from "../evaluation/systems.js";
 import { DEFAULT_MODEL } from "../models/catalogue.js";
 import { loadCalibrationProfile } from "../server.js";
-import { oneOf, positiveInt } from "./options.js";
+import { oneOf, positiveInt, contentFreeOf } from "./options.js";
 
 /** Flags shared by `eval` and `calibrate`. */
 export interface ModelFlags {
@@ -163,6 +163,7 @@ interface EvalFlags extends ModelFlags {
   split: Split | "all";
   debias?: DebiasMode[];
   labels?: "words" | "fixed";
+  contentFree?: "on" | "off";
   calibration: string;
   baseline?: string;
   json?: string;
@@ -211,6 +212,11 @@ export function registerEvalCommand(program: Command): Command {
       "--labels <style>",
       "choice labels: words (option ids) or fixed (letters); default: the Decider's",
       oneOf<"words" | "fixed">("words", "fixed"),
+    )
+    .option(
+      "--content-free <on|off>",
+      "contextual calibration against content-free states (default: the Decider's, on)",
+      oneOf<"on" | "off">("on", "off"),
     )
     .option(
       "--calibration <none|auto|file>",
@@ -291,7 +297,9 @@ async function runEvalCommand(flags: EvalFlags, command: string): Promise<void> 
       `${flags.baseline ? `; baseline ${flags.baseline}` : ""}\n`,
   );
   const engine = await openEngine(model, flags);
-  const systems: DecisionSystem[] = debias.map((mode) => oursSystem(engine, mode, flags.labels));
+  const systems: DecisionSystem[] = debias.map((mode) =>
+    oursSystem(engine, mode, flags.labels, contentFreeOf(flags)),
+  );
   let runs: SystemRun[];
   const bar = progressBar("eval");
   try {
@@ -344,6 +352,7 @@ async function runEvalCommand(flags: EvalFlags, command: string): Promise<void> 
       options: {
         debias,
         labels: flags.labels ?? null,
+        contentFree: flags.contentFree ?? null,
         baseline: flags.baseline ?? null,
         flip: flags.flip,
         flipOrder: flags.flipOrder,

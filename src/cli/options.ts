@@ -36,3 +36,11 @@ export function oneOf<T extends string>(...allowed: T[]): (value: string) => T {
     return value as T;
   };
 }
+
+/**
+ * The Decider's `contentFree` setting from an `--content-free on|off` flag; `undefined` (the
+ * Decider's default) when the flag is absent.
+ */
+export function contentFreeOf(flags: { contentFree?: "on" | "off" }): boolean | undefined {
+  return flags.contentFree === undefined ? undefined : flags.contentFree === "on";
+}

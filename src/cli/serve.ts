@@ -12,7 +12,7 @@ import type { DebiasMode } from "../decision/decide.js";
 import { DEFAULT_MODEL, findModel } from "../models/catalogue.js";
 import { ensureEntry, ensureModel } from "../models/pull.js";
 import { startService } from "../server.js";
-import { byteSize, oneOf, port, positiveInt } from "./options.js";
+import { byteSize, oneOf, port, positiveInt, contentFreeOf } from "./options.js";
 
 /** Options of `decisiond serve` after parsing (flags win over environment variables). */
 interface ServeFlags {
@@ -29,6 +29,8 @@ interface ServeFlags {
   bodyLimit?: number;
   prefixCache?: number;
   debias: DebiasMode;
+  labels?: "words" | "fixed";
+  contentFree?: "on" | "off";
   logLevel: string;
   auth: "on" | "off";
   admissionWait: number;
@@ -224,6 +226,18 @@ export function registerServeCommand(program: Command): void {
       (env.DECISIOND_DEBIAS as DebiasMode | undefined) ?? "off",
     )
     .option(
+      "--labels <style>",
+      "choice labels: words (option ids after an Answer: cue) or fixed (letters) (env DECISIOND_LABELS; default words)",
+      oneOf<"words" | "fixed">("words", "fixed"),
+      env.DECISIOND_LABELS ? oneOf("words", "fixed")(env.DECISIOND_LABELS) : undefined,
+    )
+    .option(
+      "--content-free <on|off>",
+      "contextual calibration against content-free states (env DECISIOND_CONTENT_FREE; default on)",
+      oneOf<"on" | "off">("on", "off"),
+      env.DECISIOND_CONTENT_FREE ? oneOf("on", "off")(env.DECISIOND_CONTENT_FREE) : undefined,
+    )
+    .option(
       "--log-level <level>",
       "pino log level (env DECISIOND_LOG_LEVEL)",
       env.DECISIOND_LOG_LEVEL ?? "info",
@@ -293,6 +307,8 @@ export function registerServeCommand(program: Command): void {
         ...(flags.bodyLimit ? { bodyLimit: flags.bodyLimit } : {}),
         ...(flags.prefixCache !== undefined ? { prefixCacheBytes: flags.prefixCache } : {}),
         debias: flags.debias,
+        ...(flags.labels ? { labels: flags.labels } : {}),
+        ...(contentFreeOf(flags) !== undefined ? { contentFree: contentFreeOf(flags)! } : {}),
         logger: { level: flags.logLevel },
         ...(gate ? { gate } : {}),
         ...(consoleOptions ? { console: consoleOptions } : {}),

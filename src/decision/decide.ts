@@ -1,3 +1,4 @@
+import { LRUCache } from "lru-cache";
 import {
   branchTotalTokens,
   ContextOverflowError,
@@ -53,7 +54,22 @@ export interface DeciderOptions {
    * AG News and far easier to steer with injected text naming an option, so not the default.
    */
   readonly labels?: "words" | "fixed";
+  /**
+   * Contextual calibration (Zhao et al. 2021, "Calibrate Before Use", ICML): every question's
+   * label probabilities are divided by the ones the model gives the same question about
+   * content-free states ({@link CONTENT_FREE_STATES}, probabilities averaged), then
+   * renormalised, which removes the model's prior for a label (a favourite letter, "Yes", a
+   * frequent word) and keeps what the state adds. The prior is computed once per distinct
+   * question (its branch tokens) and kept in an LRU of {@link PRIOR_CACHE_ENTRIES}. Default on.
+   */
+  readonly contentFree?: boolean;
 }
+
+/** The content-free states of contextual calibration, as in Zhao et al. 2021, §4. */
+export const CONTENT_FREE_STATES: readonly string[] = ["N/A", "", "[MASK]"];
+
+/** Distinct question views whose content-free priors are kept. */
+export const PRIOR_CACHE_ENTRIES = 4096;
 
 /** One question's branches and how to read them back. */
 interface QuestionPlan {
@@ -112,6 +128,8 @@ export class Decider {
   private readonly tail: Token[];
   private readonly tailText: string;
   private readonly labelTokens = new Map<string, Token[]>();
+  /** Content-free prior per question view: key {@link viewKey}, value log p by label position. */
+  private readonly priors = new LRUCache<string, number[]>({ max: PRIOR_CACHE_ENTRIES });
 
   constructor(
     readonly engine: Engine,
@@ -202,6 +220,9 @@ export class Decider {
    */
   async decide(request: DecisionRequest, signal?: AbortSignal): Promise<DecisionResult> {
     const plan = this.plan(request);
+    // Priors first, so the engine's last prefix is this request's state (a repeat reuses it).
+    const priors =
+      this.options.contentFree === false ? undefined : await this.priorsOf(plan, signal);
     const result = await this.engine.score(
       {
         prefix: plan.prefix,
@@ -216,12 +237,12 @@ export class Decider {
       const perOrder = q.views.map((view, v) => {
         const score = result.branches[q.firstBranch + v]!;
         outputTokens += triePositions(view.trie);
-        const byPosition = readTrie(view.trie, score, q.labelCount);
-        // Normalise over exactly the labels, then map positions back to option indices.
-        const norm = logSumExp(byPosition);
+        const byPosition = normalised(readTrie(view.trie, score, q.labelCount));
+        const prior = priors?.[q.firstBranch + v];
+        // Map positions back to option indices, less the content-free prior of each position.
         const byOption = new Array<number>(q.labelCount);
         view.order.forEach((optionIndex, position) => {
-          byOption[optionIndex] = byPosition[position]! - norm;
+          byOption[optionIndex] = byPosition[position]! - (prior?.[position] ?? 0);
         });
         return byOption;
       });
@@ -243,6 +264,42 @@ export class Decider {
         cachedPrefixTokens: result.cachedPrefixTokens,
       },
     };
+  }
+
+  /**
+   * The content-free prior of every branch of a plan (log p by label position, normalised over
+   * the labels; probabilities averaged over {@link CONTENT_FREE_STATES}), from the cache or by
+   * scoring the uncached branches on top of each content-free prefix (same system message, state
+   * block and media-free user turn). These evaluations are not counted in the request's usage.
+   */
+  private async priorsOf(plan: Plan, signal?: AbortSignal): Promise<number[][]> {
+    const keys = plan.branches.map(viewKey);
+    const missing = [...new Set(keys.filter((key) => !this.priors.has(key)))];
+    if (missing.length > 0) {
+      const at = new Map(missing.map((key) => [key, keys.indexOf(key)]));
+      const branches = missing.map((key) => plan.branches[at.get(key)!]!);
+      const tries = missing.map((key) => this.trieOfBranch(plan, at.get(key)!));
+      const sums = missing.map((_, i) => new Array<number>(tries[i]!.count).fill(0));
+      for (const state of CONTENT_FREE_STATES) {
+        const prefix = [...this.head, ...this.engine.tokenize(renderStateBlock(state))];
+        const result = await this.engine.score({ prefix, branches }, signal);
+        missing.forEach((_, i) => {
+          const lp = normalised(readTrie(tries[i]!.trie, result.branches[i]!, tries[i]!.count));
+          lp.forEach((x, j) => (sums[i]![j]! += Math.exp(x) / CONTENT_FREE_STATES.length));
+        });
+      }
+      missing.forEach((key, i) => this.priors.set(key, sums[i]!.map(Math.log)));
+    }
+    return keys.map((key) => this.priors.get(key)!);
+  }
+
+  /** The label trie and label count of the question view that produced branch `index`. */
+  private trieOfBranch(plan: Plan, index: number): { trie: LabelTrie; count: number } {
+    for (const q of plan.questions) {
+      const v = index - q.firstBranch;
+      if (v >= 0 && v < q.views.length) return { trie: q.views[v]!.trie, count: q.labelCount };
+    }
+    throw new Error(`no question owns branch ${index}`);
   }
 
   /**
@@ -349,6 +406,17 @@ function trieDepth(trie: LabelTrie): number {
   for (const next of trie.next)
     if (typeof next !== "number") deepest = Math.max(deepest, trieDepth(next));
   return 1 + deepest;
+}
+
+/** Log-probabilities normalised over exactly the given labels. */
+function normalised(logprobs: number[]): number[] {
+  const norm = logSumExp(logprobs);
+  return logprobs.map((x) => x - norm);
+}
+
+/** A question view's identity for the prior cache: its branch tokens and candidate tree. */
+function viewKey(branch: ScoreBranch): string {
+  return JSON.stringify(branch);
 }
 
 function sameTokens(a: readonly Token[], b: readonly Token[]): boolean {

@@ -34,6 +34,8 @@ export interface FittedProfile extends CalibrationProfile {
     readonly split: string;
     readonly debias: string;
     readonly labels: string;
+    /** Contextual calibration setting the profile was fitted with (`on`, `off` or `default`). */
+    readonly contentFree?: string;
     readonly items: number;
     readonly questions: number;
     readonly datasets: Readonly<Record<string, number>>;

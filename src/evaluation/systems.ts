@@ -60,16 +60,24 @@ export function answerProbabilities(question: WireQuestion, answer: Answer): num
 /**
  * decisiond's own readout: a {@link Decider} over an engine, without calibration (calibration is
  * applied afterwards from the returned probabilities; see runner.ts), with the given debiasing
- * and, when given, label style (the Decider's default otherwise).
+ * and, when given, label style and contextual calibration (the Decider's defaults otherwise).
  */
 export function oursSystem(
   engine: Engine,
   debias: DebiasMode,
   labels?: DeciderOptions["labels"],
+  contentFree?: boolean,
 ): DecisionSystem {
-  const decider = new Decider(engine, { debias, ...(labels ? { labels } : {}) });
+  const decider = new Decider(engine, {
+    debias,
+    ...(labels ? { labels } : {}),
+    ...(contentFree !== undefined ? { contentFree } : {}),
+  });
   return {
-    name: (debias === "off" ? "ours" : `ours/${debias}`) + (labels ? `[${labels}]` : ""),
+    name:
+      (debias === "off" ? "ours" : `ours/${debias}`) +
+      (labels ? `[${labels}]` : "") +
+      (contentFree === false ? "[no-cf]" : ""),
     async answer(request) {
       const result = await decider.decide(toDecisionRequest(request));
       const out: SystemAnswers = {};
