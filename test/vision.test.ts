@@ -4,7 +4,7 @@ import { join } from "node:path";
 import sharp from "sharp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { getLlama, LlamaLogLevel, type Token as LlamaToken } from "node-llama-cpp";
-import { Decider } from "../src/decision/decide.js";
+import { CONTENT_FREE_STATES, Decider } from "../src/decision/decide.js";
 import type { BranchScore, ScoreBranch, ScoreRequest } from "../src/engine/types.js";
 import { openVisionEngine, type VisionEngine } from "../src/engine/vision.js";
 import { runTool, toolsAvailable } from "../src/media/tools.js";
@@ -213,6 +213,12 @@ describe("vision: images and videos through the HTTP server", () => {
       ]),
     );
     const image = dataUrl("image/png", await picture("png", [13, 17, 250]));
+    // The questions' content-free priors (contextual calibration) come from text-only requests,
+    // once per question: score them first, so what follows counts the image request alone.
+    const warm = { ...service.engine.counters };
+    expect((await ask({}, questions)).status).toBe(200);
+    expect(service.engine.counters.mediaEncoded).toBe(warm.mediaEncoded);
+    expect(service.engine.counters.requests - warm.requests).toBe(1 + CONTENT_FREE_STATES.length);
     const before = { ...service.engine.counters };
     const res = await ask({ images: [image] }, questions);
     expect(res.status, JSON.stringify(res.body)).toBe(200);

@@ -49,9 +49,14 @@ export interface DeciderOptions {
   /** Default `off`. Applies to choice questions (score scales keep their natural order). */
   readonly debias?: DebiasMode;
   /**
-   * `fixed` (default): letters/numbers at the start of the reply. `words`: choice options answered
-   * by their own ids after an "Answer:" cue — better on some clear-cut sentiment inputs, worse on
-   * AG News and far easier to steer with injected text naming an option, so not the default.
+   * `words` (default): a choice is answered with its own option ids after an "Answer:" cue
+   * (falling back to letters when an id is longer than 8 tokens or the ids' tokens are not
+   * prefix-free). `fixed`: letters at the start of the reply. On the fit parts of SST-2, TREC and
+   * AG News with and without its option descriptions (30 items each, SmolLM2-135M, both with
+   * contextual calibration) words answered 48% right
+   * against 23% for letters (letters are below chance there), but an appended note naming a wrong
+   * option moved 74% of word answers against 16% of letter answers: the model reads the state,
+   * including text that tries to steer it. Callers facing adversarial states can choose `fixed`.
    */
   readonly labels?: "words" | "fixed";
   /**
@@ -320,7 +325,7 @@ export class Decider {
       cueTokens: [] as Token[],
       labelsAt: (_order: readonly number[]) => labelsOf(question),
     };
-    if (question.type !== "choice" || this.options.labels !== "words") return fixed;
+    if (question.type !== "choice" || this.options.labels === "fixed") return fixed;
     const words = question.options.map(([id]) => ` ${id}`);
     try {
       const sequences = words.map((w) => this.tokensOfLabel(w, ANSWER_CUE));

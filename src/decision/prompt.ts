@@ -86,8 +86,9 @@ export function renderQuestion(
  * A choice answered with its own option ids (word labels): the options that have a description
  * first, one `id: description` line each, then the question with the ids inline, e.g.
  * `What is the topic? sports, business or technology?`. The reply is read as the id after an
- * `Answer:` cue. On the fit parts of AG News, SST-2 and TREC (40 items each, SmolLM2-135M) this
- * inline form beat a lettered list and a bulleted list of ids (see docs/QUALITY.md).
+ * `Answer:` cue. With SmolLM2-135M, asking with the ids inline let the model pick the middle
+ * option of three, which it almost never did from a list (position bias). Descriptions stay on
+ * their own lines before the question (after it measured no better on AG News and TREC).
  * @param order option indices in the order they are shown.
  */
 function renderInlineChoice(
