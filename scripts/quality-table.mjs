@@ -1,0 +1,38 @@
+// Renders the docs/QUALITY.md results table from one `decisiond eval --json FILE` run.
+// Usage: node scripts/quality-table.mjs bench/results/quality-<model>.json
+// Each cell: accuracy / ECE / NLL (score questions: accuracy / ECE / MAE / Spearman's rho),
+// then the flip rate (choice) and the injection move rate when the run measured them.
+import { readFileSync } from "node:fs";
+
+const file = process.argv[2];
+if (!file) {
+  console.error("usage: node scripts/quality-table.mjs EVAL_JSON");
+  process.exit(2);
+}
+const run = JSON.parse(readFileSync(file, "utf8"));
+const systems = run.systems.map((s) => s.name);
+const pct = (x) => (x === null || x === undefined ? "n/a" : `${(100 * x).toFixed(0)}%`);
+const num = (x, d = 2) => (x === null || x === undefined ? "n/a" : x.toFixed(d));
+
+function cell(m) {
+  if (!m) return "—";
+  const parts = [pct(m.accuracy), num(m.ece, 3)];
+  if (m.mae !== null && m.mae !== undefined)
+    parts.push(`MAE ${num(m.mae)}`, `ρ ${num(m.spearman)}`);
+  else parts.push(num(m.nll));
+  if (m.flipN > 0) parts.push(`flip ${pct(m.flipRate)}`);
+  if (m.moveN > 0) parts.push(`move ${pct(m.moveRate)}`);
+  return parts.join(" / ");
+}
+
+const rows = run.groups.filter((g) => g.group.startsWith("dataset:") || g.group === "all");
+const n = (g) => Math.max(...Object.values(g.metrics).map((m) => m.n));
+console.log(`| dataset | n | ${systems.join(" | ")} |`);
+console.log(`| --- | --- | ${systems.map(() => "---").join(" | ")} |`);
+for (const g of rows)
+  console.log(
+    `| ${g.group.replace(/^dataset:/, "")} | ${n(g)} | ${systems.map((s) => cell(g.metrics[s])).join(" | ")} |`,
+  );
+console.log(
+  `| items/s | | ${run.systems.map((s) => (s.itemsPerSecond ? s.itemsPerSecond.toFixed(2) : "—")).join(" | ")} |`,
+);
