@@ -1,6 +1,6 @@
 // Renders the docs/QUALITY.md results table from one `decisiond eval --json FILE` run.
 // Usage: node scripts/quality-table.mjs bench/results/quality-<model>.json
-// Each cell: accuracy / ECE / NLL (score questions: accuracy / ECE / MAE / Spearman's rho),
+// Each cell: accuracy / ECE / NLL, then for groups with score questions MAE and Spearman's rho,
 // then the flip rate (choice) and the injection move rate when the run measured them.
 import { readFileSync } from "node:fs";
 
@@ -16,16 +16,17 @@ const num = (x, d = 2) => (x === null || x === undefined ? "n/a" : x.toFixed(d))
 
 function cell(m) {
   if (!m) return "—";
-  const parts = [pct(m.accuracy), num(m.ece, 3)];
+  const parts = [pct(m.accuracy), num(m.ece, 3), num(m.nll)];
   if (m.mae !== null && m.mae !== undefined)
     parts.push(`MAE ${num(m.mae)}`, `ρ ${num(m.spearman)}`);
-  else parts.push(num(m.nll));
   if (m.flipN > 0) parts.push(`flip ${pct(m.flipRate)}`);
   if (m.moveN > 0) parts.push(`move ${pct(m.moveRate)}`);
   return parts.join(" / ");
 }
 
-const rows = run.groups.filter((g) => g.group.startsWith("dataset:") || g.group === "all");
+// Every group: all, per question type, per dataset (the runner leaves out a dataset group that
+// holds exactly the items of a type group, e.g. sst5 = type:score).
+const rows = run.groups;
 const n = (g) => Math.max(...Object.values(g.metrics).map((m) => m.n));
 console.log(`| dataset | n | ${systems.join(" | ")} |`);
 console.log(`| --- | --- | ${systems.map(() => "---").join(" | ")} |`);

@@ -51,12 +51,12 @@ export interface DeciderOptions {
   /**
    * `words` (default): a choice is answered with its own option ids after an "Answer:" cue
    * (falling back to letters when an id is longer than 8 tokens or the ids' tokens are not
-   * prefix-free). `fixed`: letters at the start of the reply. On the fit parts of SST-2, TREC and
-   * AG News with and without its option descriptions (30 items each, SmolLM2-135M, both with
-   * contextual calibration) words answered 48% right
-   * against 23% for letters (letters are below chance there), but an appended note naming a wrong
-   * option moved 74% of word answers against 16% of letter answers: the model reads the state,
-   * including text that tries to steer it. Callers facing adversarial states can choose `fixed`.
+   * prefix-free). `fixed`: letters at the start of the reply. On the fit parts of SST-2, TREC
+   * and AG News with and without its option descriptions (30 items each, SmolLM2-135M, both with
+   * contextual calibration) words answered 48% right against 23% for letters (below chance), but
+   * an appended note naming a wrong option moved 74% of word answers against 16% of letter
+   * answers: the model reads the state, including text that tries to steer it. Callers facing
+   * adversarial states can choose `fixed`.
    */
   readonly labels?: "words" | "fixed";
   /**
@@ -308,10 +308,10 @@ export class Decider {
   }
 
   /**
-   * How a question's options are labelled: by default the fixed labels of {@link labelsOf} at the
-   * start of the reply. With `labels: "words"`, choice questions are answered with their own
-   * option ids after an "Answer:" cue when every id is short and the ids' token sequences are
-   * prefix-free.
+   * How a question's options are labelled: choice questions are answered with their own option
+   * ids after an "Answer:" cue when every id is short and the ids' token sequences are
+   * prefix-free (unless `labels: "fixed"`); otherwise, and for noul and score, the fixed labels
+   * of {@link labelsOf} at the start of the reply.
    */
   private labelStyleOf(question: Question): {
     words: boolean;
