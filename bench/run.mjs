@@ -9,6 +9,9 @@
 //   (e) naive: one full prompt per question (our prompt), the state read again each time.
 // Every system gets a fresh state for every run (a case number leads it), so no system reuses a
 // cached state; the systems take turns within each run so they see the same machine load.
+// Each cell first sends (b) and (c) one untimed request: the first request carrying a question
+// also scores its content-free prior (contextual calibration, then cached); (b)'s time for it is
+// reported on its own ("(b) new questions"), so the medians are the steady state.
 // Also: the prefix-cache hit latency (2048-token state, 1 question) and the peak RSS of `serve`.
 //
 // Usage: npm run bench -- [--states 64,512,2048] [--questions 1,4,16] [--options 2,4,8]
@@ -283,6 +286,11 @@ for (const tokens of STATES)
       const samples = Object.fromEntries([...SYSTEMS].map((s) => [s, []]));
       const overhead = [];
       let evaluated;
+      // The first request carrying a question also scores its content-free prior (contextual
+      // calibration, cached per question): time it on its own, untimed in the medians.
+      let firstRequestMsB;
+      if (SYSTEMS.has("b")) firstRequestMsB = (await timeOne("b", tokens, n, k)).ms;
+      if (SYSTEMS.has("c")) await timeOne("c", tokens, n, k);
       for (let run = 0; run < RUNS; run++) {
         const order = [...SYSTEMS];
         for (let i = 0; i < run % order.length; i++) order.push(order.shift());
@@ -300,6 +308,7 @@ for (const tokens of STATES)
         questions: n,
         options: k,
         evaluatedTokensB: evaluated,
+        firstRequestMsB,
         medianMs: m,
         runsMs: samples,
         httpOverheadMs: overhead.length ? median(overhead) : undefined,
@@ -312,6 +321,7 @@ for (const tokens of STATES)
           (cell.httpOverheadMs !== undefined
             ? ` c−b(http) ${cell.httpOverheadMs.toFixed(1)}`
             : "") +
+          (firstRequestMsB !== undefined ? ` (b, new questions: ${f(firstRequestMsB)})` : "") +
           ` [${Math.round((Date.now() - started) / 1000)} s]`,
       );
     }
@@ -319,6 +329,8 @@ for (const tokens of STATES)
 // ---- prefix cache: miss vs hit at the largest state, 1 question -------------------------------
 const big = Math.max(...STATES);
 const cache = { stateTokens: big, missMs: [], hitSnapshotMs: [], hitLastMs: [] };
+// Untimed: the question's content-free prior, so the miss times the state alone.
+await decider.decide(toDecision(stateOf(64, ++caseNumber), wireQuestions(1, 4)));
 for (let run = 0; run < RUNS; run++) {
   const wq = wireQuestions(1, 4);
   const x = stateOf(big, ++caseNumber);
@@ -372,11 +384,11 @@ const f2 = (x) => (x === undefined || Number.isNaN(x) ? "–" : x.toFixed(2));
 const lines = [
   `decisiond bench ${result.date} — ${MODEL}, ${machine.cpu}, ${threads} threads, context ${CONTEXT}, medians of ${RUNS} runs (naive: ${NAIVE_RUNS}), ms`,
   "",
-  "| state | q | k | (a) floor | (b) in-process | (c) HTTP | c−b HTTP overhead | (d) LlamaDecisionContext | (e) naive | b/a | d/b | e/b |",
-  "|---|---|---|---|---|---|---|---|---|---|---|---|",
+  "| state | q | k | (a) floor | (b) in-process | (c) HTTP | c−b HTTP overhead | (d) LlamaDecisionContext | (e) naive | b/a | d/b | e/b | (b) new questions |",
+  "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
   ...cells.map((c) => {
     const m = c.medianMs;
-    return `| ${c.stateTokens} | ${c.questions} | ${c.options} | ${f0(m.a)} | ${f0(m.b)} | ${f0(m.c)} | ${f2(c.httpOverheadMs)} | ${f0(m.d)} | ${f0(m.e)} | ${f2(m.b / m.a)} | ${f2(m.d / m.b)} | ${f2(m.e / m.b)} |`;
+    return `| ${c.stateTokens} | ${c.questions} | ${c.options} | ${f0(m.a)} | ${f0(m.b)} | ${f0(m.c)} | ${f2(c.httpOverheadMs)} | ${f0(m.d)} | ${f0(m.e)} | ${f2(m.b / m.a)} | ${f2(m.d / m.b)} | ${f2(m.e / m.b)} | ${f0(c.firstRequestMsB)} |`;
   }),
   "",
   ...STATES.flatMap((t) =>
