@@ -12,6 +12,7 @@ import {
   progressBar,
   splitOption,
   type ModelFlags,
+  readoutOptions,
 } from "./eval.js";
 import { FIT_METHOD, fitKeys, temperaturesOf, type FittedProfile } from "../evaluation/fit.js";
 import { datasetOf, type Split } from "../evaluation/format.js";
@@ -45,8 +46,7 @@ function fixed(value: number, digits = 3): string {
  * (question type, option-count bucket) by minimising NLL, and writes the profile `serve` loads.
  */
 export function registerCalibrateCommand(program: Command): Command {
-  return program
-    .command("calibrate")
+  return readoutOptions(program.command("calibrate"))
     .description(
       "fit the temperatures of a model's calibration profile on labeled data (fit split)",
     )
@@ -66,16 +66,6 @@ export function registerCalibrateCommand(program: Command): Command {
       "debiasing the profile will be served with: off, reverse or cyclic",
       oneOf<DebiasMode>("off", "reverse", "cyclic"),
       "off",
-    )
-    .option(
-      "--labels <style>",
-      "choice labels the profile will be served with: words or fixed (default: the Decider's)",
-      oneOf<"words" | "fixed">("words", "fixed"),
-    )
-    .option(
-      "--content-free <on|off>",
-      "contextual calibration against content-free states (default: the Decider's, on)",
-      oneOf<"on" | "off">("on", "off"),
     )
     .option("--min-questions <n>", "fit a key only with at least n questions", positiveInt, 30)
     .option("--out <file>", "profile to write (default: profiles/<model id>.json in the package)")

@@ -56,6 +56,24 @@ export function splitOption(value: string): Split | "all" {
 }
 
 /** Comma-separated debias modes, e.g. `off,reverse`. */
+/**
+ * Adds the readout flags `eval` and `calibrate` share: `--labels words|fixed` and
+ * `--content-free on|off` (absent: the Decider's defaults; read with {@link contentFreeOf}).
+ */
+export function readoutOptions(command: Command): Command {
+  return command
+    .option(
+      "--labels <style>",
+      "choice labels: words (option ids) or fixed (letters); default: the Decider's",
+      oneOf<"words" | "fixed">("words", "fixed"),
+    )
+    .option(
+      "--content-free <on|off>",
+      "contextual calibration against content-free states (default: the Decider's, on)",
+      oneOf<"on" | "off">("on", "off"),
+    );
+}
+
 export function debiasModes(value: string): DebiasMode[] {
   const modes = value.split(",").map((m) => m.trim());
   for (const m of modes)
@@ -187,8 +205,7 @@ interface ConvertFlags {
  * evaluation files from the datasets).
  */
 export function registerEvalCommand(program: Command): Command {
-  const evalCommand = program
-    .command("eval")
+  const evalCommand = readoutOptions(program.command("eval"))
     .description(
       "measure answer quality on labeled data: accuracy, macro-F1, NLL, Brier, ECE, MAE, rho, flip rate",
     )
@@ -207,16 +224,6 @@ export function registerEvalCommand(program: Command): Command {
       "--debias <modes>",
       "option-order debiasing: off, reverse, cyclic; comma-separated to compare several (default: off)",
       debiasModes,
-    )
-    .option(
-      "--labels <style>",
-      "choice labels: words (option ids) or fixed (letters); default: the Decider's",
-      oneOf<"words" | "fixed">("words", "fixed"),
-    )
-    .option(
-      "--content-free <on|off>",
-      "contextual calibration against content-free states (default: the Decider's, on)",
-      oneOf<"on" | "off">("on", "off"),
     )
     .option(
       "--calibration <none|auto|file>",

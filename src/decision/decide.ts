@@ -133,6 +133,8 @@ export class Decider {
   private readonly tail: Token[];
   private readonly tailText: string;
   private readonly labelTokens = new Map<string, Token[]>();
+  /** The prefix of each content-free state (tokenized once), in {@link CONTENT_FREE_STATES} order. */
+  private readonly contentFreePrefixes: readonly Token[][];
   /** Content-free prior per question view: key {@link viewKey}, value log p by label position. */
   private readonly priors = new LRUCache<string, number[]>({ max: PRIOR_CACHE_ENTRIES });
 
@@ -150,6 +152,10 @@ export class Decider {
     this.tailText = rendered.slice(at + TEMPLATE_MARKER.length);
     this.head = engine.tokenize(headText, { special: true });
     this.tail = engine.tokenize(this.tailText, { special: true });
+    this.contentFreePrefixes = CONTENT_FREE_STATES.map((state) => [
+      ...this.head,
+      ...engine.tokenize(renderStateBlock(state)),
+    ]);
   }
 
   /**
@@ -285,8 +291,7 @@ export class Decider {
       const branches = missing.map((key) => plan.branches[at.get(key)!]!);
       const tries = missing.map((key) => this.trieOfBranch(plan, at.get(key)!));
       const sums = missing.map((_, i) => new Array<number>(tries[i]!.count).fill(0));
-      for (const state of CONTENT_FREE_STATES) {
-        const prefix = [...this.head, ...this.engine.tokenize(renderStateBlock(state))];
+      for (const prefix of this.contentFreePrefixes) {
         const result = await this.engine.score({ prefix, branches }, signal);
         missing.forEach((_, i) => {
           const lp = normalised(readTrie(tries[i]!.trie, result.branches[i]!, tries[i]!.count));
