@@ -4,7 +4,7 @@ import { fileURLToPath } from "node:url";
 import { buildApp, type FastifyInstance, type Gate, type ServedModel } from "./api/app.js";
 import type { ConsoleOptions } from "./console/plugin.js";
 import type { CalibrationProfile } from "./decision/calibration.js";
-import { Decider, type DebiasMode } from "./decision/decide.js";
+import { Decider, type DebiasMode, type ReadoutSettings } from "./decision/decide.js";
 import { renderMediaText } from "./decision/prompt.js";
 import { openLlamaEngine } from "./engine/llama.js";
 import type { Engine } from "./engine/types.js";
@@ -56,10 +56,8 @@ export interface ServiceOptions {
   readonly prefixCacheBytes?: number;
   readonly bodyLimit?: number;
   readonly debias?: DebiasMode;
-  /** Choice labels: option ids (`words`) or letters (`fixed`). Default: the Decider's. */
-  readonly labels?: "words" | "fixed";
-  /** Contextual calibration against content-free states. Default: the Decider's (on). */
-  readonly contentFree?: boolean;
+  /** Choice labels, contextual calibration, in-context examples. Default: the Decider's. */
+  readonly readout?: ReadoutSettings;
   /** A profile to apply; default: `profiles/<model id>.json` beside the model or in the package. */
   readonly calibration?: CalibrationProfile | "none";
   readonly logger?: boolean | { level?: string };
@@ -109,8 +107,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const decider = new Decider(engine, {
     ...(calibration ? { calibration } : {}),
     debias: options.debias ?? "off",
-    ...(options.labels ? { labels: options.labels } : {}),
-    ...(options.contentFree !== undefined ? { contentFree: options.contentFree } : {}),
+    ...options.readout,
   });
   const served: ServedModel = {
     names: options.isDefault ? [DEFAULT_PUBLIC_NAME, modelId] : [modelId],

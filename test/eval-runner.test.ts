@@ -245,8 +245,8 @@ describe("runEvaluation through a Decider on a fake engine", () => {
       [ITEM],
       // Without contextual calibration, which would remove the fake's position bias by itself.
       [
-        oursSystem(engine, "off", undefined, false),
-        oursSystem(engine, "reverse", undefined, false),
+        oursSystem(engine, "off", { contentFree: false }),
+        oursSystem(engine, "reverse", { contentFree: false }),
       ],
     );
     // off: dog 2, cat 1 + 0.5, bird 0 → dog; reversed: bird 2, cat 1.5, dog 0 → bird: a flip.
@@ -287,7 +287,7 @@ describe("runEvaluation through a Decider on a fake engine", () => {
         model: "fake",
         temperatures: { "choice:3-4": 2.5, "noul:2": 0.7, "score:4-5": 1.7 },
       };
-      const [run] = await runEvaluation([ITEM], [oursSystem(engine, "reverse", labels)], {
+      const [run] = await runEvaluation([ITEM], [oursSystem(engine, "reverse", { labels })], {
         flip: false,
       });
       const calibrated = calibrateRun(run!, profile);

@@ -226,9 +226,11 @@ describe("vision: images and videos through the HTTP server", () => {
     const after = service.engine.counters;
     expect(after.mediaEncoded! - before.mediaEncoded!).toBe(1);
     expect(after.requests - before.requests).toBe(1);
-    // The prefix (system message, image, state) was evaluated once: 16 branches, one prefix.
-    expect(after.prefixTokensEvaluated - before.prefixTokensEvaluated).toBeLessThan(
-      res.body.usage.input_tokens / 2,
+    // The prefix (system message, examples, image, state) was evaluated once, not per branch:
+    // what the request counts beyond its branch tokens is at least what was evaluated for it.
+    const branchTokens = after.branchTokensEvaluated - before.branchTokensEvaluated;
+    expect(after.prefixTokensEvaluated - before.prefixTokensEvaluated).toBeLessThanOrEqual(
+      res.body.usage.input_tokens - branchTokens,
     );
   });
 
@@ -325,7 +327,8 @@ describe("vision readout equals the softmax of the raw logits", () => {
   });
 
   it("matches the full next-token distribution node-llama-cpp computes for every answer position", async () => {
-    const plan = new Decider(vision).plan({
+    // Without in-context examples: in the fixture's byte vocabulary they would fill the context.
+    const plan = new Decider(vision, { examples: false }).plan({
       state: { door: "open", light: "off" },
       questions: [
         [
@@ -404,6 +407,16 @@ describe("Idefics3-family chat format (SmolVLM)", () => {
       expect(engine.chatTemplate.name).toBe("Idefics3");
       expect(engine.chatTemplate.render([{ role: "user", content: "hi" }])).toBe(
         "<|im_start|>User: hi<end_of_utterance>\nAssistant:",
+      );
+      expect(
+        engine.chatTemplate.render([
+          { role: "user", content: "hi" },
+          { role: "assistant", content: "No" },
+          { role: "user", content: "and?" },
+        ]),
+      ).toBe(
+        "<|im_start|>User: hi<end_of_utterance>\nAssistant: No<end_of_utterance>\n" +
+          "User: and?<end_of_utterance>\nAssistant:",
       );
       const decider = new Decider(engine);
       const image = { data: await picture("png", [9, 9, 9]), mimeType: "image/png" as const };

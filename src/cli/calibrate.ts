@@ -4,7 +4,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { DebiasMode } from "../decision/decide.js";
-import { oneOf, positiveInt, contentFreeOf } from "./options.js";
+import { oneOf, positiveInt, readoutOf, type ReadoutFlags } from "./options.js";
 import {
   collect,
   loadItems,
@@ -21,13 +21,11 @@ import { runEvaluation } from "../evaluation/runner.js";
 import { oursSystem } from "../evaluation/systems.js";
 import { DEFAULT_MODEL } from "../models/catalogue.js";
 
-interface CalibrateFlags extends ModelFlags {
+interface CalibrateFlags extends ModelFlags, ReadoutFlags {
   data?: string[];
   limit?: number;
   split: Split | "all";
   debias: DebiasMode;
-  labels?: "words" | "fixed";
-  contentFree?: "on" | "off";
   out?: string;
   minQuestions: number;
 }
@@ -84,14 +82,10 @@ export function registerCalibrateCommand(program: Command): Command {
       const bar = progressBar("calibrate");
       let run;
       try {
-        [run] = await runEvaluation(
-          items,
-          [oursSystem(engine, flags.debias, flags.labels, contentFreeOf(flags))],
-          {
-            flip: false,
-            onProgress: (done, total) => bar.update(done, total),
-          },
-        );
+        [run] = await runEvaluation(items, [oursSystem(engine, flags.debias, readoutOf(flags))], {
+          flip: false,
+          onProgress: (done, total) => bar.update(done, total),
+        });
       } finally {
         bar.stop();
         await engine.close();
@@ -124,6 +118,7 @@ export function registerCalibrateCommand(program: Command): Command {
           debias: flags.debias,
           labels: flags.labels ?? "default",
           contentFree: flags.contentFree ?? "default",
+          examples: flags.examples ?? "default",
           items: run.answeredItems,
           questions: run.outcomes.length,
           datasets,

@@ -32,7 +32,7 @@ import {
 } from "../evaluation/systems.js";
 import { DEFAULT_MODEL } from "../models/catalogue.js";
 import { loadCalibrationProfile } from "../server.js";
-import { oneOf, positiveInt, contentFreeOf } from "./options.js";
+import { oneOf, positiveInt, readoutOf, type ReadoutFlags } from "./options.js";
 
 /** Flags shared by `eval` and `calibrate`. */
 export interface ModelFlags {
@@ -57,8 +57,9 @@ export function splitOption(value: string): Split | "all" {
 
 /** Comma-separated debias modes, e.g. `off,reverse`. */
 /**
- * Adds the readout flags `eval` and `calibrate` share: `--labels words|fixed` and
- * `--content-free on|off` (absent: the Decider's defaults; read with {@link contentFreeOf}).
+ * Adds the readout flags `eval` and `calibrate` share: `--labels words|fixed`,
+ * `--content-free on|off` and `--examples on|off` (absent: the Decider's defaults; read with
+ * {@link readoutOf}).
  */
 export function readoutOptions(command: Command): Command {
   return command
@@ -70,6 +71,11 @@ export function readoutOptions(command: Command): Command {
     .option(
       "--content-free <on|off>",
       "contextual calibration against content-free states (default: the Decider's, on)",
+      oneOf<"on" | "off">("on", "off"),
+    )
+    .option(
+      "--examples <on|off>",
+      "in-context examples before every request (default: the Decider's, on)",
       oneOf<"on" | "off">("on", "off"),
     );
 }
@@ -175,13 +181,11 @@ export function chooseProfile(
   return { profile, source: value };
 }
 
-interface EvalFlags extends ModelFlags {
+interface EvalFlags extends ModelFlags, ReadoutFlags {
   data?: string[];
   limit?: number;
   split: Split | "all";
   debias?: DebiasMode[];
-  labels?: "words" | "fixed";
-  contentFree?: "on" | "off";
   calibration: string;
   baseline?: string;
   json?: string;
@@ -305,7 +309,7 @@ async function runEvalCommand(flags: EvalFlags, command: string): Promise<void> 
   );
   const engine = await openEngine(model, flags);
   const systems: DecisionSystem[] = debias.map((mode) =>
-    oursSystem(engine, mode, flags.labels, contentFreeOf(flags)),
+    oursSystem(engine, mode, readoutOf(flags)),
   );
   let runs: SystemRun[];
   const bar = progressBar("eval");
@@ -360,6 +364,7 @@ async function runEvalCommand(flags: EvalFlags, command: string): Promise<void> 
         debias,
         labels: flags.labels ?? null,
         contentFree: flags.contentFree ?? null,
+        examples: flags.examples ?? null,
         baseline: flags.baseline ?? null,
         flip: flags.flip,
         flipOrder: flags.flipOrder,

@@ -1,4 +1,5 @@
 import { InvalidArgumentError } from "commander";
+import type { ReadoutSettings } from "../decision/decide.js";
 
 /**
  * Parsers for command-line values, each naming the flag in its error.
@@ -37,10 +38,21 @@ export function oneOf<T extends string>(...allowed: T[]): (value: string) => T {
   };
 }
 
+/** The readout flags `serve`, `eval` and `calibrate` share (absent: the Decider's default). */
+export interface ReadoutFlags {
+  labels?: "words" | "fixed";
+  contentFree?: "on" | "off";
+  examples?: "on" | "off";
+}
+
 /**
- * The Decider's `contentFree` setting from an `--content-free on|off` flag; `undefined` (the
- * Decider's default) when the flag is absent.
+ * The Decider's readout settings from `--labels`, `--content-free on|off` and
+ * `--examples on|off`; a flag that is absent leaves the Decider's default.
  */
-export function contentFreeOf(flags: { contentFree?: "on" | "off" }): boolean | undefined {
-  return flags.contentFree === undefined ? undefined : flags.contentFree === "on";
+export function readoutOf(flags: ReadoutFlags): ReadoutSettings {
+  return {
+    ...(flags.labels ? { labels: flags.labels } : {}),
+    ...(flags.contentFree ? { contentFree: flags.contentFree === "on" } : {}),
+    ...(flags.examples ? { examples: flags.examples === "on" } : {}),
+  };
 }

@@ -12,10 +12,10 @@ import type { DebiasMode } from "../decision/decide.js";
 import { DEFAULT_MODEL, findModel } from "../models/catalogue.js";
 import { ensureEntry, ensureModel } from "../models/pull.js";
 import { startService } from "../server.js";
-import { byteSize, oneOf, port, positiveInt, contentFreeOf } from "./options.js";
+import { byteSize, oneOf, port, positiveInt, readoutOf, type ReadoutFlags } from "./options.js";
 
 /** Options of `decisiond serve` after parsing (flags win over environment variables). */
-interface ServeFlags {
+interface ServeFlags extends ReadoutFlags {
   host: string;
   port: number;
   model: string;
@@ -29,8 +29,6 @@ interface ServeFlags {
   bodyLimit?: number;
   prefixCache?: number;
   debias: DebiasMode;
-  labels?: "words" | "fixed";
-  contentFree?: "on" | "off";
   logLevel: string;
   auth: "on" | "off";
   admissionWait: number;
@@ -238,6 +236,12 @@ export function registerServeCommand(program: Command): void {
       env.DECISIOND_CONTENT_FREE ? oneOf("on", "off")(env.DECISIOND_CONTENT_FREE) : undefined,
     )
     .option(
+      "--examples <on|off>",
+      "in-context examples before every request (env DECISIOND_EXAMPLES; default on)",
+      oneOf<"on" | "off">("on", "off"),
+      env.DECISIOND_EXAMPLES ? oneOf("on", "off")(env.DECISIOND_EXAMPLES) : undefined,
+    )
+    .option(
       "--log-level <level>",
       "pino log level (env DECISIOND_LOG_LEVEL)",
       env.DECISIOND_LOG_LEVEL ?? "info",
@@ -307,8 +311,7 @@ export function registerServeCommand(program: Command): void {
         ...(flags.bodyLimit ? { bodyLimit: flags.bodyLimit } : {}),
         ...(flags.prefixCache !== undefined ? { prefixCacheBytes: flags.prefixCache } : {}),
         debias: flags.debias,
-        ...(flags.labels ? { labels: flags.labels } : {}),
-        ...(contentFreeOf(flags) !== undefined ? { contentFree: contentFreeOf(flags)! } : {}),
+        readout: readoutOf(flags),
         logger: { level: flags.logLevel },
         ...(gate ? { gate } : {}),
         ...(consoleOptions ? { console: consoleOptions } : {}),

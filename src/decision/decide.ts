@@ -1,6 +1,7 @@
 import { LRUCache } from "lru-cache";
 import {
   branchTotalTokens,
+  type ChatMessage,
   ContextOverflowError,
   type Engine,
   type PrefixMedia,
@@ -27,6 +28,8 @@ import {
   softmax,
 } from "./math.js";
 import {
+  PROMPT_EXAMPLES,
+  type PromptExample,
   renderMediaText,
   renderQuestion,
   renderStateBlock,
@@ -68,7 +71,15 @@ export interface DeciderOptions {
    * question (its branch tokens) and kept in an LRU of {@link PRIOR_CACHE_ENTRIES}. Default on.
    */
   readonly contentFree?: boolean;
+  /**
+   * In-context examples ({@link PROMPT_EXAMPLES}) as finished chat turns before the request.
+   * Default on.
+   */
+  readonly examples?: boolean;
 }
+
+/** The readout settings a caller may choose (the rest of {@link DeciderOptions} is serving policy). */
+export type ReadoutSettings = Pick<DeciderOptions, "labels" | "contentFree" | "examples">;
 
 /** The content-free states of contextual calibration, as in Zhao et al. 2021, §4. */
 export const CONTENT_FREE_STATES: readonly string[] = ["N/A", "", "[MASK]"];
@@ -142,20 +153,46 @@ export class Decider {
     readonly engine: Engine,
     readonly options: DeciderOptions = {},
   ) {
-    const rendered = engine.chatTemplate.render([
-      { role: "system", content: SYSTEM_MESSAGE },
-      { role: "user", content: TEMPLATE_MARKER },
-    ]);
-    const at = rendered.indexOf(TEMPLATE_MARKER);
-    if (at < 0) throw new Error("the chat template dropped the user message");
-    const headText = rendered.slice(0, at);
-    this.tailText = rendered.slice(at + TEMPLATE_MARKER.length);
-    this.head = engine.tokenize(headText, { special: true });
+    // The tail first: reading an example's reply labels needs it.
+    this.tailText = splitAtMarker(
+      engine.chatTemplate.render([
+        { role: "system", content: SYSTEM_MESSAGE },
+        { role: "user", content: TEMPLATE_MARKER },
+      ]),
+    ).after;
     this.tail = engine.tokenize(this.tailText, { special: true });
+    const examples =
+      options.examples === false ? [] : PROMPT_EXAMPLES.flatMap((e) => this.exampleTurns(e));
+    const { before } = splitAtMarker(
+      engine.chatTemplate.render([
+        { role: "system", content: SYSTEM_MESSAGE },
+        ...examples,
+        { role: "user", content: TEMPLATE_MARKER },
+      ]),
+    );
+    this.head = engine.tokenize(before, { special: true });
     this.contentFreePrefixes = CONTENT_FREE_STATES.map((state) => [
       ...this.head,
       ...engine.tokenize(renderStateBlock(state)),
     ]);
+  }
+
+  /**
+   * An in-context example as a user turn (state block and question, rendered as a request's) and
+   * an assistant turn holding the reply this Decider reads: the option id after the answer cue
+   * for word-labelled choices, otherwise the label of the answer.
+   */
+  private exampleTurns(example: PromptExample): ChatMessage[] {
+    const { question, answer } = example;
+    const style = this.labelStyleOf(question);
+    const order = Array.from({ length: labelCountOf(question) }, (_, i) => i);
+    const labels = style.labelsAt(order);
+    const user =
+      renderStateBlock(example.state) + renderQuestion(question, labels, order, style.words);
+    return [
+      { role: "user", content: user },
+      { role: "assistant", content: `${style.cue}${labels[answer]!}` },
+    ];
   }
 
   /**
@@ -384,6 +421,13 @@ export class Decider {
     this.labelTokens.set(key, tokens);
     return tokens;
   }
+}
+
+/** A rendered chat split around {@link TEMPLATE_MARKER}. @throws {Error} without the marker. */
+function splitAtMarker(rendered: string): { before: string; after: string } {
+  const at = rendered.indexOf(TEMPLATE_MARKER);
+  if (at < 0) throw new Error("the chat template dropped the user message");
+  return { before: rendered.slice(0, at), after: rendered.slice(at + TEMPLATE_MARKER.length) };
 }
 
 /** The cue that opens the reply before a word label. */

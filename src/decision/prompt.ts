@@ -127,3 +127,71 @@ export function renderMediaText(media: DecisionMedia): { before: string[]; after
   before[0] = `Video of ${seconds(media.durationSeconds)}, ${n} frames:\n${before[0]}`;
   return { before, after: "\n" };
 }
+
+/**
+ * An in-context example: a state, a question about it and its answer. The Decider renders it with
+ * the same functions as a real request and the reply its readout expects (the option id after the
+ * `Answer:` cue, a letter, Yes/No or a level number), as finished user/assistant turns between the
+ * system message and the request's user turn, so examples are part of the static head every
+ * request shares.
+ */
+export interface PromptExample {
+  readonly state: Json;
+  readonly question: Question;
+  /** Index of the right option (choice), level (score), or 0 for yes and 1 for no (noul). */
+  readonly answer: number;
+}
+
+/**
+ * The in-context examples ("demonstrations", Brown et al. 2020, "Language Models are Few-Shot
+ * Learners") shown before every request: made-up situations far from any evaluation dataset, one
+ * per question form (two-option and three-option choice, yes/no, a scale), whose answers are the
+ * second of two, the middle of three, "no" and the top level, so they teach no favourite
+ * position. Chosen on the fit rows (`decisiond eval --split all --limit 30 --no-flip
+ * --calibration none`, nine datasets, 263 questions, SmolLM2-135M-Instruct): without examples
+ * 36.9% right, NLL 1.188; these four 36.5%, NLL 1.150 (yes/no NLL 0.857 → 0.742); the two
+ * choice examples alone 34.6%, 1.199. Option descriptions in an example, or a short system
+ * message, measured worse.
+ */
+export const PROMPT_EXAMPLES: readonly PromptExample[] = [
+  {
+    state:
+      "The parcel arrived on Tuesday, but the box was crushed and two plates inside were broken.",
+    question: {
+      type: "choice",
+      instructions: "What condition did the items arrive in?",
+      options: [
+        ["intact", null],
+        ["damaged", null],
+      ],
+    },
+    answer: 1,
+  },
+  {
+    state: "She fed the cat, then walked the dog around the lake before breakfast.",
+    question: {
+      type: "choice",
+      instructions: "Which animal was walked?",
+      options: [
+        ["cat", null],
+        ["dog", null],
+        ["bird", null],
+      ],
+    },
+    answer: 1,
+  },
+  {
+    state: { door: "open", alarm: "off", lights: "on" },
+    question: { type: "noul", instructions: "Is the alarm on?" },
+    answer: 1,
+  },
+  {
+    state: "Server room temperature is 41 °C and rising; two machines have already shut down.",
+    question: {
+      type: "score",
+      instructions: "How urgent is this?",
+      levels: ["not urgent", "somewhat urgent", "very urgent"],
+    },
+    answer: 2,
+  },
+];

@@ -381,7 +381,9 @@ export function chatTemplateOf(model: LlamaModel): ChatTemplate {
       const chatHistory: ChatHistoryItem[] = messages.map((message) =>
         message.role === "system"
           ? { type: "system", text: message.content }
-          : { type: "user", text: message.content },
+          : message.role === "user"
+            ? { type: "user", text: message.content }
+            : { type: "model", response: [message.content] },
       );
       chatHistory.push({ type: "model", response: [] });
       const { contextText } = wrapper.generateContextState({ chatHistory });

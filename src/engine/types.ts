@@ -32,9 +32,12 @@ export interface ModelInfo {
   readonly imageTokens?: number;
 }
 
-/** One chat turn to render with the model's chat template. */
+/**
+ * One chat turn to render with the model's chat template. An `assistant` turn is a finished reply
+ * (an in-context example); the template still ends with the opening of a new assistant turn.
+ */
 export interface ChatMessage {
-  readonly role: "system" | "user";
+  readonly role: "system" | "user" | "assistant";
   readonly content: string;
 }
 

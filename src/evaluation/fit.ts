@@ -36,6 +36,8 @@ export interface FittedProfile extends CalibrationProfile {
     readonly labels: string;
     /** Contextual calibration setting the profile was fitted with (`on`, `off` or `default`). */
     readonly contentFree?: string;
+    /** In-context examples setting the profile was fitted with (`on`, `off` or `default`). */
+    readonly examples?: string;
     readonly items: number;
     readonly questions: number;
     readonly datasets: Readonly<Record<string, number>>;

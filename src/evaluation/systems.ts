@@ -7,7 +7,7 @@ import {
 } from "node-llama-cpp";
 import type { SystemOneRequest } from "../api/schemas.js";
 import { toDecisionRequest } from "../api/translate.js";
-import { Decider, type DebiasMode, type DeciderOptions } from "../decision/decide.js";
+import { Decider, type DebiasMode, type ReadoutSettings } from "../decision/decide.js";
 import type { Answer } from "../decision/types.js";
 import type { Engine } from "../engine/types.js";
 
@@ -65,19 +65,15 @@ export function answerProbabilities(question: WireQuestion, answer: Answer): num
 export function oursSystem(
   engine: Engine,
   debias: DebiasMode,
-  labels?: DeciderOptions["labels"],
-  contentFree?: boolean,
+  readout: ReadoutSettings = {},
 ): DecisionSystem {
-  const decider = new Decider(engine, {
-    debias,
-    ...(labels ? { labels } : {}),
-    ...(contentFree !== undefined ? { contentFree } : {}),
-  });
+  const decider = new Decider(engine, { ...readout, debias });
   return {
     name:
       (debias === "off" ? "ours" : `ours/${debias}`) +
-      (labels ? `[${labels}]` : "") +
-      (contentFree === false ? "[no-cf]" : ""),
+      (readout.labels ? `[${readout.labels}]` : "") +
+      (readout.contentFree === false ? "[no-cf]" : "") +
+      (readout.examples === false ? "[no-examples]" : ""),
     async answer(request) {
       const result = await decider.decide(toDecisionRequest(request));
       const out: SystemAnswers = {};

@@ -1,0 +1,71 @@
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { Decider } from "../src/decision/decide.js";
+import { PROMPT_EXAMPLES, renderStateBlock } from "../src/decision/prompt.js";
+import type { DecisionRequest, Question } from "../src/decision/types.js";
+import { openLlamaEngine, type LlamaEngine } from "../src/engine/llama.js";
+
+/** The request that asks an example's question about the example's state. */
+function requestOf(state: DecisionRequest["state"], question: Question): DecisionRequest {
+  return { state, questions: [["q", question]] };
+}
+
+/**
+ * In-context examples on the real model: shown before every request exactly as that request
+ * would be shown, each followed by the reply the readout reads; absent with `examples: false`.
+ */
+describe("in-context examples", () => {
+  let engine: LlamaEngine;
+  beforeAll(async () => {
+    engine = await openLlamaEngine({ modelPath: inject("modelPath"), contextSize: 2048 });
+  });
+  afterAll(async () => {
+    await engine?.close();
+  });
+
+  /** The text of a Decider's head: the prefix of any request, less its state block. */
+  function headText(decider: Decider): string {
+    const plan = decider.plan(requestOf("x", PROMPT_EXAMPLES[0]!.question));
+    const state = engine.tokenize(renderStateBlock("x"));
+    return engine.detokenize(plan.prefix.slice(0, plan.prefix.length - state.length));
+  }
+
+  it("there are examples of all three question types", () => {
+    expect(new Set(PROMPT_EXAMPLES.map((e) => e.question.type))).toEqual(
+      new Set(["choice", "noul", "score"]),
+    );
+  });
+
+  for (const labels of ["words", "fixed"] as const) {
+    it(`shows each example as its request, then the ${labels} reply the readout reads`, () => {
+      const decider = new Decider(engine, { labels, contentFree: false });
+      const head = headText(decider);
+      for (const example of PROMPT_EXAMPLES) {
+        const plan = decider.plan(requestOf(example.state, example.question));
+        const state = engine.tokenize(renderStateBlock(example.state));
+        const branch = plan.branches[0]!;
+        // The request's user turn through the reply cue: state block, question, turn change.
+        const asked = engine.detokenize([...state, ...branch.tokens]);
+        expect(head).toContain(asked);
+        const at = head.indexOf(asked) + asked.length;
+        const reply = head.slice(at, head.indexOf("\n", at));
+        const expected =
+          example.question.type === "choice"
+            ? labels === "words"
+              ? ` ${example.question.options[example.answer]![0]}`
+              : "ABCDEFGH"[example.answer]!
+            : example.question.type === "noul"
+              ? ["Yes", "No"][example.answer]!
+              : String(example.answer);
+        // The reply ends the assistant turn (ChatML: `<|im_end|>` after it).
+        expect(reply).toBe(`${expected}<|im_end|>`);
+      }
+    });
+  }
+
+  it("leaves them out with examples: false", () => {
+    const head = headText(new Decider(engine, { examples: false, contentFree: false }));
+    for (const example of PROMPT_EXAMPLES)
+      expect(head).not.toContain(renderStateBlock(example.state).trim());
+    expect(head.match(/<\|im_start\|>/g)).toHaveLength(2);
+  });
+});
