@@ -16,6 +16,7 @@
 //
 // Usage: npm run bench -- [--states 64,512,2048] [--questions 1,4,16] [--options 2,4,8]
 //                         [--runs 3] [--naive-runs 1] [--systems a,b,c,d,e] [--threads N]
+//                         [--parallel N (branch sequences; default: the engine's)]
 import { spawn } from "node:child_process";
 import http from "node:http";
 import { readFileSync, writeFileSync, mkdirSync } from "node:fs";
@@ -37,6 +38,7 @@ const { values: args } = parseArgs({
     systems: { type: "string", default: "a,b,c,d,e" },
     threads: { type: "string" },
     "context-size": { type: "string", default: "8192" },
+    parallel: { type: "string" },
     out: { type: "string" },
   },
 });
@@ -79,7 +81,14 @@ const TEAMS = [
   ["feedback", "Praise and suggestions"],
 ];
 
-const engine = await openLlamaEngine({ modelPath, id: MODEL, threads, contextSize: CONTEXT });
+const PARALLEL = args.parallel ? Number(args.parallel) : undefined;
+const engine = await openLlamaEngine({
+  modelPath,
+  id: MODEL,
+  threads,
+  contextSize: CONTEXT,
+  ...(PARALLEL ? { parallelBranches: PARALLEL } : {}),
+});
 const decider = new Decider(engine);
 
 /** A state of about `tokens` tokens (whole sentences), led by a case number. */
@@ -196,6 +205,7 @@ if (SYSTEMS.has("c")) {
       "warn",
       "--console",
       "off",
+      ...(PARALLEL ? ["--parallel", String(PARALLEL)] : []),
     ],
     { stdio: ["ignore", "inherit", "inherit"] },
   );
@@ -372,6 +382,7 @@ const result = {
   date: new Date().toISOString(),
   model: MODEL,
   contextSize: CONTEXT,
+  parallelBranches: PARALLEL ?? "default",
   runs: RUNS,
   naiveRuns: NAIVE_RUNS,
   machine,
