@@ -55,7 +55,6 @@ export function splitOption(value: string): Split | "all" {
   }
 }
 
-/** Comma-separated debias modes, e.g. `off,reverse`. */
 /**
  * Adds the readout flags `eval` and `calibrate` share: `--labels words|fixed`,
  * `--content-free on|off` and `--examples on|off` (absent: the Decider's defaults; read with
@@ -80,6 +79,7 @@ export function readoutOptions(command: Command): Command {
     );
 }
 
+/** Comma-separated debias modes, e.g. `off,reverse`. */
 export function debiasModes(value: string): DebiasMode[] {
   const modes = value.split(",").map((m) => m.trim());
   for (const m of modes)
