@@ -150,8 +150,9 @@ export interface PromptExample {
  * position. Chosen on the fit rows (`decisiond eval --split all --limit 30 --no-flip
  * --calibration none`, nine datasets, 263 questions, SmolLM2-135M-Instruct): without examples
  * 36.9% right, NLL 1.188; these four 36.5%, NLL 1.150 (yes/no NLL 0.857 → 0.742); the two
- * choice examples alone 34.6%, 1.199. Option descriptions in an example, or a short system
- * message, measured worse.
+ * choice examples alone 34.6%, 1.199; with a short system message, worse on the fit rows; a
+ * fifth example with option descriptions, worse on bench/clear-cut.mjs (14 of 20 against 17).
+ * On the test rows (docs/QUALITY.md) the four moved accuracy 41% → 40%, NLL 1.08 → 1.07.
  */
 export const PROMPT_EXAMPLES: readonly PromptExample[] = [
   {
