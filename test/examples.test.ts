@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { Decider } from "../src/decision/decide.js";
+import { choiceLabels, NOUL_LABELS, scoreLabels } from "../src/decision/labels.js";
 import { PROMPT_EXAMPLES, renderStateBlock } from "../src/decision/prompt.js";
 import type { DecisionRequest, Question } from "../src/decision/types.js";
 import { openLlamaEngine, type LlamaEngine } from "../src/engine/llama.js";
@@ -52,10 +53,10 @@ describe("in-context examples", () => {
           example.question.type === "choice"
             ? labels === "words"
               ? ` ${example.question.options[example.answer]![0]}`
-              : "ABCDEFGH"[example.answer]!
+              : choiceLabels(example.question.options.length)[example.answer]!
             : example.question.type === "noul"
-              ? ["Yes", "No"][example.answer]!
-              : String(example.answer);
+              ? NOUL_LABELS[example.answer]!
+              : scoreLabels(example.question.levels.length)[example.answer]!;
         // The reply ends the assistant turn (ChatML: `<|im_end|>` after it).
         expect(reply).toBe(`${expected}<|im_end|>`);
       }
