@@ -1,10 +1,14 @@
 // Issue 5 benchmark: one run, medians and ratios over
 //   state ≈ 64 / 512 / 2048 tokens × 1 / 4 / 16 questions × 2 / 4 / 8 options, for
 //   (a) floor: node-llama-cpp evaluating exactly the tokens decisiond evaluates for the request
-//       (the uncached prefix tokens, then every branch on top of the prefix), no decision logic;
+//       (the uncached prefix tokens, then the branch tokens of the engine's branch schedule: the
+//       tokens all branches start with once, each branch past what it shares with the previous
+//       one of its lane), no decision logic;
 //   (b) decisiond's engine and readout in-process (Decider.decide);
 //   (c) decisiond over HTTP with keep-alive, end to end (a `decisiond serve` child process);
-//       the HTTP overhead is (c) minus the server's own Server-Timing `decide` duration;
+//       the HTTP overhead is (c) minus the server's own Server-Timing `decide` duration, and the
+//       part of it spent in the server is Server-Timing `app` (arrival to serialized response)
+//       minus `decide`;
 //   (d) node-llama-cpp's LlamaDecisionContext.decide on the same inputs;
 //   (e) naive: one full prompt per question (our prompt), the state read again each time.
 // Every system gets a fresh state for every run (a case number leads it), so no system reuses a
@@ -17,6 +21,8 @@
 // Usage: npm run bench -- [--states 64,512,2048] [--questions 1,4,16] [--options 2,4,8]
 //                         [--runs 3] [--naive-runs 1] [--systems a,b,c,d,e] [--threads N]
 //                         [--parallel N (branch sequences; default: the engine's)]
+//                         [--rotate-options (question i lists the options rotated by i, so
+//                          no two questions' branches start alike)]
 import { spawn } from "node:child_process";
 import http from "node:http";
 import { readFileSync, writeFileSync, mkdirSync } from "node:fs";
@@ -25,6 +31,7 @@ import { parseArgs } from "node:util";
 import { getLlama, LlamaLogLevel } from "node-llama-cpp";
 import { Decider } from "../dist/decision/decide.js";
 import { openLlamaEngine } from "../dist/engine/llama.js";
+import { scheduleBranches } from "../dist/engine/branch-schedule.js";
 import { commonPrefixLength } from "../dist/engine/prefix-cache.js";
 import { ensureModel } from "../dist/models/pull.js";
 
@@ -39,6 +46,7 @@ const { values: args } = parseArgs({
     threads: { type: "string" },
     "context-size": { type: "string", default: "8192" },
     parallel: { type: "string" },
+    "rotate-options": { type: "boolean", default: false },
     out: { type: "string" },
   },
 });
@@ -106,6 +114,8 @@ function stateOf(tokens, caseNumber) {
   }
   return `Case ${caseNumber}. ${baseTexts.get(tokens)}`;
 }
+const ROTATE = args["rotate-options"];
+const rotated = (xs, by) => xs.map((_, j) => xs[(j + by) % xs.length]);
 /** `n` choice questions of `k` options, wire (HTTP) shape. */
 function wireQuestions(n, k) {
   return Object.fromEntries(
@@ -114,7 +124,7 @@ function wireQuestions(n, k) {
       {
         type: "choice",
         instructions: `Which team should handle this (${i + 1})?`,
-        criteria: Object.fromEntries(TEAMS.slice(0, k)),
+        criteria: Object.fromEntries(rotated(TEAMS.slice(0, k), ROTATE ? i : 0)),
       },
     ]),
   );
@@ -145,13 +155,35 @@ async function floor(request) {
   if (shared < floorSeq.contextTokens.length)
     await floorSeq.eraseContextTokenRanges([{ start: shared, end: floorSeq.nextTokenIndex }]);
   await floorSeq.evaluateWithoutGeneratingNewTokens(plan.prefix.slice(shared));
-  const branch = async (b) => {
+  // Exactly the branch tokens the engine evaluates: its schedule's common lead once, then each
+  // lane's branches from the tokens they share with the lane's previous branch (one sequence
+  // here, lane after lane).
+  const schedule = scheduleBranches(plan.branches, engine.parallelBranches);
+  const base = plan.prefix.length + schedule.lead;
+  if (schedule.lead > 0)
+    await floorSeq.evaluateWithoutGeneratingNewTokens(
+      plan.branches[0].tokens.slice(0, schedule.lead),
+    );
+  const eraseTo = (at) =>
+    floorSeq.nextTokenIndex > at &&
+    floorSeq.eraseContextTokenRanges([{ start: at, end: floorSeq.nextTokenIndex }]);
+  const children = async (b) => {
     const start = floorSeq.nextTokenIndex;
-    await floorSeq.evaluateWithoutGeneratingNewTokens(b.tokens);
-    for (const child of b.children ?? []) await branch(child);
-    await floorSeq.eraseContextTokenRanges([{ start, end: floorSeq.nextTokenIndex }]);
+    for (const child of b.children ?? []) {
+      await floorSeq.evaluateWithoutGeneratingNewTokens(child.tokens);
+      await children(child);
+      await eraseTo(start);
+    }
   };
-  for (const b of plan.branches) await branch(b);
+  for (const run of schedule.lanes) {
+    for (const { index, shared: from } of run) {
+      await eraseTo(plan.prefix.length + from);
+      await floorSeq.evaluateWithoutGeneratingNewTokens(plan.branches[index].tokens.slice(from));
+      await children(plan.branches[index]);
+    }
+    await eraseTo(base);
+  }
+  await eraseTo(plan.prefix.length);
 }
 
 async function naive(request) {
@@ -243,8 +275,10 @@ function overHttp(state, wq) {
           if (res.statusCode !== 200)
             return reject(new Error(`HTTP ${res.statusCode}: ${text.slice(0, 200)}`));
           JSON.parse(text);
-          const timing = /decide;dur=([\d.]+)/.exec(res.headers["server-timing"] ?? "");
-          resolve(timing ? Number(timing[1]) : NaN);
+          const timing = res.headers["server-timing"] ?? "";
+          const decide = /decide;dur=([\d.]+)/.exec(timing);
+          const app = /app;dur=([\d.]+)/.exec(timing);
+          resolve({ decide: decide ? Number(decide[1]) : NaN, app: app ? Number(app[1]) : NaN });
         });
       },
     );
@@ -295,6 +329,7 @@ for (const tokens of STATES)
     for (const k of OPTION_COUNTS) {
       const samples = Object.fromEntries([...SYSTEMS].map((s) => [s, []]));
       const overhead = [];
+      const inServer = [];
       let evaluated;
       // The first request carrying a question also scores its content-free prior (contextual
       // calibration, cached per question): time it on its own, untimed in the medians.
@@ -309,7 +344,10 @@ for (const tokens of STATES)
           const { ms, extra } = await timeOne(s, tokens, n, k);
           samples[s].push(ms);
           if (s === "b") evaluated = extra;
-          if (s === "c") overhead.push(ms - extra);
+          if (s === "c") {
+            overhead.push(ms - extra.decide);
+            inServer.push(extra.app - extra.decide);
+          }
         }
       }
       const m = Object.fromEntries(Object.entries(samples).map(([s, xs]) => [s, median(xs)]));
@@ -322,6 +360,9 @@ for (const tokens of STATES)
         medianMs: m,
         runsMs: samples,
         httpOverheadMs: overhead.length ? median(overhead) : undefined,
+        // Of the overhead, the part spent inside the server around `decide` (parse, validate,
+        // serialize): Server-Timing `app` − `decide`.
+        serverHandlingMs: inServer.length ? median(inServer) : undefined,
       };
       cells.push(cell);
       const f = (x) => (x === undefined ? "–" : x.toFixed(0));
@@ -329,7 +370,7 @@ for (const tokens of STATES)
         `state ${tokens} q ${n} k ${k}: a ${f(m.a)} b ${f(m.b)} c ${f(m.c)} d ${f(m.d)} e ${f(m.e)} ms` +
           (m.a ? ` b/a ${(m.b / m.a).toFixed(2)}` : "") +
           (cell.httpOverheadMs !== undefined
-            ? ` c−b(http) ${cell.httpOverheadMs.toFixed(1)}`
+            ? ` c−b(http) ${cell.httpOverheadMs.toFixed(1)} (server ${cell.serverHandlingMs.toFixed(1)})`
             : "") +
           (firstRequestMsB !== undefined ? ` (b, new questions: ${f(firstRequestMsB)})` : "") +
           ` [${Math.round((Date.now() - started) / 1000)} s]`,
@@ -383,6 +424,7 @@ const result = {
   model: MODEL,
   contextSize: CONTEXT,
   parallelBranches: PARALLEL ?? "default",
+  rotateOptions: ROTATE,
   runs: RUNS,
   naiveRuns: NAIVE_RUNS,
   machine,
@@ -393,13 +435,13 @@ const result = {
 const f0 = (x) => (x === undefined || Number.isNaN(x) ? "–" : x.toFixed(0));
 const f2 = (x) => (x === undefined || Number.isNaN(x) ? "–" : x.toFixed(2));
 const lines = [
-  `decisiond bench ${result.date} — ${MODEL}, ${machine.cpu}, ${threads} threads, context ${CONTEXT}, medians of ${RUNS} runs (naive: ${NAIVE_RUNS}), ms`,
+  `decisiond bench ${result.date} — ${MODEL}, ${machine.cpu}, ${threads} threads, context ${CONTEXT}, medians of ${RUNS} runs (naive: ${NAIVE_RUNS}), ms${ROTATE ? ", options rotated per question" : ""}`,
   "",
-  "| state | q | k | (a) floor | (b) in-process | (c) HTTP | c−b HTTP overhead | (d) LlamaDecisionContext | (e) naive | b/a | d/b | e/b | (b) new questions |",
-  "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+  "| state | q | k | (a) floor | (b) in-process | (c) HTTP | c−b HTTP overhead | of it in the server | (d) LlamaDecisionContext | (e) naive | b/a | d/b | e/b | (b) new questions |",
+  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
   ...cells.map((c) => {
     const m = c.medianMs;
-    return `| ${c.stateTokens} | ${c.questions} | ${c.options} | ${f0(m.a)} | ${f0(m.b)} | ${f0(m.c)} | ${f2(c.httpOverheadMs)} | ${f0(m.d)} | ${f0(m.e)} | ${f2(m.b / m.a)} | ${f2(m.d / m.b)} | ${f2(m.e / m.b)} | ${f0(c.firstRequestMsB)} |`;
+    return `| ${c.stateTokens} | ${c.questions} | ${c.options} | ${f0(m.a)} | ${f0(m.b)} | ${f0(m.c)} | ${f2(c.httpOverheadMs)} | ${f2(c.serverHandlingMs)} | ${f0(m.d)} | ${f0(m.e)} | ${f2(m.b / m.a)} | ${f2(m.d / m.b)} | ${f2(m.e / m.b)} | ${f0(c.firstRequestMsB)} |`;
   }),
   "",
   ...STATES.flatMap((t) =>

@@ -98,9 +98,13 @@ describe("POST /v1/systemone with the real model", () => {
     expect(res.status).toBe(200);
     expect(res.headers.get("content-type")).toMatch(/^application\/json/);
     expect(res.headers.get("x-request-id")).toMatch(/^[0-9a-f-]{36}$/);
-    // Server-Timing: the engine and readout's own time, a positive number of milliseconds.
-    const timing = /^decide;dur=(\d+\.\d{2})$/.exec(res.headers.get("server-timing") ?? "");
+    // Server-Timing: the engine and readout's own time, then the whole time the server held the
+    // request, positive numbers of milliseconds, the second the larger.
+    const timing = /^decide;dur=(\d+\.\d{2}), app;dur=(\d+\.\d{2})$/.exec(
+      res.headers.get("server-timing") ?? "",
+    );
     expect(Number(timing?.[1])).toBeGreaterThan(0);
+    expect(Number(timing?.[2])).toBeGreaterThan(Number(timing?.[1]));
     expect(Object.keys(res.body).sort()).toEqual(["answers", "model", "usage"]);
     expect(res.body.model).toBe("decisiond-1.0-experimental");
     expect(Object.keys(res.body.answers)).toEqual(["refund", "team", "anger"]);

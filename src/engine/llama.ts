@@ -14,6 +14,7 @@ import {
   type Token as LlamaToken,
 } from "node-llama-cpp";
 import { basename } from "node:path";
+import { scheduleBranches } from "./branch-schedule.js";
 import { commonPrefixLength, PrefixSnapshotCache } from "./prefix-cache.js";
 import {
   branchDepthTokens,
@@ -94,13 +95,15 @@ type CopyableSequence = LlamaContextSequence & {
 };
 
 /**
- * In-process llama.cpp through node-llama-cpp. The prefix is evaluated once into sequence 0.
- * Branches are evaluated on top of it side by side: sequence 0 takes one itself, and up to
- * `parallelBranches − 1` more sequences start as a copy of the prefix's KV cells
+ * In-process llama.cpp through node-llama-cpp. The prefix is evaluated once into sequence 0,
+ * followed by the tokens all branches start with. Branches are evaluated on top of it side by
+ * side, in the lanes of a {@link scheduleBranches} schedule: sequence 0 runs one lane itself, and
+ * up to `parallelBranches − 1` more sequences start as a copy of its KV cells
  * (`llama_memory_seq_cp`, the call node-llama-cpp's own LlamaDecisionContext uses), made once per
  * request. node-llama-cpp batches the branches of all sequences into as few `llama_decode` calls
- * as the batch size allows. After a branch (and after each child of chained label tokens) its
- * tokens are erased, so a sequence holds exactly the prefix again for its next branch.
+ * as the batch size allows. A lane's next branch keeps the tokens it shares with the previous one
+ * and erases the rest; the tokens of chained-label children are erased after each child; at the
+ * end every sequence holds exactly the prefix again.
  *
  * Sequence 0 keeps the last prefix, so a request whose prefix starts like the previous one only
  * evaluates the tokens that differ; older prefixes come back from the {@link PrefixSnapshotCache}.
@@ -167,6 +170,11 @@ export class LlamaEngine implements Engine {
     );
   }
 
+  /** KV-cache sequences branches are spread over (the lanes of a request's branch schedule). */
+  get parallelBranches(): number {
+    return 1 + this.branchSequences.length;
+  }
+
   tokenize(text: string, options: { special?: boolean } = {}): Token[] {
     return this.llamaModel.tokenize(text, options.special ?? false) as Token[];
   }
@@ -201,47 +209,52 @@ export class LlamaEngine implements Engine {
     this.counters.prefixTokensEvaluated += prefix.length - cachedPrefixTokens;
     this.counters.prefixTokensCached += cachedPrefixTokens;
 
-    // Sequence 0 holds the prefix and takes branches itself; with more branches than that, up to
-    // parallelBranches − 1 more sequences get a copy of the prefix's KV cache, once per request
-    // and before any branch runs (with node-llama-cpp's non-unified KV cache, llama.cpp copies a
-    // whole stream of cells per copy, whatever the prefix length). After each branch its tokens
-    // are erased again, so every sequence holds exactly the prefix when it takes the next branch.
-    const helpers = this.branchSequences.slice(0, Math.max(0, request.branches.length - 1));
+    // Tokens every branch starts with are evaluated once, into sequence 0 on top of the prefix
+    // (the common lead of the schedule), and each lane then runs its branches in token order, a
+    // branch starting from what it shares with the lane's previous one (see branch-schedule.ts).
+    const schedule = scheduleBranches(request.branches, 1 + this.branchSequences.length);
+    const lead = (request.branches[0]?.tokens.slice(0, schedule.lead) ?? []) as LlamaToken[];
+    const base = prefix.length + lead.length;
+    if (lead.length > 0) {
+      await this.prefixSequence.evaluateWithoutGeneratingNewTokens(lead);
+      evaluatedTokens += lead.length;
+      this.counters.branchTokensEvaluated += lead.length;
+    }
+
+    // Sequence 0 holds the prefix (and lead) and runs lane 0; the other lanes' sequences get a
+    // copy of its KV cache, once per request and before any branch runs (with node-llama-cpp's
+    // non-unified KV cache, llama.cpp copies a whole stream of cells per copy, whatever the
+    // prefix length).
+    const helpers = this.branchSequences.slice(0, schedule.lanes.length - 1);
+    const baseTokens = [...prefix, ...lead];
     for (const sequence of helpers) {
       const copied = await (sequence as CopyableSequence)._copyStateFromOtherSequence(
         this.prefixSequence,
-        prefix.length,
+        base,
       );
       if (!copied) {
         // The KV copy is not possible on every backend; fall back to evaluating the prefix.
-        await sequence.adaptStateToTokens(prefix, false);
-        const missing = prefix.slice(sequence.nextTokenIndex);
+        await sequence.adaptStateToTokens(baseTokens, false);
+        const missing = baseTokens.slice(sequence.nextTokenIndex);
         if (missing.length > 0) await sequence.evaluateWithoutGeneratingNewTokens(missing);
         evaluatedTokens += missing.length;
         this.counters.prefixTokensEvaluated += missing.length;
       }
     }
-    const free = [...helpers, this.prefixSequence];
-    const waiting: ((sequence: LlamaContextSequence) => void)[] = [];
-    const acquire = (): Promise<LlamaContextSequence> => {
-      const sequence = free.pop();
-      return sequence ? Promise.resolve(sequence) : new Promise((resolve) => waiting.push(resolve));
-    };
-    const release = (sequence: LlamaContextSequence): void => {
-      const next = waiting.shift();
-      if (next) next(sequence);
-      else free.push(sequence);
-    };
+    const sequences = [this.prefixSequence, ...helpers];
 
+    /** Evaluates `branch.tokens` from `skip` on, reads the answer position, then its children. */
     const evaluate = async (
       sequence: LlamaContextSequence,
       branch: ScoreBranch,
+      skip: number,
     ): Promise<BranchScore> => {
       signal?.throwIfAborted();
       if (branch.tokens.length === 0) throw new Error("a branch must have at least one token");
+      const tokens = branch.tokens.slice(skip);
       const start = sequence.nextTokenIndex;
-      const last = branch.tokens.length - 1;
-      const input: ControlledEvaluateInputItem[] = branch.tokens.map((token, index) =>
+      const last = tokens.length - 1;
+      const input: ControlledEvaluateInputItem[] = tokens.map((token, index) =>
         index === last
           ? [
               token as LlamaToken,
@@ -262,43 +275,56 @@ export class LlamaEngine implements Engine {
           : (token as LlamaToken),
       );
       const output = await sequence.controlledEvaluate(input);
-      evaluatedTokens += branch.tokens.length;
-      this.counters.branchTokensEvaluated += branch.tokens.length;
+      evaluatedTokens += tokens.length;
+      this.counters.branchTokensEvaluated += tokens.length;
       const next = output[output.length - 1]?.next;
       if (!next?.logits || next.totalLogitWeight == null)
         throw new Error("llama.cpp returned no logits for the answer position");
       const logprobs = toLogprobs(next.logits, next.totalLogitWeight, branch.candidates);
       const children: BranchScore[] = [];
       for (const child of branch.children ?? []) {
-        children.push(await evaluate(sequence, child));
+        children.push(await evaluate(sequence, child, 0));
         await sequence.eraseContextTokenRanges([
-          { start: start + branch.tokens.length, end: sequence.nextTokenIndex },
+          { start: start + tokens.length, end: sequence.nextTokenIndex },
         ]);
       }
       return branch.children ? { logprobs, children } : { logprobs };
     };
 
-    // allSettled, not all: every branch must be done with its sequence before the next request
+    // allSettled, not all: every lane must be done with its sequence before the next request
     // (queued behind this one) may use the sequences, even when one branch failed or aborted.
+    // A lane stops at its first failure, and the others stop at their next branch.
+    const scores: BranchScore[] = new Array(request.branches.length);
+    let failed = false;
     const settled = await Promise.allSettled(
-      request.branches.map(async (branch) => {
-        const sequence = await acquire();
+      schedule.lanes.map(async (run, lane) => {
+        const sequence = sequences[lane]!;
         try {
-          return await evaluate(sequence, branch);
+          for (const { index, shared } of run) {
+            if (failed) return;
+            // Keep the tokens this branch shares with the lane's previous one, drop the rest.
+            if (sequence.nextTokenIndex > prefix.length + shared)
+              await sequence.eraseContextTokenRanges([
+                { start: prefix.length + shared, end: sequence.nextTokenIndex },
+              ]);
+            scores[index] = await evaluate(sequence, request.branches[index]!, shared);
+          }
+        } catch (error) {
+          failed = true;
+          throw error;
         } finally {
+          // Every sequence holds exactly the prefix again (sequence 0 drops the lead too).
           if (sequence.nextTokenIndex > prefix.length)
             await sequence.eraseContextTokenRanges([
               { start: prefix.length, end: sequence.nextTokenIndex },
             ]);
-          release(sequence);
         }
       }),
     );
-    const failed = settled.find((s) => s.status === "rejected");
-    if (failed) throw (failed as PromiseRejectedResult).reason;
-    const branches = settled.map((s) => (s as PromiseFulfilledResult<BranchScore>).value);
+    const rejected = settled.find((s) => s.status === "rejected");
+    if (rejected) throw (rejected as PromiseRejectedResult).reason;
     this.counters.requests++;
-    return { branches, evaluatedTokens, cachedPrefixTokens };
+    return { branches: scores, evaluatedTokens, cachedPrefixTokens };
   }
 
   /**

@@ -1,0 +1,121 @@
+import { branchTotalTokens, type ScoreBranch, type Token } from "./types.js";
+
+/**
+ * Which branch each KV-cache sequence ("lane") evaluates, and in what order, so that tokens that
+ * branches share at their start are evaluated once instead of once per branch. Branches of one
+ * request often start alike: questions over the same options carry the same option lines, and
+ * questions worded alike share their first words. This is prefix sharing between the branches
+ * of a request, the idea of RadixAttention (Zheng et al. 2023, "SGLang: Efficient Execution of
+ * Structured Language Model Programs"), done with KV-cache sequences:
+ *
+ * - the tokens every branch starts with (the request's common lead) are evaluated once, on top of
+ *   the prefix, before the lanes are forked from it;
+ * - each lane takes a run of neighbouring branches in token order, and a branch starts from the
+ *   tokens it shares with the lane's previous branch, which stay in the lane's KV cache.
+ *
+ * Logits are exact: a branch's tokens sit at the same positions, after the same tokens, as when
+ * it is evaluated alone. Pure functions: the engine and the benchmark's floor (bench/run.mjs)
+ * evaluate exactly the tokens a schedule names.
+ */
+
+/** One branch in a lane's run. */
+export interface ScheduledBranch {
+  /** Index of the branch in the request. */
+  readonly index: number;
+  /**
+   * Leading tokens of the branch already in the lane's KV cache when it starts (the common lead
+   * included): its evaluation starts at `tokens[shared]`. Always less than `tokens.length`, since
+   * the last token must be evaluated to read the answer position.
+   */
+  readonly shared: number;
+}
+
+/** A request's schedule: see {@link scheduleBranches}. */
+export interface BranchSchedule {
+  /** Leading tokens every branch has in common, evaluated once on top of the prefix. */
+  readonly lead: number;
+  /** One run per lane (lane 0 first); every branch index appears in exactly one run. */
+  readonly lanes: readonly (readonly ScheduledBranch[])[];
+}
+
+/** Length of the longest common start of `a` and `b`. */
+export function sharedStart(a: readonly Token[], b: readonly Token[]): number {
+  const n = Math.min(a.length, b.length);
+  let i = 0;
+  while (i < n && a[i] === b[i]) i++;
+  return i;
+}
+
+/**
+ * Leading tokens that all branches have in common, at most one less than the shortest branch
+ * (each branch keeps its last token, whose logits are read). 0 for fewer than two branches.
+ */
+export function commonLeadLength(branches: readonly ScoreBranch[]): number {
+  if (branches.length < 2) return 0;
+  let lead = Math.min(...branches.map((b) => b.tokens.length)) - 1;
+  const first = branches[0]!.tokens;
+  for (const branch of branches) lead = Math.min(lead, sharedStart(first, branch.tokens));
+  return Math.max(0, lead);
+}
+
+/** Element-wise order of token arrays (a shorter array first when it is a start of the other). */
+function compareTokens(a: readonly Token[], b: readonly Token[]): number {
+  const i = sharedStart(a, b);
+  if (i < a.length && i < b.length) return a[i]! - b[i]!;
+  return a.length - b.length;
+}
+
+/**
+ * Plans a request's branches over at most `lanes` KV-cache sequences: branches sorted by their
+ * tokens, cut into contiguous runs of about equal cost (tokens put through the model, children
+ * included), one run per lane.
+ * @param branches the request's branches (each with at least one token).
+ * @param lanes sequences available, ≥ 1; fewer are used when there are fewer branches.
+ * @returns the common lead and each lane's run; a run's first branch shares exactly the lead.
+ */
+export function scheduleBranches(branches: readonly ScoreBranch[], lanes: number): BranchSchedule {
+  const lead = commonLeadLength(branches);
+  const order = branches.map((_, i) => i);
+  order.sort((a, b) => compareTokens(branches[a]!.tokens, branches[b]!.tokens) || a - b);
+
+  // The cost of a branch after a neighbour: its tokens past what it shares, plus its children.
+  const cost = order.map((index, k) => {
+    const previous = k === 0 ? undefined : branches[order[k - 1]!]!.tokens;
+    const shared =
+      previous === undefined ? lead : sharedOf(branches[index]!.tokens, previous, lead);
+    return branchTotalTokens(branches[index]!) - shared;
+  });
+  const total = cost.reduce((s, c) => s + c, 0);
+  const laneCount = Math.max(1, Math.min(lanes, branches.length));
+  const runs: ScheduledBranch[][] = [];
+  let run: ScheduledBranch[] = [];
+  let spent = 0;
+  for (let k = 0; k < order.length; k++) {
+    const index = order[k]!;
+    const tokens = branches[index]!.tokens;
+    const lanesLeft = laneCount - runs.length;
+    const branchesLeft = order.length - k;
+    // Close the current run once it has its share of the cost, or when each branch left must
+    // open a lane of its own.
+    if (
+      run.length > 0 &&
+      lanesLeft > 1 &&
+      (spent >= (total * (runs.length + 1)) / laneCount || branchesLeft < lanesLeft)
+    ) {
+      runs.push(run);
+      run = [];
+    }
+    const previous = run.at(-1);
+    const shared =
+      previous === undefined ? lead : sharedOf(tokens, branches[previous.index]!.tokens, lead);
+    run.push({ index, shared });
+    spent += cost[k]!;
+  }
+  runs.push(run);
+  return { lead, lanes: runs };
+}
+
+/** Tokens `tokens` shares with `previous`, at least `lead`, at most `tokens.length − 1`. */
+function sharedOf(tokens: readonly Token[], previous: readonly Token[], lead: number): number {
+  return Math.max(lead, Math.min(sharedStart(tokens, previous), tokens.length - 1));
+}
