@@ -21,8 +21,8 @@
 // Usage: npm run bench -- [--states 64,512,2048] [--questions 1,4,16] [--options 2,4,8]
 //                         [--runs 3] [--naive-runs 1] [--systems a,b,c,d,e] [--threads N]
 //                         [--parallel N (branch sequences; default: the engine's)]
-//                         [--rotate-options (question i lists the options rotated by i, so
-//                          no two questions' branches start alike)]
+//                         [--rotate-options (question i lists the options rotated by i mod k,
+//                          so only questions k apart start alike)]
 import { spawn } from "node:child_process";
 import http from "node:http";
 import { readFileSync, writeFileSync, mkdirSync } from "node:fs";
