@@ -50,7 +50,9 @@ export interface LlamaEngineOptions {
    * state, 16 questions of 4 options, medians of 3, bench/parallel.mjs) 1, 4 and
    * 16 sequences took 12.1, 10.7 and 9.1 s; but node-llama-cpp gives every sequence a whole
    * context of KV cache (~190 MB at 8192 tokens), and 16 held 3.4 GB of RSS, so the CPU default
-   * is 4.
+   * is 4. Since branches share their starts (see {@link scheduleBranches}) the count matters
+   * less: 16 questions of 2 options at 512 tokens took 5.7, 5.7 and 5.6 s with 1, 2 and 4
+   * (`npm run bench -- --states 512 --questions 16 --options 2 --systems a,b --runs 5 --parallel N`).
    */
   readonly parallelBranches?: number;
   /** CPU threads for evaluation. Default: llama.cpp's count of math cores (physical cores). */
