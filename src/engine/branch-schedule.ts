@@ -78,21 +78,18 @@ export function scheduleBranches(branches: readonly ScoreBranch[], lanes: number
   const order = branches.map((_, i) => i);
   order.sort((a, b) => compareTokens(branches[a]!.tokens, branches[b]!.tokens) || a - b);
 
-  // The cost of a branch after a neighbour: its tokens past what it shares, plus its children.
-  const cost = order.map((index, k) => {
-    const previous = k === 0 ? undefined : branches[order[k - 1]!]!.tokens;
-    const shared =
-      previous === undefined ? lead : sharedOf(branches[index]!.tokens, previous, lead);
-    return branchTotalTokens(branches[index]!) - shared;
-  });
+  // What each branch shares with its neighbour before it in token order (the lead for the first),
+  // and so its cost after that neighbour: its tokens past the shared ones, plus its children.
+  const shared = order.map((index, k) =>
+    k === 0 ? lead : sharedOf(branches[index]!.tokens, branches[order[k - 1]!]!.tokens, lead),
+  );
+  const cost = order.map((index, k) => branchTotalTokens(branches[index]!) - shared[k]!);
   const total = cost.reduce((s, c) => s + c, 0);
   const laneCount = Math.max(1, Math.min(lanes, branches.length));
   const runs: ScheduledBranch[][] = [];
   let run: ScheduledBranch[] = [];
   let spent = 0;
   for (let k = 0; k < order.length; k++) {
-    const index = order[k]!;
-    const tokens = branches[index]!.tokens;
     const lanesLeft = laneCount - runs.length;
     const branchesLeft = order.length - k;
     // Close the current run once it has its share of the cost, or when each branch left must
@@ -105,10 +102,9 @@ export function scheduleBranches(branches: readonly ScoreBranch[], lanes: number
       runs.push(run);
       run = [];
     }
-    const previous = run.at(-1);
-    const shared =
-      previous === undefined ? lead : sharedOf(tokens, branches[previous.index]!.tokens, lead);
-    run.push({ index, shared });
+    // A run holds neighbours in token order, so a branch shares with the one before it in the
+    // order, unless it opens a run (then only the lead is in its lane's KV cache).
+    run.push({ index: order[k]!, shared: run.length === 0 ? lead : shared[k]! });
     spent += cost[k]!;
   }
   runs.push(run);
