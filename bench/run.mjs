@@ -20,6 +20,9 @@
 //
 // Usage: npm run bench -- [--states 64,512,2048] [--questions 1,4,16] [--options 2,4,8]
 //                         [--runs 3] [--naive-runs 1] [--systems a,b,c,d,e] [--threads N]
+//                         [--cell-seconds S --max-runs 15 (after --runs, more runs while the
+//                          cell's runs so far took under S seconds: short cells, whose medians
+//                          are the noisiest, get more runs for little time)]
 //                         [--parallel N (branch sequences; default: the engine's)]
 //                         [--rotate-options (question i lists the options rotated by i mod k,
 //                          so only questions k apart start alike)]
@@ -42,6 +45,8 @@ const { values: args } = parseArgs({
     options: { type: "string", default: "2,4,8" },
     runs: { type: "string", default: "3" },
     "naive-runs": { type: "string", default: "1" },
+    "cell-seconds": { type: "string", default: "0" },
+    "max-runs": { type: "string", default: "15" },
     systems: { type: "string", default: "a,b,c,d,e" },
     threads: { type: "string" },
     "context-size": { type: "string", default: "8192" },
@@ -56,6 +61,8 @@ const QUESTIONS = list(args.questions);
 const OPTION_COUNTS = list(args.options);
 const RUNS = Number(args.runs);
 const NAIVE_RUNS = Number(args["naive-runs"]);
+const CELL_SECONDS = Number(args["cell-seconds"]);
+const MAX_RUNS = Math.max(RUNS, Number(args["max-runs"]));
 const SYSTEMS = new Set(args.systems.split(","));
 const CONTEXT = Number(args["context-size"]);
 const MODEL = "smollm2-135m-instruct";
@@ -319,6 +326,80 @@ async function timeOne(system, tokens, n, k) {
   return { ms: now() - t0, extra };
 }
 
+// ---- report -------------------------------------------------------------------------------------
+const machine = {
+  cpu: cpus()[0]?.model,
+  logicalCpus: cpus().length,
+  threads,
+  memoryGiB: Math.round(totalmem() / 2 ** 30),
+  gpu: llama.gpu,
+  node: process.version,
+  nodeLlamaCpp: JSON.parse(readFileSync("node_modules/node-llama-cpp/package.json", "utf8"))
+    .version,
+};
+
+/**
+ * Writes `<base>.json` and `<base>.md` from the cells measured so far (after every cell, so a
+ * stopped run still leaves its table), and once more at the end with the prefix-cache figures and
+ * the serve peak RSS. Returns the markdown.
+ */
+function writeReport(cache, peakRssMiB) {
+  const result = {
+    date: new Date().toISOString(),
+    model: MODEL,
+    contextSize: CONTEXT,
+    parallelBranches: PARALLEL ?? "default",
+    rotateOptions: ROTATE,
+    runs: RUNS,
+    maxRuns: MAX_RUNS,
+    cellSeconds: CELL_SECONDS,
+    naiveRuns: NAIVE_RUNS,
+    machine,
+    cells,
+    prefixCache: cache,
+    servePeakRssMiB: peakRssMiB,
+    finished: cache !== undefined,
+  };
+  const f0 = (x) => (x === undefined || Number.isNaN(x) ? "–" : x.toFixed(0));
+  const f2 = (x) => (x === undefined || Number.isNaN(x) ? "–" : x.toFixed(2));
+  const lines = [
+    `decisiond bench ${result.date} — ${MODEL}, ${machine.cpu}, ${threads} threads, context ${CONTEXT}, medians of ${RUNS === MAX_RUNS || !CELL_SECONDS ? RUNS : `${RUNS}–${MAX_RUNS} (more while a cell took under ${CELL_SECONDS} s)`} runs (naive: ${NAIVE_RUNS}), ms${ROTATE ? ", options rotated per question" : ""}`,
+    "",
+    "| state | q | k | runs | (a) floor | (b) in-process | (c) HTTP | c−b HTTP overhead | of it in the server | (d) LlamaDecisionContext | (e) naive | b/a | d/b | e/b | (b) new questions |",
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ...cells.map((c) => {
+      const m = c.medianMs;
+      return `| ${c.stateTokens} | ${c.questions} | ${c.options} | ${c.runs} | ${f0(m.a)} | ${f0(m.b)} | ${f0(m.c)} | ${f2(c.httpOverheadMs)} | ${f2(c.serverHandlingMs)} | ${f0(m.d)} | ${f0(m.e)} | ${f2(m.b / m.a)} | ${f2(m.d / m.b)} | ${f2(m.e / m.b)} | ${f0(c.firstRequestMsB)} |`;
+    }),
+    "",
+    ...STATES.flatMap((t) =>
+      OPTION_COUNTS.map((k) => {
+        const one = cells.find((c) => c.stateTokens === t && c.questions === 1 && c.options === k);
+        const many = cells.find(
+          (c) => c.stateTokens === t && c.questions === Math.max(...QUESTIONS) && c.options === k,
+        );
+        return one && many
+          ? `state ${t}, ${k} options: ${Math.max(...QUESTIONS)} questions cost ${f2(many.medianMs.b / one.medianMs.b)}× one question (b)`
+          : "";
+      }),
+    ).filter(Boolean),
+    "",
+    ...(cache
+      ? [
+          `prefix cache, state ${cache.stateTokens} tokens, 1 question: miss ${f0(cache.medianMissMs)} ms, hit from a snapshot ${f0(cache.medianHitSnapshotMs)} ms (${f2(cache.medianHitSnapshotMs / cache.medianMissMs)} of a miss), same state again ${f0(cache.medianHitLastMs)} ms`,
+          `peak RSS of decisiond serve during the benchmark: ${peakRssMiB ?? "–"} MiB`,
+        ]
+      : ["(stopped before the end: the cells measured so far)"]),
+  ];
+  const markdown = lines.join("\n") + "\n";
+  mkdirSync("bench/results", { recursive: true });
+  writeFileSync(`${base}.json`, JSON.stringify(result, null, 2) + "\n");
+  writeFileSync(`${base}.md`, markdown);
+  return markdown;
+}
+const date = new Date().toISOString().slice(0, 10);
+const base = args.out ?? `bench/results/${date}`;
+
 // Warm-up: every system once on a small cell.
 for (const s of SYSTEMS) await timeOne(s, 64, 1, 2);
 
@@ -336,7 +417,14 @@ for (const tokens of STATES)
       let firstRequestMsB;
       if (SYSTEMS.has("b")) firstRequestMsB = (await timeOne("b", tokens, n, k)).ms;
       if (SYSTEMS.has("c")) await timeOne("c", tokens, n, k);
-      for (let run = 0; run < RUNS; run++) {
+      const cellStarted = Date.now();
+      let runs = 0;
+      for (
+        let run = 0;
+        run < RUNS || (run < MAX_RUNS && (Date.now() - cellStarted) / 1000 < CELL_SECONDS);
+        run++
+      ) {
+        runs++;
         const order = [...SYSTEMS];
         for (let i = 0; i < run % order.length; i++) order.push(order.shift());
         for (const s of order) {
@@ -355,6 +443,7 @@ for (const tokens of STATES)
         stateTokens: tokens,
         questions: n,
         options: k,
+        runs,
         evaluatedTokensB: evaluated,
         firstRequestMsB,
         medianMs: m,
@@ -365,6 +454,7 @@ for (const tokens of STATES)
         serverHandlingMs: inServer.length ? median(inServer) : undefined,
       };
       cells.push(cell);
+      writeReport();
       const f = (x) => (x === undefined ? "–" : x.toFixed(0));
       console.log(
         `state ${tokens} q ${n} k ${k}: a ${f(m.a)} b ${f(m.b)} c ${f(m.c)} d ${f(m.d)} e ${f(m.e)} ms` +
@@ -407,62 +497,6 @@ await decisionContext?.dispose();
 await rawContext.dispose();
 await engine.close();
 
-// ---- report -------------------------------------------------------------------------------------
-const date = new Date().toISOString().slice(0, 10);
-const machine = {
-  cpu: cpus()[0]?.model,
-  logicalCpus: cpus().length,
-  threads,
-  memoryGiB: Math.round(totalmem() / 2 ** 30),
-  gpu: llama.gpu,
-  node: process.version,
-  nodeLlamaCpp: JSON.parse(readFileSync("node_modules/node-llama-cpp/package.json", "utf8"))
-    .version,
-};
-const result = {
-  date: new Date().toISOString(),
-  model: MODEL,
-  contextSize: CONTEXT,
-  parallelBranches: PARALLEL ?? "default",
-  rotateOptions: ROTATE,
-  runs: RUNS,
-  naiveRuns: NAIVE_RUNS,
-  machine,
-  cells,
-  prefixCache: cache,
-  servePeakRssMiB: peakRssMiB,
-};
-const f0 = (x) => (x === undefined || Number.isNaN(x) ? "–" : x.toFixed(0));
-const f2 = (x) => (x === undefined || Number.isNaN(x) ? "–" : x.toFixed(2));
-const lines = [
-  `decisiond bench ${result.date} — ${MODEL}, ${machine.cpu}, ${threads} threads, context ${CONTEXT}, medians of ${RUNS} runs (naive: ${NAIVE_RUNS}), ms${ROTATE ? ", options rotated per question" : ""}`,
-  "",
-  "| state | q | k | (a) floor | (b) in-process | (c) HTTP | c−b HTTP overhead | of it in the server | (d) LlamaDecisionContext | (e) naive | b/a | d/b | e/b | (b) new questions |",
-  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
-  ...cells.map((c) => {
-    const m = c.medianMs;
-    return `| ${c.stateTokens} | ${c.questions} | ${c.options} | ${f0(m.a)} | ${f0(m.b)} | ${f0(m.c)} | ${f2(c.httpOverheadMs)} | ${f2(c.serverHandlingMs)} | ${f0(m.d)} | ${f0(m.e)} | ${f2(m.b / m.a)} | ${f2(m.d / m.b)} | ${f2(m.e / m.b)} | ${f0(c.firstRequestMsB)} |`;
-  }),
-  "",
-  ...STATES.flatMap((t) =>
-    OPTION_COUNTS.map((k) => {
-      const one = cells.find((c) => c.stateTokens === t && c.questions === 1 && c.options === k);
-      const many = cells.find(
-        (c) => c.stateTokens === t && c.questions === Math.max(...QUESTIONS) && c.options === k,
-      );
-      return one && many
-        ? `state ${t}, ${k} options: ${Math.max(...QUESTIONS)} questions cost ${f2(many.medianMs.b / one.medianMs.b)}× one question (b)`
-        : "";
-    }),
-  ).filter(Boolean),
-  "",
-  `prefix cache, state ${big} tokens, 1 question: miss ${f0(cache.medianMissMs)} ms, hit from a snapshot ${f0(cache.medianHitSnapshotMs)} ms (${f2(cache.medianHitSnapshotMs / cache.medianMissMs)} of a miss), same state again ${f0(cache.medianHitLastMs)} ms`,
-  `peak RSS of decisiond serve during the benchmark: ${peakRssMiB ?? "–"} MiB`,
-];
-const markdown = lines.join("\n") + "\n";
-mkdirSync("bench/results", { recursive: true });
-const base = args.out ?? `bench/results/${date}`;
-writeFileSync(`${base}.json`, JSON.stringify(result, null, 2) + "\n");
-writeFileSync(`${base}.md`, markdown);
+const markdown = writeReport(cache, peakRssMiB);
 console.log("\n" + markdown + `wrote ${base}.json and ${base}.md`);
 process.exit(0);
