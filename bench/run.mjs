@@ -327,6 +327,8 @@ async function timeOne(system, tokens, n, k) {
 }
 
 // ---- report -------------------------------------------------------------------------------------
+const f0 = (x) => (x === undefined || Number.isNaN(x) ? "–" : x.toFixed(0));
+const f2 = (x) => (x === undefined || Number.isNaN(x) ? "–" : x.toFixed(2));
 const machine = {
   cpu: cpus()[0]?.model,
   logicalCpus: cpus().length,
@@ -360,8 +362,6 @@ function writeReport(cache, peakRssMiB) {
     servePeakRssMiB: peakRssMiB,
     finished: cache !== undefined,
   };
-  const f0 = (x) => (x === undefined || Number.isNaN(x) ? "–" : x.toFixed(0));
-  const f2 = (x) => (x === undefined || Number.isNaN(x) ? "–" : x.toFixed(2));
   const lines = [
     `decisiond bench ${result.date} — ${MODEL}, ${machine.cpu}, ${threads} threads, context ${CONTEXT}, medians of ${RUNS === MAX_RUNS || !CELL_SECONDS ? RUNS : `${RUNS}–${MAX_RUNS} (more while a cell took under ${CELL_SECONDS} s)`} runs (naive: ${NAIVE_RUNS}), ms${ROTATE ? ", options rotated per question" : ""}`,
     "",
@@ -418,13 +418,12 @@ for (const tokens of STATES)
       if (SYSTEMS.has("b")) firstRequestMsB = (await timeOne("b", tokens, n, k)).ms;
       if (SYSTEMS.has("c")) await timeOne("c", tokens, n, k);
       const cellStarted = Date.now();
-      let runs = 0;
+      let run = 0;
       for (
-        let run = 0;
+        ;
         run < RUNS || (run < MAX_RUNS && (Date.now() - cellStarted) / 1000 < CELL_SECONDS);
         run++
       ) {
-        runs++;
         const order = [...SYSTEMS];
         for (let i = 0; i < run % order.length; i++) order.push(order.shift());
         for (const s of order) {
@@ -443,7 +442,7 @@ for (const tokens of STATES)
         stateTokens: tokens,
         questions: n,
         options: k,
-        runs,
+        runs: run,
         evaluatedTokensB: evaluated,
         firstRequestMsB,
         medianMs: m,
@@ -455,14 +454,13 @@ for (const tokens of STATES)
       };
       cells.push(cell);
       writeReport();
-      const f = (x) => (x === undefined ? "–" : x.toFixed(0));
       console.log(
-        `state ${tokens} q ${n} k ${k}: a ${f(m.a)} b ${f(m.b)} c ${f(m.c)} d ${f(m.d)} e ${f(m.e)} ms` +
+        `state ${tokens} q ${n} k ${k}: a ${f0(m.a)} b ${f0(m.b)} c ${f0(m.c)} d ${f0(m.d)} e ${f0(m.e)} ms` +
           (m.a ? ` b/a ${(m.b / m.a).toFixed(2)}` : "") +
           (cell.httpOverheadMs !== undefined
             ? ` c−b(http) ${cell.httpOverheadMs.toFixed(1)} (server ${cell.serverHandlingMs.toFixed(1)})`
             : "") +
-          (firstRequestMsB !== undefined ? ` (b, new questions: ${f(firstRequestMsB)})` : "") +
+          (firstRequestMsB !== undefined ? ` (b, new questions: ${f0(firstRequestMsB)})` : "") +
           ` [${Math.round((Date.now() - started) / 1000)} s]`,
       );
     }
