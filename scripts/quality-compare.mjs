@@ -17,16 +17,16 @@ const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
 for (const file of positionals) {
   const run = JSON.parse(readFileSync(file, "utf8"));
   const outcomes = run.outcomes[values.system];
-  if (!outcomes) throw new Error(`${file} has no system ${values.system}`);
-  const argmax = (p) => p.indexOf(Math.max(...p));
-  const accuracy = mean(outcomes.map((o) => (argmax(o.probabilities) === o.gold ? 1 : 0)));
+  // Accuracy and NLL as the run computed them (src/evaluation/metrics.ts), over all questions.
+  const all = run.groups.find((g) => g.group === "all")?.metrics[values.system];
+  if (!outcomes || !all) throw new Error(`${file} has no system ${values.system}`);
+  const meanLnK = mean(outcomes.map((o) => Math.log(o.classes.length)));
   const chance = mean(outcomes.map((o) => 1 / o.classes.length));
-  const nll = outcomes.map((o) => -Math.log(Math.max(o.probabilities[o.gold], 1e-12)));
-  const gain = mean(outcomes.map((o, i) => Math.log(o.classes.length) - nll[i]));
+  const gain = meanLnK - all.nll;
   const ips = run.systems.find((s) => s.name === values.system)?.itemsPerSecond;
   console.log(
-    `${run.model?.modelId ?? file} (${values.system}, n ${outcomes.length}): accuracy ${(100 * accuracy).toFixed(1)}% ` +
-      `(chance ${(100 * chance).toFixed(1)}%), NLL ${mean(nll).toFixed(3)}, ` +
+    `${run.model?.modelId ?? file} (${values.system}, n ${all.n}): accuracy ${(100 * all.accuracy).toFixed(1)}% ` +
+      `(chance ${(100 * chance).toFixed(1)}%), NLL ${all.nll.toFixed(3)}, ` +
       `information gain ${gain >= 0 ? "+" : ""}${gain.toFixed(4)} nats per question, ${ips?.toFixed(2)} items/s in that run`,
   );
 }
