@@ -267,9 +267,12 @@ describe("runEvaluation through a Decider on a fake engine", () => {
   });
 
   it("measures injection moves", async () => {
-    const [run] = await runEvaluation([ITEM], [oursSystem(fakeEngine(), "off")], {
-      injection: true,
-    });
+    // Without the question contrast, which cancels the fake's push on Yes/No (tested below).
+    const [run] = await runEvaluation(
+      [ITEM],
+      [oursSystem(fakeEngine(), "off", { questionContrast: false })],
+      { injection: true },
+    );
     for (const o of run!.outcomes) {
       expect(o.injection).toBeDefined();
       expect(o.injection!.top).toBe(o.injection!.target); // the fake obeys every note
@@ -277,6 +280,21 @@ describe("runEvaluation through a Decider on a fake engine", () => {
     const m = computeMetrics(run!.outcomes);
     expect(m.moveRate).toBe(1);
     expect(m.moveN).toBeGreaterThan(0);
+  });
+
+  it("counts no move on a yes/no answer the question contrast protects", async () => {
+    // The fake's note pushes "No" whatever is asked, so the state-alone branch sees the same push
+    // and the contrast removes it (with the fake's evidence, which is question-free too: 0.5).
+    const [run] = await runEvaluation([ITEM], [oursSystem(fakeEngine(), "off")], {
+      injection: true,
+    });
+    const liked = run!.outcomes.find((o) => o.question === "liked")!;
+    expect(liked.injection!.target).toBe("false");
+    expect(liked.injection!.top).not.toBe("false");
+    expect(liked.probabilities[0]).toBeCloseTo(0.5, 12);
+    // The choice is still moved: the contrast is for yes/no questions only.
+    const animal = run!.outcomes.find((o) => o.question === "animal")!;
+    expect(animal.injection!.top).toBe(animal.injection!.target);
   });
 
   it.each([["words"], ["fixed"]] as const)(

@@ -119,6 +119,7 @@ export function registerCalibrateCommand(program: Command): Command {
           labels: flags.labels ?? "default",
           contentFree: flags.contentFree ?? "default",
           examples: flags.examples ?? "default",
+          questionContrast: flags.questionContrast ?? "default",
           items: run.answeredItems,
           questions: run.outcomes.length,
           datasets,

@@ -57,7 +57,7 @@ export function splitOption(value: string): Split | "all" {
 
 /**
  * Adds the readout flags `eval` and `calibrate` share: `--labels words|fixed`,
- * `--content-free on|off` and `--examples on|off` (absent: the Decider's defaults; read with
+ * `--content-free on|off`, `--examples on|off` and `--question-contrast on|off` (absent: the Decider's defaults; read with
  * {@link readoutOf}).
  */
 export function readoutOptions(command: Command): Command {
@@ -75,6 +75,11 @@ export function readoutOptions(command: Command): Command {
     .option(
       "--examples <on|off>",
       "in-context examples before every request (default: the Decider's, on)",
+      oneOf<"on" | "off">("on", "off"),
+    )
+    .option(
+      "--question-contrast <on|off>",
+      "yes/no answers read against the state alone (default: the Decider's, on)",
       oneOf<"on" | "off">("on", "off"),
     );
 }
@@ -365,6 +370,7 @@ async function runEvalCommand(flags: EvalFlags, command: string): Promise<void> 
         labels: flags.labels ?? null,
         contentFree: flags.contentFree ?? null,
         examples: flags.examples ?? null,
+        questionContrast: flags.questionContrast ?? null,
         baseline: flags.baseline ?? null,
         flip: flags.flip,
         flipOrder: flags.flipOrder,

@@ -43,16 +43,18 @@ export interface ReadoutFlags {
   labels?: "words" | "fixed";
   contentFree?: "on" | "off";
   examples?: "on" | "off";
+  questionContrast?: "on" | "off";
 }
 
 /**
- * The Decider's readout settings from `--labels`, `--content-free on|off` and
- * `--examples on|off`; a flag that is absent leaves the Decider's default.
+ * The Decider's readout settings from `--labels`, `--content-free on|off`, `--examples on|off`
+ * and `--question-contrast on|off`; a flag that is absent leaves the Decider's default.
  */
 export function readoutOf(flags: ReadoutFlags): ReadoutSettings {
   return {
     ...(flags.labels ? { labels: flags.labels } : {}),
     ...(flags.contentFree ? { contentFree: flags.contentFree === "on" } : {}),
     ...(flags.examples ? { examples: flags.examples === "on" } : {}),
+    ...(flags.questionContrast ? { questionContrast: flags.questionContrast === "on" } : {}),
   };
 }

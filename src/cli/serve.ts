@@ -242,6 +242,14 @@ export function registerServeCommand(program: Command): void {
       env.DECISIOND_EXAMPLES ? oneOf("on", "off")(env.DECISIOND_EXAMPLES) : undefined,
     )
     .option(
+      "--question-contrast <on|off>",
+      "yes/no answers read against the state alone (env DECISIOND_QUESTION_CONTRAST; default on)",
+      oneOf<"on" | "off">("on", "off"),
+      env.DECISIOND_QUESTION_CONTRAST
+        ? oneOf("on", "off")(env.DECISIOND_QUESTION_CONTRAST)
+        : undefined,
+    )
+    .option(
       "--log-level <level>",
       "pino log level (env DECISIOND_LOG_LEVEL)",
       env.DECISIOND_LOG_LEVEL ?? "info",

@@ -38,6 +38,8 @@ export interface FittedProfile extends CalibrationProfile {
     readonly contentFree?: string;
     /** In-context examples setting the profile was fitted with (`on`, `off` or `default`). */
     readonly examples?: string;
+    /** Question-contrast setting the profile was fitted with (`on`, `off` or `default`). */
+    readonly questionContrast?: string;
     readonly items: number;
     readonly questions: number;
     readonly datasets: Readonly<Record<string, number>>;

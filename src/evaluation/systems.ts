@@ -73,7 +73,8 @@ export function oursSystem(
       (debias === "off" ? "ours" : `ours/${debias}`) +
       (readout.labels ? `[${readout.labels}]` : "") +
       (readout.contentFree === false ? "[no-cf]" : "") +
-      (readout.examples === false ? "[no-examples]" : ""),
+      (readout.examples === false ? "[no-examples]" : "") +
+      (readout.questionContrast === false ? "[no-contrast]" : ""),
     async answer(request) {
       const result = await decider.decide(toDecisionRequest(request));
       const out: SystemAnswers = {};
