@@ -80,8 +80,8 @@ export interface DeciderOptions {
    * Question contrast for yes/no questions: P(yes) is read from how much the question moves the
    * model's yes/no log-odds away from where the state alone leaves them. One more branch per
    * request (the assistant turn opened right after the state, no question: a handful of tokens)
-   * gives log p(label | state); each noul question's log p(label | state, question) is divided
-   * by it, both already divided by their content-free priors, then renormalised:
+   * gives p(label | state); each noul question's p(label | state, question) is divided by it,
+   * both already divided by their content-free priors, then renormalised; in logs:
    * `log p(l|s,q) − log p(l|cf,q) − [log p(l|s) − log p(l|cf)]`. This is a pointwise mutual
    * information between the answer and the question given the state, as in domain-conditional
    * PMI (Holtzman et al. 2021, "Surface Form Competition", arXiv 2104.08315), with the state as
@@ -90,7 +90,8 @@ export interface DeciderOptions {
    * SST-2, RTE, BoolQ and WikiQA as yes/no (`decisiond eval --split fit --limit 30 --no-flip
    * --calibration none --injection`, 120 questions, SmolLM2-135M-Instruct): 39% → 49% right,
    * NLL 0.744 → 0.764 before temperature calibration, injection move rate 30% → 7%, 11% more
-   * time. The same contrast on choice questions subtracts the evidence itself (a sports report
+   * time; on the test rows (docs/QUALITY.md) 50% right before and after, moved 68% → 8%.
+   * The same contrast on choice questions subtracts the evidence itself (a sports report
    * makes the model say "sports" whatever is asked): 17 → 0 of bench/clear-cut.mjs's 20 right,
    * so it applies to noul only. Default on.
    */
