@@ -56,7 +56,10 @@ export interface ServiceOptions {
   readonly prefixCacheBytes?: number;
   readonly bodyLimit?: number;
   readonly debias?: DebiasMode;
-  /** Choice labels, contextual calibration, in-context examples, question contrast. Default: the Decider's. */
+  /**
+   * Choice labels, contextual calibration, in-context examples, question contrast. Default: the
+   * Decider's.
+   */
   readonly readout?: ReadoutSettings;
   /** A profile to apply; default: `profiles/<model id>.json` beside the model or in the package. */
   readonly calibration?: CalibrationProfile | "none";

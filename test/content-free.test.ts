@@ -140,15 +140,17 @@ describe("contextual calibration against content-free states", () => {
       branches: [plan.branches[contrast.branch]!],
     });
     const [yes, no] = readTrie(contrast.trie, alone.branches[0]!, 2);
-    const p = (await plain.decide(request(state))).answers.positive!;
-    const got = (await contrasted.decide(request(state))).answers.positive!;
+    const plainAnswers = (await plain.decide(request(state))).answers;
+    const contrastedAnswers = (await contrasted.decide(request(state))).answers;
+    const p = plainAnswers.positive!;
+    const got = contrastedAnswers.positive!;
     if (p.type !== "noul" || got.type !== "noul") throw new Error("expected noul answers");
     const logOdds = Math.log(p.noul / (1 - p.noul)) - (yes! - no!);
     expect(got.noul).toBeCloseTo(1 / (1 + Math.exp(-logOdds)), 5);
     expect(Math.abs(got.noul - p.noul)).toBeGreaterThan(1e-3);
     // Choice and score answers are unchanged.
-    const before = probabilities((await plain.decide(request(state))).answers);
-    const after = probabilities((await contrasted.decide(request(state))).answers);
+    const before = probabilities(plainAnswers);
+    const after = probabilities(contrastedAnswers);
     [0, 2].forEach((q) => after[q]!.forEach((x, i) => expect(x).toBeCloseTo(before[q]![i]!, 9)));
   });
 

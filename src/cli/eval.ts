@@ -57,8 +57,8 @@ export function splitOption(value: string): Split | "all" {
 
 /**
  * Adds the readout flags `eval` and `calibrate` share: `--labels words|fixed`,
- * `--content-free on|off`, `--examples on|off` and `--question-contrast on|off` (absent: the Decider's defaults; read with
- * {@link readoutOf}).
+ * `--content-free on|off`, `--examples on|off` and `--question-contrast on|off` (absent: the
+ * Decider's defaults; read with {@link readoutOf}).
  */
 export function readoutOptions(command: Command): Command {
   return command
