@@ -8,7 +8,8 @@
 //   (c) decisiond over HTTP with keep-alive, end to end (a `decisiond serve` child process);
 //       the HTTP overhead is (c) minus the server's own Server-Timing `decide` duration, and the
 //       part of it spent in the server is Server-Timing `app` (arrival to serialized response)
-//       minus `decide`;
+//       minus `decide`; the same body sent to an empty node:http server just before gives the
+//       machine's own floor for that overhead;
 //   (d) node-llama-cpp's LlamaDecisionContext.decide on the same inputs;
 //   (e) naive: one full prompt per question (our prompt), the state read again each time.
 // Every system gets a fresh state for every run (a case number leads it), so no system reuses a
@@ -259,10 +260,56 @@ if (SYSTEMS.has("c")) {
     await new Promise((r) => setTimeout(r, 200));
   }
 }
-// node:http with one keep-alive socket: undici's fetch adds about a millisecond of its own.
+// The machine's own floor for one HTTP exchange: an empty node:http server (another process, the
+// same loopback, keep-alive) that reads the body and answers a fixed small JSON at once. Each (c)
+// request is preceded by one to it with the same body, so (c)'s overhead can be read against what
+// any Node HTTP server costs here (on a VM whose idle vCPUs halt, each wake-up is a VM exit).
+let emptyServer;
+let emptyUrl;
+if (SYSTEMS.has("c")) {
+  const port = 20000 + Math.floor(Math.random() * 2000);
+  emptyServer = spawn(
+    process.execPath,
+    [
+      "-e",
+      `require("node:http").createServer((q, s) => { const c = []; q.on("data", (d) => c.push(d));
+         q.on("end", () => { JSON.parse(Buffer.concat(c).toString("utf8"));
+           s.setHeader("content-type", "application/json"); s.end('{"ok":true}'); });
+       }).listen(${port}, "127.0.0.1");`,
+    ],
+    { stdio: ["ignore", "inherit", "inherit"] },
+  );
+  emptyUrl = `http://127.0.0.1:${port}`;
+}
+// node:http with one keep-alive socket (per server): undici's fetch adds about a millisecond.
 const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+const emptyAgent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+/** One POST of `body` to the empty server; resolves with its round trip in ms. */
+function emptyRoundTrip(body) {
+  const { port } = new URL(emptyUrl);
+  const t0 = now();
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      {
+        host: "127.0.0.1",
+        port,
+        path: "/",
+        method: "POST",
+        agent: emptyAgent,
+        headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body) },
+      },
+      (res) => {
+        res.on("data", () => undefined);
+        res.on("end", () => resolve(now() - t0));
+      },
+    );
+    req.on("error", reject);
+    req.end(body);
+  });
+}
+const bodyOf = (state, wq) => JSON.stringify({ model: "jev-latest", state, questions: wq });
 function overHttp(state, wq) {
-  const body = JSON.stringify({ model: "jev-latest", state, questions: wq });
+  const body = bodyOf(state, wq);
   const { port } = new URL(serverUrl);
   return new Promise((resolve, reject) => {
     const req = http.request(
@@ -313,9 +360,13 @@ async function timeOne(system, tokens, n, k) {
     case "b":
       extra = (await decider.decide(toDecision(state, wq))).stats.evaluatedTokens;
       break;
-    case "c":
-      extra = await overHttp(state, wq);
-      break;
+    case "c": {
+      // The empty server's round trip first, untimed for (c), with the same body.
+      const emptyMs = await emptyRoundTrip(bodyOf(state, wq));
+      const t1 = now();
+      extra = { ...(await overHttp(state, wq)), emptyMs };
+      return { ms: now() - t1, extra };
+    }
     case "d":
       await theirs(state, wq);
       break;
@@ -365,11 +416,11 @@ function writeReport(cache, peakRssMiB) {
   const lines = [
     `decisiond bench ${result.date} — ${MODEL}, ${machine.cpu}, ${threads} threads, context ${CONTEXT}, medians of ${RUNS === MAX_RUNS || !CELL_SECONDS ? RUNS : `${RUNS}–${MAX_RUNS} (more while a cell took under ${CELL_SECONDS} s)`} runs (naive: ${NAIVE_RUNS}), ms${ROTATE ? ", options rotated per question" : ""}`,
     "",
-    "| state | q | k | runs | (a) floor | (b) in-process | (c) HTTP | c−b HTTP overhead | of it in the server | (d) LlamaDecisionContext | (e) naive | b/a | d/b | e/b | (b) new questions |",
-    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    "| state | q | k | runs | (a) floor | (b) in-process | (c) HTTP | c−b HTTP overhead | of it in the server | empty node:http server | (d) LlamaDecisionContext | (e) naive | b/a | d/b | e/b | (b) new questions |",
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ...cells.map((c) => {
       const m = c.medianMs;
-      return `| ${c.stateTokens} | ${c.questions} | ${c.options} | ${c.runs} | ${f0(m.a)} | ${f0(m.b)} | ${f0(m.c)} | ${f2(c.httpOverheadMs)} | ${f2(c.serverHandlingMs)} | ${f0(m.d)} | ${f0(m.e)} | ${f2(m.b / m.a)} | ${f2(m.d / m.b)} | ${f2(m.e / m.b)} | ${f0(c.firstRequestMsB)} |`;
+      return `| ${c.stateTokens} | ${c.questions} | ${c.options} | ${c.runs} | ${f0(m.a)} | ${f0(m.b)} | ${f0(m.c)} | ${f2(c.httpOverheadMs)} | ${f2(c.serverHandlingMs)} | ${f2(c.emptyServerMs)} | ${f0(m.d)} | ${f0(m.e)} | ${f2(m.b / m.a)} | ${f2(m.d / m.b)} | ${f2(m.e / m.b)} | ${f0(c.firstRequestMsB)} |`;
     }),
     "",
     ...STATES.flatMap((t) =>
@@ -411,6 +462,7 @@ for (const tokens of STATES)
       const samples = Object.fromEntries([...SYSTEMS].map((s) => [s, []]));
       const overhead = [];
       const inServer = [];
+      const emptyTrips = [];
       let evaluated;
       // The first request carrying a question also scores its content-free prior (contextual
       // calibration, cached per question): time it on its own, untimed in the medians.
@@ -434,6 +486,7 @@ for (const tokens of STATES)
           if (s === "c") {
             overhead.push(ms - extra.decide);
             inServer.push(extra.app - extra.decide);
+            emptyTrips.push(extra.emptyMs);
           }
         }
       }
@@ -451,6 +504,8 @@ for (const tokens of STATES)
         // Of the overhead, the part spent inside the server around `decide` (parse, validate,
         // serialize): Server-Timing `app` − `decide`.
         serverHandlingMs: inServer.length ? median(inServer) : undefined,
+        // The same exchange with an empty node:http server: the machine's floor for the overhead.
+        emptyServerMs: emptyTrips.length ? median(emptyTrips) : undefined,
       };
       cells.push(cell);
       writeReport();
@@ -491,6 +546,7 @@ cache.medianHitLastMs = median(cache.hitLastMs);
 
 const peakRssMiB = serverPeakRssMiB();
 server?.kill();
+emptyServer?.kill();
 await decisionContext?.dispose();
 await rawContext.dispose();
 await engine.close();

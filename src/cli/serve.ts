@@ -201,7 +201,7 @@ export function registerServeCommand(program: Command): void {
     )
     .option(
       "--parallel <n>",
-      "question branches evaluated side by side (env DECISIOND_PARALLEL; default 4 on CPU, 16 on GPU)",
+      "question branches evaluated side by side (env DECISIOND_PARALLEL; default 1 on CPU, 16 on GPU)",
       positiveInt,
       env.DECISIOND_PARALLEL ? positiveInt(env.DECISIOND_PARALLEL) : undefined,
     )

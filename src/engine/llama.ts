@@ -46,13 +46,16 @@ export interface LlamaEngineOptions {
   /**
    * Branches evaluated side by side (one KV-cache sequence each, sequence 0 included), so their tokens go
    * through the model in few `llama_decode` calls. Default: 16 (the most questions one request
-   * may carry) with a GPU; 4 on a CPU. On the 2-core x86 here with SmolLM2-135M (a 512-token
-   * state, 16 questions of 4 options, medians of 3, bench/parallel.mjs) 1, 4 and
-   * 16 sequences took 12.1, 10.7 and 9.1 s; but node-llama-cpp gives every sequence a whole
-   * context of KV cache (~190 MB at 8192 tokens), and 16 held 3.4 GB of RSS, so the CPU default
-   * is 4. Since branches share their starts (see {@link scheduleBranches}) the count matters
-   * less: 16 questions of 2 options at 512 tokens took 5.7, 5.7 and 5.6 s with 1, 2 and 4
-   * (`npm run bench -- --states 512 --questions 16 --options 2 --systems a,b --runs 5 --parallel N`).
+   * may carry) with a GPU; 1 on a CPU. Measured on the 2-core x86 here with SmolLM2-135M
+   * (`npm run bench -- --states S --questions Q --options K --systems a,b --runs 2..5
+   * --parallel N`, 2026-11-23, (b) medians): 64-token state × 4 questions × 2 options 644 ms
+   * with 1 sequence against 852 ms with 4; 2048 × 4 × 8 9.3 s against 11.5 s; 2048 × 16 × 8
+   * 13.7 s against 14.7 s; 512 × 4/16 × 8 level (2.8/4.7 s against 2.8/4.6 s). One lane reuses
+   * the starts consecutive branches share (see {@link scheduleBranches}); more lanes each
+   * evaluate them again, start with a copy of a whole KV stream (node-llama-cpp gives every
+   * sequence its own context of cells, ~190 MB at 8192 tokens, copied at the next decode), and
+   * make the prefix snapshot ~5× slower to write (~25 ms against ~4.5 ms for 400 tokens).
+   * Before branches shared their starts, 4 had won on the CPU (bench/parallel.mjs).
    */
   readonly parallelBranches?: number;
   /** CPU threads for evaluation. Default: llama.cpp's count of math cores (physical cores). */
@@ -138,7 +141,7 @@ export class LlamaEngine implements Engine {
     const llamaModel = await llama.loadModel({ modelPath: options.modelPath });
     const trainContextSize = llamaModel.trainContextSize;
     const contextSize = options.contextSize ?? Math.min(8192, trainContextSize);
-    const parallelBranches = options.parallelBranches ?? (llama.gpu === false ? 4 : 16);
+    const parallelBranches = options.parallelBranches ?? (llama.gpu === false ? 1 : 16);
     const context = await llamaModel.createContext({
       contextSize,
       sequences: Math.max(1, parallelBranches),
