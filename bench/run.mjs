@@ -289,65 +289,75 @@ process.on("exit", () => {
   server?.kill();
   emptyServer?.kill();
 });
-for (const signal of ["SIGINT", "SIGTERM"]) process.on(signal, () => process.exit(130));
+for (const [signal, code] of [
+  ["SIGINT", 130],
+  ["SIGTERM", 143],
+])
+  process.on(signal, () => process.exit(code));
 // node:http with one keep-alive socket (per server): undici's fetch adds about a millisecond.
 const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
 const emptyAgent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-/** One POST of `body` to the empty server; resolves with its round trip in ms. */
-function emptyRoundTrip(body) {
-  const { port } = new URL(emptyUrl);
-  const t0 = now();
+/** POSTs a JSON `body` to `url` over `via`; resolves with the status, headers and body text. */
+function postJson(url, via, body) {
+  const { port, pathname } = new URL(url);
   return new Promise((resolve, reject) => {
     const req = http.request(
       {
         host: "127.0.0.1",
         port,
-        path: "/",
+        path: pathname,
         method: "POST",
-        agent: emptyAgent,
+        agent: via,
         headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body) },
       },
       (res) => {
-        res.on("data", () => undefined);
-        res.on("end", () => resolve(now() - t0));
+        const chunks = [];
+        res.on("data", (c) => chunks.push(c));
+        res.on("end", () =>
+          resolve({
+            status: res.statusCode,
+            headers: res.headers,
+            text: Buffer.concat(chunks).toString("utf8"),
+          }),
+        );
       },
     );
     req.on("error", reject);
     req.end(body);
   });
 }
+/** One POST of `body` to the empty server; resolves with its round trip in ms. */
+async function emptyRoundTrip(body) {
+  const t0 = now();
+  await postJson(`${emptyUrl}/`, emptyAgent, body);
+  return now() - t0;
+}
+if (emptyServer) {
+  // Up when it answers (it starts in well under a second; serve took longer above).
+  for (let i = 0; ; i++) {
+    try {
+      await emptyRoundTrip("{}");
+      break;
+    } catch {
+      if (i > 100) throw new Error("the empty node:http server did not start");
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+}
 const bodyOf = (state, wq) => JSON.stringify({ model: "jev-latest", state, questions: wq });
-function overHttp(state, wq) {
-  const body = bodyOf(state, wq);
-  const { port } = new URL(serverUrl);
-  return new Promise((resolve, reject) => {
-    const req = http.request(
-      {
-        host: "127.0.0.1",
-        port,
-        path: "/v1/systemone",
-        method: "POST",
-        agent,
-        headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body) },
-      },
-      (res) => {
-        const chunks = [];
-        res.on("data", (c) => chunks.push(c));
-        res.on("end", () => {
-          const text = Buffer.concat(chunks).toString("utf8");
-          if (res.statusCode !== 200)
-            return reject(new Error(`HTTP ${res.statusCode}: ${text.slice(0, 200)}`));
-          JSON.parse(text);
-          const timing = res.headers["server-timing"] ?? "";
-          const decide = /decide;dur=([\d.]+)/.exec(timing);
-          const app = /app;dur=([\d.]+)/.exec(timing);
-          resolve({ decide: decide ? Number(decide[1]) : NaN, app: app ? Number(app[1]) : NaN });
-        });
-      },
-    );
-    req.on("error", reject);
-    req.end(body);
-  });
+/** One request to decisiond serve; resolves with its Server-Timing `decide` and `app` (ms). */
+async function overHttp(state, wq) {
+  const { status, headers, text } = await postJson(
+    `${serverUrl}/v1/systemone`,
+    agent,
+    bodyOf(state, wq),
+  );
+  if (status !== 200) throw new Error(`HTTP ${status}: ${text.slice(0, 200)}`);
+  JSON.parse(text);
+  const timing = headers["server-timing"] ?? "";
+  const decide = /decide;dur=([\d.]+)/.exec(timing);
+  const app = /app;dur=([\d.]+)/.exec(timing);
+  return { decide: decide ? Number(decide[1]) : NaN, app: app ? Number(app[1]) : NaN };
 }
 function serverPeakRssMiB() {
   if (!server) return undefined;
@@ -555,7 +565,6 @@ cache.medianHitLastMs = median(cache.hitLastMs);
 
 const peakRssMiB = serverPeakRssMiB();
 server?.kill();
-emptyServer?.kill();
 await decisionContext?.dispose();
 await rawContext.dispose();
 await engine.close();
