@@ -17,6 +17,8 @@
 // Each cell first sends (b) and (c) one untimed request: the first request carrying a question
 // also scores its content-free prior (contextual calibration, then cached); (b)'s time for it is
 // reported on its own ("(b) new questions"), so the medians are the steady state.
+// Before the first cell the prefix caches of (b) and (c) are filled, so both run in the steady
+// state of a server that has been up a while (see "Steady state" below).
 // Also: the prefix-cache hit latency (2048-token state, 1 question) and the peak RSS of `serve`.
 //
 // Usage: npm run bench -- [--states 64,512,2048] [--questions 1,4,16] [--options 2,4,8]
@@ -25,7 +27,8 @@
 //                          cell's runs so far took under S seconds: short cells, whose medians
 //                          are the noisiest, get more runs for little time)]
 //                         [--parallel N (branch sequences; default: the engine's)]
-//                         [--prefix-cache BYTES (in-process engine's snapshot budget; 0: off)]
+//                         [--prefix-cache BYTES (snapshot budget of (b)'s engine and (c)'s
+//                          server; 0: off)]
 //                         [--rotate-options (question i lists the options rotated by i mod k,
 //                          so only questions k apart start alike)]
 import { spawn } from "node:child_process";
@@ -249,6 +252,7 @@ if (SYSTEMS.has("c")) {
       "--console",
       "off",
       ...(PARALLEL ? ["--parallel", String(PARALLEL)] : []),
+      ...(args["prefix-cache"] !== undefined ? ["--prefix-cache", args["prefix-cache"]] : []),
     ],
     { stdio: ["ignore", "inherit", "inherit"] },
   );
@@ -427,6 +431,7 @@ function writeReport(cache, peakRssMiB) {
     cellSeconds: CELL_SECONDS,
     naiveRuns: NAIVE_RUNS,
     machine,
+    prefixCacheFill: fill,
     cells,
     prefixCache: cache,
     servePeakRssMiB: peakRssMiB,
@@ -435,11 +440,11 @@ function writeReport(cache, peakRssMiB) {
   const lines = [
     `decisiond bench ${result.date} — ${MODEL}, ${machine.cpu}, ${threads} threads, context ${CONTEXT}, medians of ${RUNS === MAX_RUNS || !CELL_SECONDS ? RUNS : `${RUNS}–${MAX_RUNS} (more while a cell took under ${CELL_SECONDS} s)`} runs (naive: ${NAIVE_RUNS}), ms${ROTATE ? ", options rotated per question" : ""}`,
     "",
-    "| state | q | k | runs | (a) floor | (b) in-process | (c) HTTP | c−b HTTP overhead | of it in the server | empty node:http server | (d) LlamaDecisionContext | (e) naive | b/a | d/b | e/b | (b) new questions |",
-    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    "| state | q | k | runs | (a) floor | (b) in-process | (c) HTTP | c−b HTTP overhead | of it in the server | empty node:http server | (d) LlamaDecisionContext | (e) naive | b/a | b/a per run | d/b | e/b | (b) new questions |",
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ...cells.map((c) => {
       const m = c.medianMs;
-      return `| ${c.stateTokens} | ${c.questions} | ${c.options} | ${c.runs} | ${f0(m.a)} | ${f0(m.b)} | ${f0(m.c)} | ${f2(c.httpOverheadMs)} | ${f2(c.serverHandlingMs)} | ${f2(c.emptyServerMs)} | ${f0(m.d)} | ${f0(m.e)} | ${f2(m.b / m.a)} | ${f2(m.d / m.b)} | ${f2(m.e / m.b)} | ${f0(c.firstRequestMsB)} |`;
+      return `| ${c.stateTokens} | ${c.questions} | ${c.options} | ${c.runs} | ${f0(m.a)} | ${f0(m.b)} | ${f0(m.c)} | ${f2(c.httpOverheadMs)} | ${f2(c.serverHandlingMs)} | ${f2(c.emptyServerMs)} | ${f0(m.d)} | ${f0(m.e)} | ${f2(m.b / m.a)} | ${f2(c.pairedBA)} | ${f2(m.d / m.b)} | ${f2(m.e / m.b)} | ${f0(c.firstRequestMsB)} |`;
     }),
     "",
     ...STATES.flatMap((t) =>
@@ -453,6 +458,11 @@ function writeReport(cache, peakRssMiB) {
           : "";
       }),
     ).filter(Boolean),
+    "",
+    "b/a per run: the median over the runs of (b)/(a) within one run (the two take turns).",
+    fill.requests
+      ? `Before the first cell the prefix caches were filled with ${fill.requests} states (${(fill.ms / 1000).toFixed(0)} s), so (b) and (c) run as a server that has been up a while.`
+      : "",
     "",
     ...(cache
       ? [
@@ -472,6 +482,30 @@ const base = args.out ?? `bench/results/${date}`;
 
 // Warm-up: every system once on a small cell.
 for (const s of SYSTEMS) await timeOne(s, 64, 1, 2);
+
+// Steady state: fill the prefix caches of (b)'s engine and of (c)'s server before the first cell,
+// as in a server that has been running. A cache that is still growing writes every snapshot
+// (~10 MB at a 64-token state) into memory the process has not touched for a while, and on this
+// VM that memory costs a page fault on the host per 4 KiB page (the guest's virtio-balloon free
+// page reporting hands freed memory back to the host): measured 25–35 ms per snapshot while the
+// cache grows, 4–7 ms once it is full and each snapshot reuses the pages of the one it evicts.
+const fill = { requests: 0, ms: 0 };
+if (engine.prefixCache && (SYSTEMS.has("b") || SYSTEMS.has("c"))) {
+  const started = now();
+  while (engine.prefixCache.stats.dropped === 0) {
+    const state = stateOf(64, ++caseNumber);
+    const wq = wireQuestions(1, 2);
+    await decider.decide(toDecision(state, wq));
+    // The server's cache has the same budget and gets the same states, so it fills alike.
+    if (SYSTEMS.has("c")) await overHttp(state, wq);
+    fill.requests++;
+  }
+  fill.ms = now() - started;
+  console.log(
+    `prefix caches filled: ${fill.requests} states, ${engine.prefixCache.size} snapshots, ` +
+      `${(engine.prefixCache.bytes / 2 ** 20).toFixed(0)} MiB, ${(fill.ms / 1000).toFixed(0)} s`,
+  );
+}
 
 const cells = [];
 const started = Date.now();
@@ -510,6 +544,12 @@ for (const tokens of STATES)
         }
       }
       const m = Object.fromEntries(Object.entries(samples).map(([s, xs]) => [s, median(xs)]));
+      // (b)/(a) within each run (the two took turns), then the median: the machine's slow and
+      // fast spells cancel out of each pair, which the ratio of the two medians does not do.
+      const pairedBA =
+        samples.a?.length && samples.b?.length
+          ? median(samples.a.map((a, i) => samples.b[i] / a))
+          : undefined;
       const cell = {
         stateTokens: tokens,
         questions: n,
@@ -518,6 +558,7 @@ for (const tokens of STATES)
         evaluatedTokensB: evaluated,
         firstRequestMsB,
         medianMs: m,
+        pairedBA,
         runsMs: samples,
         httpOverheadMs: overhead.length ? median(overhead) : undefined,
         // Of the overhead, the part spent inside the server around `decide` (parse, validate,
