@@ -230,42 +230,51 @@ async function theirs(state, wq) {
 }
 
 // ---- (c) decisiond serve over HTTP --------------------------------------------------------------
-let server;
-let serverUrl;
-if (SYSTEMS.has("c")) {
-  const port = 18000 + Math.floor(Math.random() * 2000);
-  server = spawn(
-    process.execPath,
-    [
-      "dist/cli/main.js",
-      "serve",
-      "--auth",
-      "off",
-      "--port",
-      String(port),
-      "--threads",
-      String(threads),
-      "--context-size",
-      String(CONTEXT),
-      "--log-level",
-      "warn",
-      "--console",
-      "off",
-      ...(PARALLEL ? ["--parallel", String(PARALLEL)] : []),
-      ...(args["prefix-cache"] !== undefined ? ["--prefix-cache", args["prefix-cache"]] : []),
-    ],
-    { stdio: ["ignore", "inherit", "inherit"] },
-  );
-  serverUrl = `http://127.0.0.1:${port}`;
+/** Spawns `node <args(port)>` on a random port from `basePort` up; returns it and its base URL. */
+function spawnOnPort(basePort, args) {
+  const port = basePort + Math.floor(Math.random() * 2000);
+  const child = spawn(process.execPath, args(port), { stdio: ["ignore", "inherit", "inherit"] });
+  return { child, url: `http://127.0.0.1:${port}` };
+}
+/** Retries `probe` (which throws or returns false until the server is up) every `ms`, `tries` times. */
+async function waitUntilUp(probe, tries, ms, what) {
   for (let i = 0; ; i++) {
     try {
-      if ((await fetch(`${serverUrl}/healthz`)).ok) break;
+      if (await probe()) return;
     } catch {
       /* not up yet */
     }
-    if (i > 600) throw new Error("decisiond serve did not start");
-    await new Promise((r) => setTimeout(r, 200));
+    if (i > tries) throw new Error(`${what} did not start`);
+    await new Promise((r) => setTimeout(r, ms));
   }
+}
+let server;
+let serverUrl;
+if (SYSTEMS.has("c")) {
+  ({ child: server, url: serverUrl } = spawnOnPort(18000, (port) => [
+    "dist/cli/main.js",
+    "serve",
+    "--auth",
+    "off",
+    "--port",
+    String(port),
+    "--threads",
+    String(threads),
+    "--context-size",
+    String(CONTEXT),
+    "--log-level",
+    "warn",
+    "--console",
+    "off",
+    ...(PARALLEL ? ["--parallel", String(PARALLEL)] : []),
+    ...(args["prefix-cache"] !== undefined ? ["--prefix-cache", args["prefix-cache"]] : []),
+  ]));
+  await waitUntilUp(
+    async () => (await fetch(`${serverUrl}/healthz`)).ok,
+    600,
+    200,
+    "decisiond serve",
+  );
 }
 // The machine's own floor for one HTTP exchange: an empty node:http server (another process, the
 // same loopback, keep-alive) that reads the body and answers a fixed small JSON at once. Each (c)
@@ -273,21 +282,14 @@ if (SYSTEMS.has("c")) {
 // any Node HTTP server costs here (on a VM whose idle vCPUs halt, each wake-up is a VM exit).
 let emptyServer;
 let emptyUrl;
-if (SYSTEMS.has("c")) {
-  const port = 20000 + Math.floor(Math.random() * 2000);
-  emptyServer = spawn(
-    process.execPath,
-    [
-      "-e",
-      `require("node:http").createServer((q, s) => { const c = []; q.on("data", (d) => c.push(d));
+if (SYSTEMS.has("c"))
+  ({ child: emptyServer, url: emptyUrl } = spawnOnPort(20000, (port) => [
+    "-e",
+    `require("node:http").createServer((q, s) => { const c = []; q.on("data", (d) => c.push(d));
          q.on("end", () => { JSON.parse(Buffer.concat(c).toString("utf8"));
            s.setHeader("content-type", "application/json"); s.end('{"ok":true}'); });
        }).listen(${port}, "127.0.0.1");`,
-    ],
-    { stdio: ["ignore", "inherit", "inherit"] },
-  );
-  emptyUrl = `http://127.0.0.1:${port}`;
-}
+  ]));
 // The child servers go when the benchmark does, also when it is interrupted.
 process.on("exit", () => {
   server?.kill();
@@ -336,18 +338,14 @@ async function emptyRoundTrip(body) {
   await postJson(`${emptyUrl}/`, emptyAgent, body);
   return now() - t0;
 }
-if (emptyServer) {
-  // Up when it answers (it starts in well under a second; serve took longer above).
-  for (let i = 0; ; i++) {
-    try {
-      await emptyRoundTrip("{}");
-      break;
-    } catch {
-      if (i > 100) throw new Error("the empty node:http server did not start");
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  }
-}
+// Up when it answers (it starts in well under a second; serve took longer above).
+if (emptyServer)
+  await waitUntilUp(
+    async () => (await emptyRoundTrip("{}"), true),
+    100,
+    100,
+    "the empty node:http server",
+  );
 const bodyOf = (state, wq) => JSON.stringify({ model: "jev-latest", state, questions: wq });
 /** One request to decisiond serve; resolves with its Server-Timing `decide` and `app` (ms). */
 async function overHttp(state, wq) {
