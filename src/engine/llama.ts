@@ -53,8 +53,10 @@ export interface LlamaEngineOptions {
    * 13.7 s against 14.7 s; 512 × 4/16 × 8 level (2.8/4.7 s against 2.8/4.6 s). One lane reuses
    * the starts consecutive branches share (see {@link scheduleBranches}); more lanes each
    * evaluate them again, start with a copy of a whole KV stream (node-llama-cpp gives every
-   * sequence its own context of cells, ~190 MB at 8192 tokens, copied at the next decode), and
-   * make the prefix snapshot ~5× slower to write (~25 ms against ~4.5 ms for 400 tokens).
+   * sequence its own context of cells, ~190 MB at 8192 tokens, copied at the next decode). The
+   * prefix snapshot took ~25 ms against ~4.5 ms in those runs, but that was this VM (fresh pages
+   * of a growing cache fault on the host; see bench/run.mjs, "Steady state"): once the cache is
+   * full, 4 sequences write it in 4–9 ms too.
    * Before branches shared their starts, 4 had won on the CPU (bench/parallel.mjs).
    */
   readonly parallelBranches?: number;
