@@ -108,8 +108,8 @@ const SCORE = {
   },
 } as const;
 
-/** The JSON Schema of the common body (exported for the tests). */
-export const COMMON_REQUEST_SCHEMA = {
+/** The JSON Schema of the common body. */
+const COMMON_REQUEST_SCHEMA = {
   type: "object",
   required: ["model", "state", "questions"],
   additionalProperties: false,
