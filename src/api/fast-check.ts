@@ -39,31 +39,35 @@ const NULLABLE_TEXT = { ...TEXT, type: ["null", ...TEXT.type] };
  */
 const ID = { type: "string", minLength: 1, not: { const: "__proto__" } };
 
-const CHOICE = {
-  type: "object",
-  required: ["type", "criteria"],
-  additionalProperties: false,
-  properties: {
-    type: { const: "choice" },
-    instructions: NULLABLE_TEXT,
-    criteria: {
-      type: "object",
-      minProperties: MIN_CHOICE_OPTIONS,
-      maxProperties: MAX_CHOICE_OPTIONS,
-      propertyNames: ID,
-      additionalProperties: NULLABLE_TEXT,
-    },
+/**
+ * One question type: `type` and optional `instructions`, its `criteria` (required when the type
+ * needs them), nothing else.
+ */
+function questionOf(type: string, criteria: object, criteriaRequired: boolean) {
+  return {
+    type: "object",
+    required: criteriaRequired ? ["type", "criteria"] : ["type"],
+    additionalProperties: false,
+    properties: { type: { const: type }, instructions: NULLABLE_TEXT, criteria },
+  };
+}
+
+const CHOICE = questionOf(
+  "choice",
+  {
+    type: "object",
+    minProperties: MIN_CHOICE_OPTIONS,
+    maxProperties: MAX_CHOICE_OPTIONS,
+    propertyNames: ID,
+    additionalProperties: NULLABLE_TEXT,
   },
-} as const;
+  true,
+);
 
 const NOUL = {
-  type: "object",
-  required: ["type"],
-  additionalProperties: false,
-  properties: {
-    type: { const: "noul" },
-    instructions: NULLABLE_TEXT,
-    criteria: {
+  ...questionOf(
+    "noul",
+    {
       anyOf: [
         { type: "null" },
         {
@@ -73,40 +77,26 @@ const NOUL = {
         },
       ],
     },
-  },
+    false,
+  ),
   // Instructions, or a criterion for true or for false (zod's superRefine).
   anyOf: [
     { type: "object", required: ["instructions"], properties: { instructions: TEXT } },
-    {
-      type: "object",
-      required: ["criteria"],
-      properties: { criteria: { type: "object", required: ["true"], properties: { true: TEXT } } },
-    },
-    {
+    ...(["true", "false"] as const).map((side) => ({
       type: "object",
       required: ["criteria"],
       properties: {
-        criteria: { type: "object", required: ["false"], properties: { false: TEXT } },
+        criteria: { type: "object", required: [side], properties: { [side]: TEXT } },
       },
-    },
+    })),
   ],
-} as const;
+};
 
-const SCORE = {
-  type: "object",
-  required: ["type", "criteria"],
-  additionalProperties: false,
-  properties: {
-    type: { const: "score" },
-    instructions: NULLABLE_TEXT,
-    criteria: {
-      type: "array",
-      minItems: MIN_SCORE_LEVELS,
-      maxItems: MAX_SCORE_LEVELS,
-      items: TEXT,
-    },
-  },
-} as const;
+const SCORE = questionOf(
+  "score",
+  { type: "array", minItems: MIN_SCORE_LEVELS, maxItems: MAX_SCORE_LEVELS, items: TEXT },
+  true,
+);
 
 /** The JSON Schema of the common body. */
 const COMMON_REQUEST_SCHEMA = {
