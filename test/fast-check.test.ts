@@ -197,7 +197,7 @@ describe("the fast check of common request bodies", () => {
     let accepted = 0;
     let rejected = 0;
     for (let i = 0; i < 4000; i++) {
-      let body = BASES[i % BASES.length]!;
+      let body: J = BASES[i % BASES.length]!;
       const changes = 1 + Math.floor(random() * 3);
       for (let c = 0; c < changes; c++) body = mutate(body, random);
       // Through JSON, as the server sees it.
