@@ -9,7 +9,9 @@
 //       the HTTP overhead is (c) minus the server's own Server-Timing `decide` duration, and the
 //       part of it spent in the server is Server-Timing `app` (arrival to serialized response)
 //       minus `decide`; the same body sent to an empty node:http server just after gives the
-//       machine's own floor for that overhead;
+//       machine's own floor for that overhead (with --held-floor that server first keeps as many
+//       threads as llama.cpp busy for as long as (c)'s `decide` took, so it answers after the
+//       same wait);
 //   (d) node-llama-cpp's LlamaDecisionContext.decide on the same inputs;
 //   (e) naive: one full prompt per question (our prompt), the state read again each time.
 // Every system gets a fresh state for every run (a case number leads it), so no system reuses a
@@ -31,6 +33,8 @@
 //                          server; 0: off)]
 //                         [--rotate-options (question i lists the options rotated by i mod k,
 //                          so only questions k apart start alike)]
+//                         [--held-floor (the empty server computes as long as (c)'s `decide`
+//                          before it answers; adds (c)'s time again to each run)]
 import { spawn } from "node:child_process";
 import http from "node:http";
 import { readFileSync, writeFileSync, mkdirSync } from "node:fs";
@@ -58,6 +62,7 @@ const { values: args } = parseArgs({
     parallel: { type: "string" },
     "prefix-cache": { type: "string" },
     "rotate-options": { type: "boolean", default: false },
+    "held-floor": { type: "boolean", default: false },
     out: { type: "string" },
   },
 });
@@ -129,6 +134,7 @@ function stateOf(tokens, caseNumber) {
   return `Case ${caseNumber}. ${baseTexts.get(tokens)}`;
 }
 const ROTATE = args["rotate-options"];
+const HELD_FLOOR = args["held-floor"];
 const rotated = (xs, by) => xs.map((_, j) => xs[(j + by) % xs.length]);
 /** `n` choice questions of `k` options, wire (HTTP) shape. */
 function wireQuestions(n, k) {
@@ -285,8 +291,22 @@ let emptyUrl;
 if (SYSTEMS.has("c"))
   ({ child: emptyServer, url: emptyUrl } = spawnOnPort(20000, (port) => [
     "-e",
-    `require("node:http").createServer((q, s) => { const c = []; q.on("data", (d) => c.push(d));
-         q.on("end", () => { JSON.parse(Buffer.concat(c).toString("utf8"));
+    `const { Worker } = require("node:worker_threads");
+     // With --held-floor, ?hold=H keeps ${threads} worker threads (llama.cpp's count) busy for H
+     // ms before the answer, each streaming through 8 MiB as a model's weights do.
+     const source = \`const { parentPort } = require("node:worker_threads");
+       const memory = new Float64Array(1 << 20);
+       parentPort.on("message", (ms) => { const end = performance.now() + ms; let x = 0;
+         while (performance.now() < end) for (let i = 0; i < memory.length; i += 8) memory[i] += x++;
+         parentPort.postMessage(0); });\`;
+     const workers = ${HELD_FLOOR} ? Array.from({ length: ${threads} }, () => new Worker(source, { eval: true })) : [];
+     const busy = (ms) => Promise.all(workers.map((w) => new Promise((r) => { w.once("message", r); w.postMessage(ms); })));
+     require("node:http").createServer((q, s) => { const c = []; q.on("data", (d) => c.push(d));
+         q.on("end", async () => { JSON.parse(Buffer.concat(c).toString("utf8"));
+           const hold = Number(new URL(q.url, "http://x").searchParams.get("hold") ?? 0);
+           const t0 = performance.now();
+           if (hold > 0) await busy(hold);
+           s.setHeader("server-timing", "hold;dur=" + (performance.now() - t0).toFixed(3));
            s.setHeader("content-type", "application/json"); s.end('{"ok":true}'); });
        }).listen(${port}, "127.0.0.1");`,
   ]));
@@ -332,11 +352,15 @@ function postJson(url, via, body) {
     req.end(body);
   });
 }
-/** One POST of `body` to the empty server; resolves with its round trip in ms. */
-async function emptyRoundTrip(body) {
+/**
+ * One POST of `body` to the empty server, which first holds `holdMs` (0: answers at once);
+ * resolves with its round trip minus the time it held, in ms.
+ */
+async function emptyRoundTrip(body, holdMs = 0) {
   const t0 = now();
-  await postJson(`${emptyUrl}/`, emptyAgent, body);
-  return now() - t0;
+  const { headers } = await postJson(`${emptyUrl}/?hold=${holdMs}`, emptyAgent, body);
+  const held = Number(/hold;dur=([\d.]+)/.exec(headers["server-timing"] ?? "")?.[1] ?? 0);
+  return now() - t0 - held;
 }
 // Up when it answers (it starts in well under a second; serve took longer above).
 if (emptyServer)
@@ -385,8 +409,10 @@ async function timeOne(system, tokens, n, k) {
       extra = await overHttp(state, wq);
       const ms = now() - t0;
       // Then the empty server's round trip with the same body, outside (c)'s time (after it, so
-      // it cannot warm (c)'s client path).
-      return { ms, extra: { ...extra, emptyMs: await emptyRoundTrip(bodyOf(state, wq)) } };
+      // it cannot warm (c)'s client path); with --held-floor it first computes as long as (c)'s
+      // `decide` took, so both exchanges come after the same wait.
+      const emptyMs = await emptyRoundTrip(bodyOf(state, wq), HELD_FLOOR ? extra.decide : 0);
+      return { ms, extra: { ...extra, emptyMs } };
     }
     case "d":
       await theirs(state, wq);
@@ -424,6 +450,7 @@ function writeReport(cache, peakRssMiB) {
     contextSize: CONTEXT,
     parallelBranches: PARALLEL ?? "default",
     rotateOptions: ROTATE,
+    heldFloor: HELD_FLOOR,
     runs: RUNS,
     maxRuns: MAX_RUNS,
     cellSeconds: CELL_SECONDS,
@@ -438,7 +465,7 @@ function writeReport(cache, peakRssMiB) {
   const lines = [
     `decisiond bench ${result.date} — ${MODEL}, ${machine.cpu}, ${threads} threads, context ${CONTEXT}, medians of ${RUNS === MAX_RUNS || !CELL_SECONDS ? RUNS : `${RUNS}–${MAX_RUNS} (more while a cell took under ${CELL_SECONDS} s)`} runs (naive: ${NAIVE_RUNS}), ms${ROTATE ? ", options rotated per question" : ""}`,
     "",
-    "| state | q | k | runs | (a) floor | (b) in-process | (c) HTTP | c−b HTTP overhead | of it in the server | empty node:http server | (d) LlamaDecisionContext | (e) naive | b/a | b/a per run | d/b | e/b | (b) new questions |",
+    `| state | q | k | runs | (a) floor | (b) in-process | (c) HTTP | c−b HTTP overhead | of it in the server | empty node:http server${HELD_FLOOR ? " after computing as long as decide" : ""} | (d) LlamaDecisionContext | (e) naive | b/a | b/a per run | d/b | e/b | (b) new questions |`,
     "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ...cells.map((c) => {
       const m = c.medianMs;
