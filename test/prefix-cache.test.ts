@@ -2,10 +2,10 @@ import { spawnSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, inject, it, vi } from "vitest";
 import { Decider } from "../src/decision/decide.js";
 import type { DecisionRequest } from "../src/decision/types.js";
-import { openLlamaEngine, type LlamaEngine } from "../src/engine/llama.js";
+import { openLlamaEngine, SNAPSHOT_WRITE_DELAY_MS, type LlamaEngine } from "../src/engine/llama.js";
 import { commonPrefixLength, PrefixSnapshotCache } from "../src/engine/prefix-cache.js";
 
 /**
@@ -63,6 +63,32 @@ describe("prefix cache on the real model", () => {
     if (p1.type !== "choice" || p2.type !== "choice") throw new Error("not a choice");
     for (const id of ["sports", "business", "technology"])
       expect(p2.probabilities[id]).toBeCloseTo(p1.probabilities[id]!, 5);
+  });
+
+  it("writes the last state's snapshot after the request, not while the next one waits", async () => {
+    const cache = engine.prefixCache!;
+    await decider.decide(request("delta"));
+    const saved = cache.stats.saved;
+    // The write-behind comes SNAPSHOT_WRITE_DELAY_MS later, on its own.
+    await vi.waitFor(() => expect(cache.stats.saved).toBe(saved + 1), {
+      timeout: 5000,
+      interval: SNAPSHOT_WRITE_DELAY_MS,
+    });
+    const delta = decider.plan(request("delta")).prefix;
+    expect(cache.find(delta)?.shared).toBe(delta.length);
+    // The next state drops delta from sequence 0 without writing it again first.
+    await decider.decide(request("echo"));
+    expect(cache.stats.saved).toBe(saved + 1);
+    await engine.idle();
+    expect(cache.stats.saved).toBe(saved + 2);
+    // A request that comes before the write-behind writes its predecessor itself (once).
+    await decider.decide(request("foxtrot"));
+    await decider.decide(request("golf"));
+    expect(cache.stats.saved).toBe(saved + 3);
+    const foxtrot = decider.plan(request("foxtrot")).prefix;
+    expect(cache.find(foxtrot)?.shared).toBe(foxtrot.length);
+    await engine.idle();
+    expect(cache.stats.saved).toBe(saved + 4);
   });
 
   it("keeps one snapshot file per cached prefix in its own folder", async () => {
