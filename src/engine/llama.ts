@@ -224,10 +224,7 @@ export class LlamaEngine implements Engine {
    * tests, so that background work does not fall into the next measurement.
    */
   async idle(): Promise<void> {
-    if (this.snapshotTimer !== undefined) {
-      this.cancelSnapshotWrite();
-      void this.queue.run(() => this.writeSnapshot());
-    }
+    if (this.snapshotTimer !== undefined) this.startSnapshotWrite();
     await this.queue.run(async () => undefined);
   }
 
@@ -241,11 +238,14 @@ export class LlamaEngine implements Engine {
   private scheduleSnapshotWrite(): void {
     if (!this.prefixCache || this.closed) return;
     this.cancelSnapshotWrite();
-    this.snapshotTimer = setTimeout(() => {
-      this.snapshotTimer = undefined;
-      void this.queue.run(() => this.writeSnapshot());
-    }, SNAPSHOT_WRITE_DELAY_MS);
+    this.snapshotTimer = setTimeout(() => this.startSnapshotWrite(), SNAPSHOT_WRITE_DELAY_MS);
     this.snapshotTimer.unref();
+  }
+
+  /** Drops the waiting timer and queues the write-behind now. */
+  private startSnapshotWrite(): void {
+    this.cancelSnapshotWrite();
+    void this.queue.run(() => this.writeSnapshot());
   }
 
   private cancelSnapshotWrite(): void {
