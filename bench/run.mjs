@@ -604,6 +604,8 @@ for (const tokens of STATES)
         serverHandlingMs: inServer.length ? median(inServer) : undefined,
         // The same exchange with an empty node:http server: the machine's floor for the overhead.
         emptyServerMs: emptyTrips.length ? median(emptyTrips) : undefined,
+        // Each (c) run's figures, in run order, so a median's spread can be read.
+        ...(overhead.length ? { httpRunsMs: { overhead, inServer, emptyServer: emptyTrips } } : {}),
       };
       cells.push(cell);
       writeReport();
