@@ -475,11 +475,11 @@ function writeReport(cache, peakRssMiB) {
   const lines = [
     `decisiond bench ${result.date} — ${MODEL}, ${machine.cpu}, ${threads} threads, context ${CONTEXT}, medians of ${RUNS === MAX_RUNS || !CELL_SECONDS ? RUNS : `${RUNS}–${MAX_RUNS} (more while a cell took under ${CELL_SECONDS} s)`} runs (naive: ${NAIVE_RUNS}), ms${ROTATE ? ", options rotated per question" : ""}`,
     "",
-    `| state | q | k | runs | (a) floor | (b) in-process | (c) HTTP | c−b HTTP overhead | of it in the server | empty node:http server${HELD_FLOOR ? " after computing as long as decide" : ""} | (d) LlamaDecisionContext | (e) naive | b/a | b/a per run | d/b | e/b | (b) new questions |`,
-    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    `| state | q | k | runs | (a) floor | (b) in-process | (c) HTTP | c−b HTTP overhead | of it in the server | empty node:http server${HELD_FLOOR ? " after computing as long as decide" : ""} | (d) LlamaDecisionContext | (e) naive | b/a | b/a per run | d/b | d/b per run | e/b | (b) new questions |`,
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ...cells.map((c) => {
       const m = c.medianMs;
-      return `| ${c.stateTokens} | ${c.questions} | ${c.options} | ${c.runs} | ${f0(m.a)} | ${f0(m.b)} | ${f0(m.c)} | ${f2(c.httpOverheadMs)} | ${f2(c.serverHandlingMs)} | ${f2(c.emptyServerMs)} | ${f0(m.d)} | ${f0(m.e)} | ${f2(m.b / m.a)} | ${f2(c.pairedBA)} | ${f2(m.d / m.b)} | ${f2(m.e / m.b)} | ${f0(c.firstRequestMsB)} |`;
+      return `| ${c.stateTokens} | ${c.questions} | ${c.options} | ${c.runs} | ${f0(m.a)} | ${f0(m.b)} | ${f0(m.c)} | ${f2(c.httpOverheadMs)} | ${f2(c.serverHandlingMs)} | ${f2(c.emptyServerMs)} | ${f0(m.d)} | ${f0(m.e)} | ${f2(m.b / m.a)} | ${f2(c.pairedBA)} | ${f2(m.d / m.b)} | ${f2(c.pairedDB)} | ${f2(m.e / m.b)} | ${f0(c.firstRequestMsB)} |`;
     }),
     "",
     ...STATES.flatMap((t) =>
@@ -494,7 +494,7 @@ function writeReport(cache, peakRssMiB) {
       }),
     ).filter(Boolean),
     "",
-    "b/a per run: the median over the runs of (b)/(a) within one run (the two take turns).",
+    "b/a per run, d/b per run: the median over the runs of the ratio within one run (the systems take turns).",
     fill.requests
       ? `Before the first cell the prefix caches were filled with ${fill.requests} states (${(fill.ms / 1000).toFixed(0)} s), so (b) and (c) run as a server that has been up a while.`
       : "",
@@ -584,10 +584,14 @@ for (const tokens of STATES)
       const m = Object.fromEntries(Object.entries(samples).map(([s, xs]) => [s, median(xs)]));
       // (b)/(a) within each run (the two took turns), then the median: the machine's slow and
       // fast spells cancel out of each pair, which the ratio of the two medians does not do.
-      const pairedBA =
-        samples.a?.length && samples.b?.length
-          ? median(samples.a.map((a, i) => samples.b[i] / a))
+      const paired = (num, den) =>
+        samples[num]?.length && samples[den]?.length
+          ? median(samples[den].map((x, i) => samples[num][i] / x))
           : undefined;
+      const pairedBA = paired("b", "a");
+      // (d)/(b) the same way: at the 2048-token state with 4 questions the two are within a few
+      // percent, where the ratio of medians moves with the machine's spells.
+      const pairedDB = paired("d", "b");
       const cell = {
         stateTokens: tokens,
         questions: n,
@@ -597,6 +601,7 @@ for (const tokens of STATES)
         firstRequestMsB,
         medianMs: m,
         pairedBA,
+        pairedDB,
         runsMs: samples,
         httpOverheadMs: overhead.length ? median(overhead) : undefined,
         // Of the overhead, the part spent inside the server around `decide` (parse, validate,
