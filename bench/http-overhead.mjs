@@ -21,6 +21,7 @@ import { spawn } from "node:child_process";
 import http from "node:http";
 import { parseArgs } from "node:util";
 import { Worker } from "node:worker_threads";
+import { postJson } from "./post-json.mjs";
 
 const { values: args } = parseArgs({
   options: {
@@ -243,7 +244,11 @@ async function drive() {
         state: `Case ${++caseNumber}. ${base}`,
         questions,
       });
-      const { status, headers, text } = await post(s, body);
+      const { status, headers, text } = await postJson(
+        `http://127.0.0.1:${s.port}/v1/systemone`,
+        s.agent,
+        body,
+      );
       JSON.parse(text);
       const total = performance.now() - t0;
       if (status !== 200) throw new Error(`${s.variant}: HTTP ${status} ${text.slice(0, 200)}`);
@@ -293,33 +298,4 @@ async function drive() {
     `  onSend → writeHead                                      ${phase("onSend", "writeHead")}`,
   );
   process.exit(0);
-}
-
-/** POSTs `body` to server `s` over its keep-alive agent; resolves with status, headers and text. */
-function post(s, body) {
-  return new Promise((resolve, reject) => {
-    const req = http.request(
-      {
-        host: "127.0.0.1",
-        port: s.port,
-        path: "/v1/systemone",
-        method: "POST",
-        agent: s.agent,
-        headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body) },
-      },
-      (res) => {
-        const chunks = [];
-        res.on("data", (c) => chunks.push(c));
-        res.on("end", () =>
-          resolve({
-            status: res.statusCode,
-            headers: res.headers,
-            text: Buffer.concat(chunks).toString("utf8"),
-          }),
-        );
-      },
-    );
-    req.on("error", reject);
-    req.end(body);
-  });
 }

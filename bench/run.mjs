@@ -46,6 +46,7 @@ import { openLlamaEngine, SNAPSHOT_WRITE_DELAY_MS } from "../dist/engine/llama.j
 import { scheduleBranches } from "../dist/engine/branch-schedule.js";
 import { commonPrefixLength } from "../dist/engine/prefix-cache.js";
 import { ensureModel } from "../dist/models/pull.js";
+import { postJson } from "./post-json.mjs";
 
 const { values: args } = parseArgs({
   options: {
@@ -320,38 +321,9 @@ for (const [signal, code] of [
   ["SIGTERM", 143],
 ])
   process.on(signal, () => process.exit(code));
-// node:http with one keep-alive socket (per server): undici's fetch adds about a millisecond.
+// One keep-alive socket per server (bench/post-json.mjs).
 const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
 const emptyAgent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-/** POSTs a JSON `body` to `url` over `via`; resolves with the status, headers and body text. */
-function postJson(url, via, body) {
-  const { port, pathname } = new URL(url);
-  return new Promise((resolve, reject) => {
-    const req = http.request(
-      {
-        host: "127.0.0.1",
-        port,
-        path: pathname,
-        method: "POST",
-        agent: via,
-        headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body) },
-      },
-      (res) => {
-        const chunks = [];
-        res.on("data", (c) => chunks.push(c));
-        res.on("end", () =>
-          resolve({
-            status: res.statusCode,
-            headers: res.headers,
-            text: Buffer.concat(chunks).toString("utf8"),
-          }),
-        );
-      },
-    );
-    req.on("error", reject);
-    req.end(body);
-  });
-}
 /**
  * One POST of `body` to the empty server, which first holds `holdMs` (0: answers at once);
  * resolves with its round trip minus the time it held, in ms.
@@ -360,6 +332,7 @@ async function emptyRoundTrip(body, holdMs = 0) {
   const t0 = now();
   const { headers } = await postJson(`${emptyUrl}/?hold=${holdMs}`, emptyAgent, body);
   const held = Number(/hold;dur=([\d.]+)/.exec(headers["server-timing"] ?? "")?.[1] ?? 0);
+  if (held < holdMs) throw new Error(`the empty server held ${held} ms, asked for ${holdMs}`);
   return now() - t0 - held;
 }
 // Up when it answers (it starts in well under a second; serve took longer above).
