@@ -11,6 +11,7 @@ import { Decider } from "../dist/decision/decide.js";
 import { openLlamaEngine } from "../dist/engine/llama.js";
 import { commonPrefixLength } from "../dist/engine/prefix-cache.js";
 import { ensureModel } from "../dist/models/pull.js";
+import { median } from "./stats.mjs";
 
 const { values: args } = parseArgs({
   options: { runs: { type: "string", default: "5" }, tokens: { type: "string", default: "2091" } },
@@ -59,10 +60,6 @@ for (let run = 0; run < RUNS; run++)
     await sequence.evaluateWithoutGeneratingNewTokens(state);
     ms[kind].push(performance.now() - started);
   }
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
 console.log(
   `${MODEL}, ${threads} threads: ${state.length} state tokens after the ${head.length}-token head ` +
     `${median(ms.head).toFixed(0)} ms, with no head ${median(ms.none).toFixed(0)} ms ` +

@@ -22,6 +22,8 @@ import http from "node:http";
 import { parseArgs } from "node:util";
 import { Worker } from "node:worker_threads";
 import { postJson } from "./post-json.mjs";
+import { median } from "./stats.mjs";
+import { wireQuestions } from "./workload.mjs";
 
 const { values: args } = parseArgs({
   options: {
@@ -59,6 +61,9 @@ async function serve(variant, port) {
         (w) => new Promise((resolve) => (w.once("message", resolve), w.postMessage(HOLD_MS))),
       ),
     );
+  /** A wire body's questions as [id, options as [id, text][]] pairs. */
+  const optionsOf = (body) =>
+    Object.entries(body.questions).map(([id, q]) => [id, Object.entries(q.criteria)]);
   /** The answers of `questions` ([id, options as [id, text][]] pairs), as the readout gives them. */
   const answersOf = (questions) =>
     Object.fromEntries(
@@ -95,10 +100,7 @@ async function serve(variant, port) {
       req.on("data", (c) => chunks.push(c));
       req.on("end", async () => {
         const body = JSON.parse(Buffer.concat(chunks).toString("utf8"));
-        const questions = Object.entries(body.questions).map(([id, q]) => [
-          id,
-          Object.entries(q.criteria),
-        ]);
+        const questions = optionsOf(body);
         const started = performance.now();
         await compute();
         const answers = answersOf(questions);
@@ -125,10 +127,7 @@ async function serve(variant, port) {
     const { default: Fastify } = await import("fastify");
     app = Fastify({ logger: false });
     app.post("/v1/systemone", async (request, reply) => {
-      const questions = Object.entries(request.body.questions).map(([id, q]) => [
-        id,
-        Object.entries(q.criteria),
-      ]);
+      const questions = optionsOf(request.body);
       const started = performance.now();
       await compute();
       const answers = answersOf(questions);
@@ -210,28 +209,7 @@ async function drive() {
   );
   process.on("exit", () => servers.forEach((s) => s.child.kill()));
 
-  const teams = [
-    "billing",
-    "shipping",
-    "technical",
-    "sales",
-    "legal",
-    "accounts",
-    "returns",
-    "feedback",
-  ];
-  const questions = Object.fromEntries(
-    Array.from({ length: Number(args.questions) }, (_, i) => [
-      `q${i}`,
-      {
-        type: "choice",
-        instructions: `Which team should handle this (${i + 1})?`,
-        criteria: Object.fromEntries(
-          teams.slice(0, Number(args.options)).map((t) => [t, `The ${t} team`]),
-        ),
-      },
-    ]),
-  );
+  const questions = wireQuestions(Number(args.questions), Number(args.options));
   const sentence = "The customer wrote that the parcel arrived late and the box was damaged. ";
   const base = sentence.repeat(Math.ceil(Number(args["state-chars"]) / sentence.length));
   let caseNumber = 0;
@@ -258,10 +236,6 @@ async function drive() {
     }
   }
 
-  const median = (xs) => {
-    const s = xs.filter(Number.isFinite).sort((a, b) => a - b);
-    return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-  };
   console.log(
     `${Number(args.requests)} rounds, ${args.questions} questions × ${args.options} options, ` +
       `state ${base.length} chars, stand-in computes ${HOLD_MS} ms on ${THREADS} threads; medians, ms`,

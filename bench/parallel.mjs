@@ -6,21 +6,20 @@ import { readFileSync } from "node:fs";
 import { Decider } from "../dist/decision/decide.js";
 import { openLlamaEngine } from "../dist/engine/llama.js";
 import { ensureModel } from "../dist/models/pull.js";
+import { TEAMS } from "./workload.mjs";
 
 const modelPath = await ensureModel("smollm2-135m-instruct");
-const TEAMS = [
-  ["billing", "Payments, invoices, refunds"],
-  ["shipping", "Deliveries and damaged parcels"],
-  ["technical", "Bugs and outages"],
-  ["sales", "Pricing and new contracts"],
-];
 const text =
   "The customer wrote that the parcel arrived late and the box was damaged. Their invoice listed an item they never ordered. ".repeat(
     22,
   );
 const questions = Array.from({ length: 16 }, (_, i) => [
   `q${i}`,
-  { type: "choice", instructions: `Which team should handle this (${i + 1})?`, options: TEAMS },
+  {
+    type: "choice",
+    instructions: `Which team should handle this (${i + 1})?`,
+    options: TEAMS.slice(0, 4),
+  },
 ]);
 let caseNumber = 0;
 for (const parallel of (process.argv[2] ?? "1,4,16").split(",").map(Number)) {

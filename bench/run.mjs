@@ -47,6 +47,8 @@ import { scheduleBranches } from "../dist/engine/branch-schedule.js";
 import { commonPrefixLength } from "../dist/engine/prefix-cache.js";
 import { ensureModel } from "../dist/models/pull.js";
 import { postJson } from "./post-json.mjs";
+import { median } from "./stats.mjs";
+import { wireQuestions as teamQuestions } from "./workload.mjs";
 
 const { values: args } = parseArgs({
   options: {
@@ -82,10 +84,6 @@ const MODEL = "smollm2-135m-instruct";
 const modelPath = await ensureModel(MODEL);
 const llama = await getLlama({ gpu: "auto", logLevel: LlamaLogLevel.error });
 const threads = args.threads ? Number(args.threads) : llama.cpuMathCores;
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
 const now = () => performance.now();
 
 // ---- inputs -----------------------------------------------------------------------------------
@@ -97,17 +95,6 @@ const SENTENCES = [
   "Earlier orders from the same account were delivered on time without complaints.",
   "The tracking page showed the parcel in a depot for six days before delivery.",
 ];
-const TEAMS = [
-  ["billing", "Payments, invoices, refunds"],
-  ["shipping", "Deliveries and damaged parcels"],
-  ["technical", "Bugs and outages"],
-  ["sales", "Pricing and new contracts"],
-  ["legal", "Contracts, disputes and compliance"],
-  ["accounts", "Sign-in, passwords and profiles"],
-  ["returns", "Returning items and exchanges"],
-  ["feedback", "Praise and suggestions"],
-];
-
 const PARALLEL = args.parallel ? Number(args.parallel) : undefined;
 const engine = await openLlamaEngine({
   modelPath,
@@ -136,20 +123,8 @@ function stateOf(tokens, caseNumber) {
 }
 const ROTATE = args["rotate-options"];
 const HELD_FLOOR = args["held-floor"];
-const rotated = (xs, by) => xs.map((_, j) => xs[(j + by) % xs.length]);
-/** `n` choice questions of `k` options, wire (HTTP) shape. */
-function wireQuestions(n, k) {
-  return Object.fromEntries(
-    Array.from({ length: n }, (_, i) => [
-      `q${i}`,
-      {
-        type: "choice",
-        instructions: `Which team should handle this (${i + 1})?`,
-        criteria: Object.fromEntries(rotated(TEAMS.slice(0, k), ROTATE ? i : 0)),
-      },
-    ]),
-  );
-}
+/** `n` choice questions of `k` options, wire (HTTP) shape (rotated per question with --rotate-options). */
+const wireQuestions = (n, k) => teamQuestions(n, k, ROTATE);
 const toDecision = (state, wq) => ({
   state,
   questions: Object.entries(wq).map(([id, q]) => [
