@@ -43,7 +43,12 @@ import { parseArgs } from "node:util";
 import { getLlama, LlamaLogLevel } from "node-llama-cpp";
 import { Decider } from "../dist/decision/decide.js";
 import { openLlamaEngine, SNAPSHOT_WRITE_DELAY_MS } from "../dist/engine/llama.js";
-import { scheduleBranches } from "../dist/engine/branch-schedule.js";
+import {
+  branchCallSizes,
+  leadCallSizes,
+  scheduleBranches,
+} from "../dist/engine/branch-schedule.js";
+import { agreeingTokens, callSizes, resumePoint, tiledEnd } from "../dist/engine/kernel-split.js";
 import { commonPrefixLength } from "../dist/engine/prefix-cache.js";
 import { ensureModel } from "../dist/models/pull.js";
 import { postJson } from "./post-json.mjs";
@@ -136,29 +141,47 @@ let caseNumber = 0;
 
 // ---- (a) floor and (e) naive: plain node-llama-cpp on one context ---------------------------
 const model = await llama.loadModel({ modelPath });
+/** Tokens per decode call: the engine's default batch size. */
+const BATCH = 1024;
 const rawContext = await model.createContext({
   contextSize: CONTEXT,
   sequences: 2,
-  batchSize: 1024,
+  batchSize: BATCH,
   threads,
 });
 const floorSeq = rawContext.getSequence();
 const naiveSeq = rawContext.getSequence();
 
+/** Evaluates `tokens[from…]` into the floor's sequence, one decode call per entry of `calls`. */
+async function evaluateCalls(tokens, from, calls) {
+  let at = from;
+  for (const size of calls) {
+    await floorSeq.evaluateWithoutGeneratingNewTokens(tokens.slice(at, at + size));
+    at += size;
+  }
+}
+
 async function floor(request) {
   const plan = decider.plan(request);
-  const shared = commonPrefixLength(floorSeq.contextTokens, plan.prefix);
+  // The prefix tokens the engine takes over from the previous prefix (the same call map, see
+  // src/engine/kernel-split.ts), then the rest in the engine's calls.
+  const P = plan.prefix.length;
+  const held = floorSeq.contextTokens.length;
+  const common = commonPrefixLength(floorSeq.contextTokens, plan.prefix);
+  const shared = resumePoint(common, agreeingTokens(held, P), P, true);
   if (shared < floorSeq.contextTokens.length)
     await floorSeq.eraseContextTokenRanges([{ start: shared, end: floorSeq.nextTokenIndex }]);
-  await floorSeq.evaluateWithoutGeneratingNewTokens(plan.prefix.slice(shared));
-  // Exactly the branch tokens the engine evaluates: its schedule's common lead once, then each
-  // lane's branches from the tokens they share with the lane's previous branch (one sequence
-  // here, lane after lane).
+  await evaluateCalls(plan.prefix, shared, callSizes(shared, P, tiledEnd(P), BATCH));
+  // Exactly the branch tokens the engine evaluates, in its calls: its schedule's common lead
+  // once, then each lane's branches from where they resume after the lane's previous branch
+  // (one sequence here, lane after lane).
   const schedule = scheduleBranches(plan.branches, engine.parallelBranches);
   const base = plan.prefix.length + schedule.lead;
   if (schedule.lead > 0)
-    await floorSeq.evaluateWithoutGeneratingNewTokens(
-      plan.branches[0].tokens.slice(0, schedule.lead),
+    await evaluateCalls(
+      plan.branches[0].tokens,
+      0,
+      leadCallSizes(plan.branches, schedule.lead, BATCH),
     );
   const eraseTo = (at) =>
     floorSeq.nextTokenIndex > at &&
@@ -174,7 +197,8 @@ async function floor(request) {
   for (const run of schedule.lanes) {
     for (const { index, shared: from } of run) {
       await eraseTo(plan.prefix.length + from);
-      await floorSeq.evaluateWithoutGeneratingNewTokens(plan.branches[index].tokens.slice(from));
+      const branch = plan.branches[index];
+      await evaluateCalls(branch.tokens, from, branchCallSizes(branch, from, BATCH));
       await children(plan.branches[index]);
     }
     await eraseTo(base);

@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import {
+  branchCallSizes,
   commonLeadLength,
+  leadCallSizes,
   scheduleBranches,
   sharedStart,
   type BranchSchedule,
@@ -38,21 +40,21 @@ describe("branch schedule (pure)", () => {
 
   it("runs neighbours in token order on one lane, sharing their starts", () => {
     const branches = [
-      branch([1, 2, 5, 6]),
-      branch([1, 3, 5, 6]),
-      branch([1, 2, 5, 7]),
-      branch([1, 3, 5, 7]),
+      branch([1, 9, 2, 5, 6, 6]),
+      branch([1, 9, 3, 5, 6, 6]),
+      branch([1, 9, 2, 5, 7, 7]),
+      branch([1, 9, 3, 5, 7, 7]),
     ];
     const schedule = scheduleBranches(branches, 2);
-    expect(schedule.lead).toBe(1);
+    expect(schedule.lead).toBe(2);
     expect(schedule.lanes).toEqual([
       [
-        { index: 0, shared: 1 },
-        { index: 2, shared: 3 },
+        { index: 0, shared: 2 },
+        { index: 2, shared: 4 },
       ],
       [
-        { index: 1, shared: 1 },
-        { index: 3, shared: 3 },
+        { index: 1, shared: 2 },
+        { index: 3, shared: 4 },
       ],
     ]);
   });
@@ -76,21 +78,48 @@ describe("branch schedule (pure)", () => {
     const schedule = scheduleBranches(branches, 4);
     expect(schedule.lanes).toHaveLength(4);
     expect(indices(schedule)).toEqual([0, 1, 2, 3, 4]);
-    // The expensive branch has a lane to itself.
-    expect(schedule.lanes[0]).toEqual([{ index: 0, shared: 1 }]);
+    // The expensive branch has a lane to itself. The one token all share is no lead: alone it
+    // would be a decode call of one token, which takes another attention kernel.
+    expect(schedule.lead).toBe(0);
+    expect(schedule.lanes[0]).toEqual([{ index: 0, shared: 0 }]);
     for (const run of schedule.lanes)
       for (const s of run) expect(s.shared).toBeLessThan(branches[s.index]!.tokens.length);
   });
 
-  it("never shares a branch's last token, even with an identical neighbour", () => {
+  it("never shares a branch's last token, nor leaves it a call of its own", () => {
+    // Identical neighbours: each evaluates its last two tokens in one call (a one-token call
+    // takes llama.cpp's single-row attention path, which sums otherwise).
     const schedule = scheduleBranches([branch([1, 2, 3]), branch([1, 2, 3]), branch([1, 2, 3])], 1);
+    expect(schedule.lead).toBe(0);
     expect(schedule.lanes).toEqual([
       [
-        { index: 0, shared: 2 },
-        { index: 1, shared: 2 },
-        { index: 2, shared: 2 },
+        { index: 0, shared: 0 },
+        { index: 1, shared: 1 },
+        { index: 2, shared: 1 },
       ],
     ]);
+  });
+
+  it("cuts long branches into calls as each would alone (kernel-split.ts)", () => {
+    // 103-token branches sharing their first 80 tokens: alone, each is one tiled call of 64
+    // tokens and one of 39. The lead keeps the cut at 64.
+    const start = Array.from({ length: 80 }, (_, i) => 100 + i);
+    const tail = (k: number) => Array.from({ length: 23 }, (_, i) => 1000 * k + i);
+    const branches = [1, 2, 3].map((k) => branch([...start, ...tail(k)]));
+    const schedule = scheduleBranches(branches, 1);
+    expect(schedule.lead).toBe(80);
+    expect(leadCallSizes(branches, schedule.lead, 1024)).toEqual([64, 16]);
+    expect(schedule.lanes[0]!.map((s) => s.shared)).toEqual([80, 80, 80]);
+    expect(branchCallSizes(branches[0]!, 80, 1024)).toEqual([23]);
+    expect(branchCallSizes(branches[0]!, 0, 1024)).toEqual([64, 39]);
+
+    // Branches of 60 and 103 tokens cut differently (60 has no tiled part; 103 is tiled up to
+    // 64): nothing is shared that one of them would evaluate with the other kernel, and the
+    // lead, tiled for both, would be a call under 64 tokens, so there is none.
+    const mixed = [branch([...start.slice(0, 58), 7, 7]), branch([...start, ...tail(1)])];
+    const both = scheduleBranches(mixed, 1);
+    expect(both.lead).toBe(0);
+    expect(both.lanes[0]!.map((s) => s.shared)).toEqual([0, 0]);
   });
 });
 
@@ -144,6 +173,50 @@ describe("shared branch starts on the real model", () => {
       got.children![0]!.logprobs.forEach((lp, j) =>
         expect(lp).toBeCloseTo(want.children![0]!.logprobs[j]!, 3),
       );
+    }
+  });
+});
+
+/**
+ * With the real model: branches long enough for llama.cpp's tiled attention kernel (64 tokens
+ * or more) give the same logits, to the bit, alone and beside branches that share most of their
+ * start: every token goes through the kernel it would alone (kernel-split.ts). Before the cut
+ * was aligned, the same 103-token branch moved by up to 0.3 in log-probability.
+ */
+describe("kernel-aligned calls on the real model", () => {
+  let engine: LlamaEngine;
+  beforeAll(async () => {
+    engine = await openLlamaEngine({
+      modelPath: inject("modelPath"),
+      contextSize: 2048,
+      prefixCacheBytes: 0,
+      parallelBranches: 1,
+    });
+  });
+  afterAll(async () => {
+    await engine?.close();
+  });
+
+  it("gives a long branch the same logits alone and among others", async () => {
+    const prefix = engine.tokenize(
+      "Ticket: my parcel arrived two weeks late, the box was crushed and I was charged twice.\n",
+    );
+    const teams =
+      "billing: Payments, invoices, refunds\nshipping: Deliveries and damaged parcels\n" +
+      "technical: Bugs and outages\nsales: Pricing and new contracts\n" +
+      "legal: Contracts, disputes and compliance\naccounts: Sign-in, passwords and profiles\n" +
+      "returns: Returning items and exchanges\nfeedback: Praise and suggestions\n";
+    const candidates = engine.tokenize(" billing shipping technical sales");
+    const branches = [
+      "Which team should handle this first?",
+      "Which team should be told?",
+      "Which team would a customer pick?",
+    ].map((q) => ({ tokens: engine.tokenize(`${teams}${q}\nAnswer:`), candidates }));
+    for (const b of branches) expect(b.tokens.length).toBeGreaterThan(64);
+    const together = await engine.score({ prefix, branches });
+    for (const [i, b] of branches.entries()) {
+      const alone = await engine.score({ prefix, branches: [b] });
+      expect(together.branches[i]!.logprobs).toEqual(alone.branches[0]!.logprobs);
     }
   });
 });

@@ -65,6 +65,31 @@ describe("prefix cache on the real model", () => {
       expect(p2.probabilities[id]).toBeCloseTo(p1.probabilities[id]!, 5);
   });
 
+  it("answers a state that extends the previous one as a cold engine does, to the bit", async () => {
+    // The longer state takes over the shorter one's prefix only as far as both cut it into
+    // decode calls alike (src/engine/kernel-split.ts), so its logits match a fresh evaluation.
+    const cold = await openLlamaEngine({
+      modelPath: inject("modelPath"),
+      contextSize: 1024,
+      prefixCacheBytes: 0,
+    });
+    try {
+      const short = decider.plan(request("hotel"));
+      const long = decider.plan({
+        state: `${state("hotel")} The referee added six minutes.`,
+        questions: QUESTION,
+      });
+      await engine.score({ prefix: short.prefix, branches: short.branches });
+      const warm = await engine.score({ prefix: long.prefix, branches: long.branches });
+      const fresh = await cold.score({ prefix: long.prefix, branches: long.branches });
+      expect(warm.cachedPrefixTokens).toBeGreaterThan(0);
+      expect(fresh.cachedPrefixTokens).toBe(0);
+      expect(warm.branches.map((b) => b.logprobs)).toEqual(fresh.branches.map((b) => b.logprobs));
+    } finally {
+      await cold.close();
+    }
+  });
+
   it("writes the last state's snapshot after the request, not while the next one waits", async () => {
     const cache = engine.prefixCache!;
     await decider.decide(request("delta"));

@@ -1,3 +1,4 @@
+import { agreeingTokens, callSizes, FA_TILE_ROWS, resumePoint, tiledEnd } from "./kernel-split.js";
 import { branchTotalTokens, type ScoreBranch, type Token } from "./types.js";
 
 /**
@@ -14,8 +15,12 @@ import { branchTotalTokens, type ScoreBranch, type Token } from "./types.js";
  *   tokens it shares with the lane's previous branch, which stay in the lane's KV cache.
  *
  * Logits are exact: a branch's tokens sit at the same positions, after the same tokens, as when
- * it is evaluated alone. Pure functions: the engine and the benchmark's floor (bench/run.mjs)
- * evaluate exactly the tokens a schedule names.
+ * it is evaluated alone, and go through the same attention kernels: tokens are taken over from
+ * the lead or the previous branch only as far as they were cut into decode calls the way the
+ * branch cuts itself (see kernel-split.ts), so the lead and the shared starts are those counts,
+ * not always every token in common. Pure functions: the engine and the benchmark's floor
+ * (bench/run.mjs) evaluate exactly the tokens a schedule names, in the calls
+ * {@link branchCallSizes} gives.
  */
 
 /** One branch in a lane's run. */
@@ -25,14 +30,20 @@ export interface ScheduledBranch {
   /**
    * Leading tokens of the branch already in the lane's KV cache when it starts (the common lead
    * included): its evaluation starts at `tokens[shared]`. Always less than `tokens.length`, since
-   * the last token must be evaluated to read the answer position.
+   * the last token must be evaluated to read the answer position. At most the tokens it has in
+   * common with the lead or the lane's previous branch; fewer where those were cut into calls
+   * differently (kernel-split.ts).
    */
   readonly shared: number;
 }
 
 /** A request's schedule: see {@link scheduleBranches}. */
 export interface BranchSchedule {
-  /** Leading tokens every branch has in common, evaluated once on top of the prefix. */
+  /**
+   * Leading tokens every branch has in common, evaluated once on top of the prefix (in the calls
+   * {@link leadCallSizes} gives). At most {@link commonLeadLength}; fewer where the branches
+   * would cut those tokens into calls differently.
+   */
   readonly lead: number;
   /** One run per lane (lane 0 first); every branch index appears in exactly one run. */
   readonly lanes: readonly (readonly ScheduledBranch[])[];
@@ -74,14 +85,14 @@ function compareTokens(a: readonly Token[], b: readonly Token[]): number {
  * @returns the common lead and each lane's run; a run's first branch shares exactly the lead.
  */
 export function scheduleBranches(branches: readonly ScoreBranch[], lanes: number): BranchSchedule {
-  const lead = commonLeadLength(branches);
+  const lead = kernelAlignedLead(branches);
   const order = branches.map((_, i) => i);
   order.sort((a, b) => compareTokens(branches[a]!.tokens, branches[b]!.tokens) || a - b);
 
-  // What each branch shares with its neighbour before it in token order (the lead for the first),
-  // and so its cost after that neighbour: its tokens past the shared ones, plus its children.
+  // Where each branch resumes after its neighbour before it in token order (after the lead for
+  // the first), and so its cost after that neighbour: its tokens from there, plus its children.
   const shared = order.map((index, k) =>
-    k === 0 ? lead : sharedOf(branches[index]!.tokens, branches[order[k - 1]!]!.tokens, lead),
+    k === 0 ? afterLead(branches[index]!, lead) : afterPrevious(branches, index, order[k - 1]!),
   );
   const cost = order.map((index, k) => branchTotalTokens(branches[index]!) - shared[k]!);
   const total = cost.reduce((s, c) => s + c, 0);
@@ -102,16 +113,69 @@ export function scheduleBranches(branches: readonly ScoreBranch[], lanes: number
       runs.push(run);
       run = [];
     }
-    // A run holds neighbours in token order, so a branch shares with the one before it in the
+    // A run holds neighbours in token order, so a branch resumes after the one before it in the
     // order, unless it opens a run (then only the lead is in its lane's KV cache).
-    run.push({ index: order[k]!, shared: run.length === 0 ? lead : shared[k]! });
+    const index = order[k]!;
+    run.push({ index, shared: run.length === 0 ? afterLead(branches[index]!, lead) : shared[k]! });
     spent += cost[k]!;
   }
   runs.push(run);
   return { lead, lanes: runs };
 }
 
-/** Tokens `tokens` shares with `previous`, at least `lead`, at most `tokens.length − 1`. */
-function sharedOf(tokens: readonly Token[], previous: readonly Token[], lead: number): number {
-  return Math.max(lead, Math.min(sharedStart(tokens, previous), tokens.length - 1));
+/**
+ * The common lead cut to what every branch would evaluate the same way: as far as all branches'
+ * kernel maps agree, and so that its tiled part is one call of at least 64 tokens and its
+ * one-row part not a single token.
+ */
+function kernelAlignedLead(branches: readonly ScoreBranch[]): number {
+  const lead = commonLeadLength(branches);
+  if (lead === 0) return 0;
+  const end = leadTiledEnd(branches);
+  let at = lead;
+  for (const branch of branches)
+    at = Math.min(at, agreeingTokens(branches[0]!.tokens.length, branch.tokens.length));
+  // No further than any branch would resume from it.
+  for (const branch of branches) at = Math.min(at, afterLead(branch, at));
+  if (at <= end) return at < FA_TILE_ROWS ? 0 : at;
+  return at - end === 1 ? end : at;
+}
+
+/** Where the tiled part of the lead ends: the branches' common one, or the earliest of theirs. */
+function leadTiledEnd(branches: readonly ScoreBranch[]): number {
+  return Math.min(...branches.map((b) => tiledEnd(b.tokens.length)));
+}
+
+/** Where a branch resumes with the lead (evaluated by its map, see kernelAlignedLead) in place. */
+function afterLead(branch: ScoreBranch, lead: number): number {
+  return resumePoint(lead, Infinity, branch.tokens.length);
+}
+
+/** Where branch `index` resumes after branch `previous` on the same lane. */
+function afterPrevious(branches: readonly ScoreBranch[], index: number, previous: number): number {
+  const tokens = branches[index]!.tokens;
+  const before = branches[previous]!.tokens;
+  return resumePoint(
+    sharedStart(tokens, before),
+    agreeingTokens(before.length, tokens.length),
+    tokens.length,
+  );
+}
+
+/**
+ * The decode calls that evaluate a branch from `shared` (a {@link ScheduledBranch.shared}) to its
+ * end, as token counts; children are evaluated in calls of their own.
+ */
+export function branchCallSizes(branch: ScoreBranch, shared: number, batchSize: number): number[] {
+  const length = branch.tokens.length;
+  return callSizes(shared, length, tiledEnd(length), batchSize);
+}
+
+/** The decode calls that evaluate a schedule's common lead, as token counts. */
+export function leadCallSizes(
+  branches: readonly ScoreBranch[],
+  lead: number,
+  batchSize: number,
+): number[] {
+  return lead === 0 ? [] : callSizes(0, lead, leadTiledEnd(branches), batchSize);
 }

@@ -14,7 +14,8 @@ import {
   type Token as LlamaToken,
 } from "node-llama-cpp";
 import { basename } from "node:path";
-import { scheduleBranches } from "./branch-schedule.js";
+import { branchCallSizes, leadCallSizes, scheduleBranches } from "./branch-schedule.js";
+import { agreeingTokens, callSizes, resumePoint, tiledEnd } from "./kernel-split.js";
 import { commonPrefixLength, PrefixSnapshotCache } from "./prefix-cache.js";
 import {
   branchDepthTokens,
@@ -62,7 +63,7 @@ export interface LlamaEngineOptions {
   readonly parallelBranches?: number;
   /** CPU threads for evaluation. Default: llama.cpp's count of math cores (physical cores). */
   readonly threads?: number;
-  /** Largest number of tokens one decode call takes. Default 1024. */
+  /** Largest number of tokens one decode call takes, at least 128. Default 1024. */
   readonly batchSize?: number;
   /** `"auto"` offloads to a GPU when one is usable; `false` forces the CPU. Default `"auto"`. */
   readonly gpu?: "auto" | false;
@@ -71,6 +72,8 @@ export interface LlamaEngineOptions {
    * 0 turns the cache off (sequence 0 still keeps the last prefix). Default 512 MiB.
    */
   readonly prefixCacheBytes?: number;
+  /** Element type of the KV cache's keys and values. Default `"f16"`. */
+  readonly kvCacheType?: "f16" | "f32";
 }
 
 /** Default of {@link LlamaEngineOptions.prefixCacheBytes}: 512 MiB. */
@@ -122,10 +125,21 @@ type CopyableSequence = LlamaContextSequence & {
  *
  * Sequence 0 keeps the last prefix, so a request whose prefix starts like the previous one only
  * evaluates the tokens that differ; older prefixes come back from the {@link PrefixSnapshotCache}.
+ *
+ * Every prefix, lead and branch is cut into decode calls by its own length (kernel-split.ts), and
+ * tokens in the KV cache are taken over only as far as they were cut alike, so on the CPU with one
+ * sequence a branch's logits are the same to the bit alone, beside other branches, and after any
+ * cached prefix.
  */
 export class LlamaEngine implements Engine {
   private readonly queue = new SerialQueue();
   private closed = false;
+  /**
+   * Length of the prefix whose call map (kernel-split.ts) sequence 0's tokens were evaluated by:
+   * the number of tokens it holds, or `undefined` when an evaluation broke off and they are not
+   * known to follow one map (then none is taken over or saved).
+   */
+  private prefixMapLength: number | undefined = 0;
   /** The pending write-behind of sequence 0's prefix (see {@link scheduleSnapshotWrite}). */
   private snapshotTimer: ReturnType<typeof setTimeout> | undefined;
   readonly counters: EngineCounters = {
@@ -142,6 +156,8 @@ export class LlamaEngine implements Engine {
     private readonly llamaModel: LlamaModel,
     private readonly context: LlamaContext,
     private readonly prefixSequence: LlamaContextSequence,
+    /** Largest number of tokens one decode call takes. */
+    private readonly batchSize: number,
     private readonly branchSequences: readonly LlamaContextSequence[],
     /** Snapshots of earlier prefixes; `undefined` when turned off. */
     readonly prefixCache: PrefixSnapshotCache | undefined,
@@ -154,11 +170,16 @@ export class LlamaEngine implements Engine {
     const trainContextSize = llamaModel.trainContextSize;
     const contextSize = options.contextSize ?? Math.min(8192, trainContextSize);
     const parallelBranches = options.parallelBranches ?? (llama.gpu === false ? 1 : 16);
+    const batchSize = options.batchSize ?? 1024;
+    if (!(batchSize >= 128)) throw new RangeError("batchSize must be at least 128");
     const context = await llamaModel.createContext({
       contextSize,
       sequences: Math.max(1, parallelBranches),
-      batchSize: options.batchSize ?? 1024,
+      batchSize,
       threads: options.threads ?? llama.cpuMathCores,
+      ...(options.kvCacheType === "f32"
+        ? { experimentalKvCacheKeyType: "F32", experimentalKvCacheValueType: "F32" }
+        : {}),
     });
     const prefixSequence = context.getSequence();
     const branchSequences = Array.from({ length: Math.max(1, parallelBranches) - 1 }, () =>
@@ -182,6 +203,7 @@ export class LlamaEngine implements Engine {
       llamaModel,
       context,
       prefixSequence,
+      batchSize,
       branchSequences,
       prefixCache,
     );
@@ -254,9 +276,29 @@ export class LlamaEngine implements Engine {
     this.snapshotTimer = undefined;
   }
 
+  /**
+   * Evaluates `tokens[from…]` into `sequence` without reading logits, one decode call per entry of
+   * `calls` (token counts; see kernel-split.ts).
+   */
+  private async evaluateCalls(
+    sequence: LlamaContextSequence,
+    tokens: readonly Token[],
+    from: number,
+    calls: readonly number[],
+  ): Promise<void> {
+    let at = from;
+    for (const size of calls) {
+      await sequence.evaluateWithoutGeneratingNewTokens(
+        tokens.slice(at, at + size) as LlamaToken[],
+      );
+      at += size;
+    }
+  }
+
   /** Saves sequence 0's tokens to the prefix cache (nothing if already there); never throws. */
   private async writeSnapshot(): Promise<void> {
     if (this.closed || !this.prefixCache) return;
+    if (this.prefixMapLength !== this.prefixSequence.contextTokens.length) return;
     try {
       await this.prefixCache.save(this.prefixSequence);
     } catch {
@@ -268,13 +310,25 @@ export class LlamaEngine implements Engine {
     if (this.closed) throw new Error("the engine is closed");
     signal?.throwIfAborted();
     const prefix = request.prefix as LlamaToken[];
-    const cached = await this.restorePrefix(prefix);
-    await this.prefixSequence.adaptStateToTokens(prefix.slice(0, cached), false);
+    const common = await this.restorePrefix(prefix);
+    // Take over only what was cut into calls as this prefix cuts itself (kernel-split.ts).
+    const held = this.prefixMapLength;
+    const resume =
+      held === undefined
+        ? 0
+        : resumePoint(common, agreeingTokens(held, prefix.length), prefix.length, true);
+    await this.prefixSequence.adaptStateToTokens(prefix.slice(0, resume), false);
     const cachedPrefixTokens = this.prefixSequence.nextTokenIndex;
-    if (cachedPrefixTokens < prefix.length)
-      await this.prefixSequence.evaluateWithoutGeneratingNewTokens(
-        prefix.slice(cachedPrefixTokens),
+    if (cachedPrefixTokens < prefix.length) {
+      this.prefixMapLength = undefined;
+      await this.evaluateCalls(
+        this.prefixSequence,
+        prefix,
+        cachedPrefixTokens,
+        callSizes(cachedPrefixTokens, prefix.length, tiledEnd(prefix.length), this.batchSize),
       );
+    }
+    this.prefixMapLength = prefix.length;
     let evaluatedTokens = prefix.length - cachedPrefixTokens;
     this.counters.prefixTokensEvaluated += prefix.length - cachedPrefixTokens;
     this.counters.prefixTokensCached += cachedPrefixTokens;
@@ -286,7 +340,12 @@ export class LlamaEngine implements Engine {
     const lead = (request.branches[0]?.tokens.slice(0, schedule.lead) ?? []) as LlamaToken[];
     const base = prefix.length + lead.length;
     if (lead.length > 0) {
-      await this.prefixSequence.evaluateWithoutGeneratingNewTokens(lead);
+      await this.evaluateCalls(
+        this.prefixSequence,
+        lead,
+        0,
+        leadCallSizes(request.branches, lead.length, this.batchSize),
+      );
       evaluatedTokens += lead.length;
       this.counters.branchTokensEvaluated += lead.length;
     }
@@ -303,29 +362,51 @@ export class LlamaEngine implements Engine {
         base,
       );
       if (!copied) {
-        // The KV copy is not possible on every backend; fall back to evaluating the prefix.
-        await sequence.adaptStateToTokens(baseTokens, false);
-        const missing = baseTokens.slice(sequence.nextTokenIndex);
-        if (missing.length > 0) await sequence.evaluateWithoutGeneratingNewTokens(missing);
-        evaluatedTokens += missing.length;
-        this.counters.prefixTokensEvaluated += missing.length;
+        // The KV copy is not possible on every backend; fall back to evaluating the prefix and
+        // the lead, cut into calls as sequence 0 cut them.
+        await sequence.clearHistory();
+        await this.evaluateCalls(
+          sequence,
+          prefix,
+          0,
+          callSizes(0, prefix.length, tiledEnd(prefix.length), this.batchSize),
+        );
+        await this.evaluateCalls(
+          sequence,
+          lead,
+          0,
+          leadCallSizes(request.branches, lead.length, this.batchSize),
+        );
+        evaluatedTokens += baseTokens.length;
+        this.counters.prefixTokensEvaluated += baseTokens.length;
       }
     }
     const sequences = [this.prefixSequence, ...helpers];
 
-    /** Evaluates `branch.tokens` from `skip` on, reads the answer position, then its children. */
+    /**
+     * Evaluates `branch.tokens` from `skip` on, reads the answer position, then its children.
+     * A branch goes through the calls its schedule gives (`calls`; all but the last without
+     * logits); a child, one call.
+     */
     const evaluate = async (
       sequence: LlamaContextSequence,
       branch: ScoreBranch,
       skip: number,
+      calls: readonly number[] = [branch.tokens.length - skip],
     ): Promise<BranchScore> => {
       signal?.throwIfAborted();
       if (branch.tokens.length === 0) throw new Error("a branch must have at least one token");
-      const tokens = branch.tokens.slice(skip);
-      const start = sequence.nextTokenIndex;
-      const last = tokens.length - 1;
+      const last = calls.at(-1)!;
+      const before = branch.tokens.length - skip - last;
+      if (calls.length > 1) {
+        await this.evaluateCalls(sequence, branch.tokens, skip, calls.slice(0, -1));
+        evaluatedTokens += before;
+        this.counters.branchTokensEvaluated += before;
+      }
+      const tokens = branch.tokens.slice(skip + before);
+      const start = sequence.nextTokenIndex - before;
       const input: ControlledEvaluateInputItem[] = tokens.map((token, index) =>
-        index === last
+        index === tokens.length - 1
           ? [
               token as LlamaToken,
               {
@@ -355,7 +436,7 @@ export class LlamaEngine implements Engine {
       for (const child of branch.children ?? []) {
         children.push(await evaluate(sequence, child, 0));
         await sequence.eraseContextTokenRanges([
-          { start: start + tokens.length, end: sequence.nextTokenIndex },
+          { start: start + branch.tokens.length - skip, end: sequence.nextTokenIndex },
         ]);
       }
       return branch.children ? { logprobs, children } : { logprobs };
@@ -377,7 +458,9 @@ export class LlamaEngine implements Engine {
               await sequence.eraseContextTokenRanges([
                 { start: prefix.length + shared, end: sequence.nextTokenIndex },
               ]);
-            scores[index] = await evaluate(sequence, request.branches[index]!, shared);
+            const branch = request.branches[index]!;
+            const calls = branchCallSizes(branch, shared, this.batchSize);
+            scores[index] = await evaluate(sequence, branch, shared, calls);
           }
         } catch (error) {
           failed = true;
@@ -408,16 +491,24 @@ export class LlamaEngine implements Engine {
     const shared = commonPrefixLength(sequence.contextTokens, prefix);
     const cache = this.prefixCache;
     if (!cache) return shared;
-    if (shared < sequence.contextTokens.length) await cache.save(sequence);
+    if (
+      shared < sequence.contextTokens.length &&
+      this.prefixMapLength === sequence.contextTokens.length
+    )
+      await cache.save(sequence);
     const match = cache.find(prefix, shared + MIN_SNAPSHOT_GAIN);
     if (!match) return shared;
     try {
+      // A snapshot holds a whole prefix evaluated by its own call map.
       const tokens = await cache.load(sequence, match.key);
-      return tokens ? commonPrefixLength(tokens, prefix) : shared;
+      if (!tokens) return shared;
+      this.prefixMapLength = tokens.length;
+      return commonPrefixLength(tokens, prefix);
     } catch {
       // A snapshot that cannot be read back is dropped; the sequence is evaluated from scratch.
       cache.delete(match.key);
-      return commonPrefixLength(sequence.contextTokens, prefix);
+      this.prefixMapLength = undefined;
+      return 0;
     }
   }
 
