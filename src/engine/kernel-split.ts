@@ -12,10 +12,10 @@
  *   help);
  * - a call of one token over at least 512 KV cells takes a split-KV path that sums partials.
  * Each kernel gives a row the same result whatever other rows its call holds, but the kernels
- * differ from each other. With SmolLM2-135M (2026-11-25, `bench/kernel-split.mjs`), a 103-token
- * branch read in one call or cut into two gave answer logits up to 0.1–0.6 apart; against a
- * near-exact reference (flash attention off, f32 cache) the tiled kernel was off by up to 0.24,
- * the one-row kernel by 0.43.
+ * differ from each other. With SmolLM2-135M (2026-11-25, node-llama-cpp probes, see the README's
+ * "Decode calls cut alike"), a 103-token branch read in one call or cut into two gave answer
+ * logits up to 0.1–0.6 apart; against a near-exact reference (flash attention off, f32 cache)
+ * the tiled kernel was off by up to 0.24, the one-row kernel by 0.43.
  *
  * So every sequence decisiond evaluates (a prefix, a branch) goes through the kernels by a map
  * that depends only on its own length L: the tokens before {@link tiledEnd}(L) in calls of at

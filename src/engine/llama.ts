@@ -72,8 +72,6 @@ export interface LlamaEngineOptions {
    * 0 turns the cache off (sequence 0 still keeps the last prefix). Default 512 MiB.
    */
   readonly prefixCacheBytes?: number;
-  /** Element type of the KV cache's keys and values. Default `"f16"`. */
-  readonly kvCacheType?: "f16" | "f32";
 }
 
 /** Default of {@link LlamaEngineOptions.prefixCacheBytes}: 512 MiB. */
@@ -177,9 +175,6 @@ export class LlamaEngine implements Engine {
       sequences: Math.max(1, parallelBranches),
       batchSize,
       threads: options.threads ?? llama.cpuMathCores,
-      ...(options.kvCacheType === "f32"
-        ? { experimentalKvCacheKeyType: "F32", experimentalKvCacheValueType: "F32" }
-        : {}),
     });
     const prefixSequence = context.getSequence();
     const branchSequences = Array.from({ length: Math.max(1, parallelBranches) - 1 }, () =>
