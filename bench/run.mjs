@@ -42,13 +42,13 @@ import { cpus, totalmem } from "node:os";
 import { parseArgs } from "node:util";
 import { getLlama, LlamaLogLevel } from "node-llama-cpp";
 import { Decider } from "../dist/decision/decide.js";
-import { openLlamaEngine, SNAPSHOT_WRITE_DELAY_MS } from "../dist/engine/llama.js";
+import { evaluateCalls, openLlamaEngine, SNAPSHOT_WRITE_DELAY_MS } from "../dist/engine/llama.js";
 import {
   branchCallSizes,
   leadCallSizes,
   scheduleBranches,
 } from "../dist/engine/branch-schedule.js";
-import { agreeingTokens, callSizes, resumePoint, tiledEnd } from "../dist/engine/kernel-split.js";
+import { resumeAfter, sequenceCallSizes } from "../dist/engine/kernel-split.js";
 import { commonPrefixLength } from "../dist/engine/prefix-cache.js";
 import { ensureModel } from "../dist/models/pull.js";
 import { postJson } from "./post-json.mjs";
@@ -152,15 +152,6 @@ const rawContext = await model.createContext({
 const floorSeq = rawContext.getSequence();
 const naiveSeq = rawContext.getSequence();
 
-/** Evaluates `tokens[from…]` into the floor's sequence, one decode call per entry of `calls`. */
-async function evaluateCalls(tokens, from, calls) {
-  let at = from;
-  for (const size of calls) {
-    await floorSeq.evaluateWithoutGeneratingNewTokens(tokens.slice(at, at + size));
-    at += size;
-  }
-}
-
 async function floor(request) {
   const plan = decider.plan(request);
   // The prefix tokens the engine takes over from the previous prefix (the same call map, see
@@ -168,10 +159,10 @@ async function floor(request) {
   const P = plan.prefix.length;
   const held = floorSeq.contextTokens.length;
   const common = commonPrefixLength(floorSeq.contextTokens, plan.prefix);
-  const shared = resumePoint(common, agreeingTokens(held, P), P, true);
+  const shared = resumeAfter(common, held, P, true);
   if (shared < floorSeq.contextTokens.length)
     await floorSeq.eraseContextTokenRanges([{ start: shared, end: floorSeq.nextTokenIndex }]);
-  await evaluateCalls(plan.prefix, shared, callSizes(shared, P, tiledEnd(P), BATCH));
+  await evaluateCalls(floorSeq, plan.prefix, shared, sequenceCallSizes(shared, P, BATCH));
   // Exactly the branch tokens the engine evaluates, in its calls: its schedule's common lead
   // once, then each lane's branches from where they resume after the lane's previous branch
   // (one sequence here, lane after lane).
@@ -179,6 +170,7 @@ async function floor(request) {
   const base = plan.prefix.length + schedule.lead;
   if (schedule.lead > 0)
     await evaluateCalls(
+      floorSeq,
       plan.branches[0].tokens,
       0,
       leadCallSizes(plan.branches, schedule.lead, BATCH),
@@ -198,7 +190,7 @@ async function floor(request) {
     for (const { index, shared: from } of run) {
       await eraseTo(plan.prefix.length + from);
       const branch = plan.branches[index];
-      await evaluateCalls(branch.tokens, from, branchCallSizes(branch, from, BATCH));
+      await evaluateCalls(floorSeq, branch.tokens, from, branchCallSizes(branch, from, BATCH));
       await children(plan.branches[index]);
     }
     await eraseTo(base);

@@ -3,7 +3,9 @@ import {
   agreeingTokens,
   callSizes,
   FA_TILE_ROWS,
+  resumeAfter,
   resumePoint,
+  sequenceCallSizes,
   tiledEnd,
 } from "../src/engine/kernel-split.js";
 
@@ -39,6 +41,10 @@ describe("kernel split (pure)", () => {
     expect(resumePoint(80, Infinity, 103)).toBe(80);
     expect(resumePoint(41, Infinity, 42)).toBe(40);
     expect(resumePoint(0, Infinity, 1)).toBe(0);
+    // After a held sequence: limited to where both lengths cut alike.
+    expect(resumeAfter(1000, 1100, 1100, true)).toBe(1000);
+    expect(resumeAfter(1040, 1050, 1100, true)).toBe(1024); // cut at 1024 against 1088
+    expect(resumeAfter(90, 100, 103)).toBe(90);
   });
 
   it("cuts calls of at least 64 tiled tokens, then one call for the rest", () => {
@@ -50,5 +56,7 @@ describe("kernel split (pure)", () => {
     expect(callSizes(5, 5, 0, 1024)).toEqual([]);
     expect(() => callSizes(1050, 1100, 1088, 1024)).toThrow(RangeError);
     expect(() => callSizes(0, 100, 64, 100)).toThrow(RangeError);
+    expect(sequenceCallSizes(0, 2091, 1024)).toEqual([1024, 1024, 43]);
+    expect(sequenceCallSizes(80, 103, 1024)).toEqual([23]);
   });
 });

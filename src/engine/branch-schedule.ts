@@ -1,4 +1,12 @@
-import { agreeingTokens, callSizes, FA_TILE_ROWS, resumePoint, tiledEnd } from "./kernel-split.js";
+import {
+  agreeingTokens,
+  callSizes,
+  FA_TILE_ROWS,
+  resumeAfter,
+  resumePoint,
+  sequenceCallSizes,
+  tiledEnd,
+} from "./kernel-split.js";
 import { branchTotalTokens, type ScoreBranch, type Token } from "./types.js";
 
 /**
@@ -155,11 +163,7 @@ function afterLead(branch: ScoreBranch, lead: number): number {
 function afterPrevious(branches: readonly ScoreBranch[], index: number, previous: number): number {
   const tokens = branches[index]!.tokens;
   const before = branches[previous]!.tokens;
-  return resumePoint(
-    sharedStart(tokens, before),
-    agreeingTokens(before.length, tokens.length),
-    tokens.length,
-  );
+  return resumeAfter(sharedStart(tokens, before), before.length, tokens.length);
 }
 
 /**
@@ -167,8 +171,7 @@ function afterPrevious(branches: readonly ScoreBranch[], index: number, previous
  * end, as token counts; children are evaluated in calls of their own.
  */
 export function branchCallSizes(branch: ScoreBranch, shared: number, batchSize: number): number[] {
-  const length = branch.tokens.length;
-  return callSizes(shared, length, tiledEnd(length), batchSize);
+  return sequenceCallSizes(shared, branch.tokens.length, batchSize);
 }
 
 /** The decode calls that evaluate a schedule's common lead, as token counts. */

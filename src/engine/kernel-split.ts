@@ -53,6 +53,20 @@ export function agreeingTokens(heldLength: number, length: number): number {
 }
 
 /**
+ * {@link resumePoint} after a sequence of `heldLength` tokens, evaluated by its own map, whose
+ * first `shared` tokens this one shares: a previous prefix or snapshot (`complete`), or the
+ * lane's previous branch.
+ */
+export function resumeAfter(
+  shared: number,
+  heldLength: number,
+  length: number,
+  complete = false,
+): number {
+  return resumePoint(shared, agreeingTokens(heldLength, length), length, complete);
+}
+
+/**
  * The token to resume evaluating a sequence of `length` tokens from, when its first `shared`
  * tokens are in the KV cache and were evaluated by this sequence's own map as far as `agreeing`.
  * Stays at or before both; then steps back so the tiled part left is one call of at least 64
@@ -96,4 +110,12 @@ export function callSizes(from: number, to: number, end: number, batchSize: numb
   const rest = to - Math.max(from, end);
   if (rest > 0) sizes.push(rest);
   return sizes;
+}
+
+/**
+ * {@link callSizes} for tokens `[from, length)` of a whole sequence (a prefix or a branch) of
+ * `length` tokens, cut by its own map.
+ */
+export function sequenceCallSizes(from: number, length: number, batchSize: number): number[] {
+  return callSizes(from, length, tiledEnd(length), batchSize);
 }

@@ -15,7 +15,7 @@ import {
 } from "node-llama-cpp";
 import { basename } from "node:path";
 import { branchCallSizes, leadCallSizes, scheduleBranches } from "./branch-schedule.js";
-import { agreeingTokens, callSizes, resumePoint, tiledEnd } from "./kernel-split.js";
+import { resumeAfter, sequenceCallSizes } from "./kernel-split.js";
 import { commonPrefixLength, PrefixSnapshotCache } from "./prefix-cache.js";
 import {
   branchDepthTokens,
@@ -271,25 +271,6 @@ export class LlamaEngine implements Engine {
     this.snapshotTimer = undefined;
   }
 
-  /**
-   * Evaluates `tokens[from…]` into `sequence` without reading logits, one decode call per entry of
-   * `calls` (token counts; see kernel-split.ts).
-   */
-  private async evaluateCalls(
-    sequence: LlamaContextSequence,
-    tokens: readonly Token[],
-    from: number,
-    calls: readonly number[],
-  ): Promise<void> {
-    let at = from;
-    for (const size of calls) {
-      await sequence.evaluateWithoutGeneratingNewTokens(
-        tokens.slice(at, at + size) as LlamaToken[],
-      );
-      at += size;
-    }
-  }
-
   /** Saves sequence 0's tokens to the prefix cache (nothing if already there); never throws. */
   private async writeSnapshot(): Promise<void> {
     if (this.closed || !this.prefixCache) return;
@@ -308,19 +289,16 @@ export class LlamaEngine implements Engine {
     const common = await this.restorePrefix(prefix);
     // Take over only what was cut into calls as this prefix cuts itself (kernel-split.ts).
     const held = this.prefixMapLength;
-    const resume =
-      held === undefined
-        ? 0
-        : resumePoint(common, agreeingTokens(held, prefix.length), prefix.length, true);
+    const resume = held === undefined ? 0 : resumeAfter(common, held, prefix.length, true);
     await this.prefixSequence.adaptStateToTokens(prefix.slice(0, resume), false);
     const cachedPrefixTokens = this.prefixSequence.nextTokenIndex;
     if (cachedPrefixTokens < prefix.length) {
       this.prefixMapLength = undefined;
-      await this.evaluateCalls(
+      await evaluateCalls(
         this.prefixSequence,
         prefix,
         cachedPrefixTokens,
-        callSizes(cachedPrefixTokens, prefix.length, tiledEnd(prefix.length), this.batchSize),
+        sequenceCallSizes(cachedPrefixTokens, prefix.length, this.batchSize),
       );
     }
     this.prefixMapLength = prefix.length;
@@ -335,7 +313,7 @@ export class LlamaEngine implements Engine {
     const lead = (request.branches[0]?.tokens.slice(0, schedule.lead) ?? []) as LlamaToken[];
     const base = prefix.length + lead.length;
     if (lead.length > 0) {
-      await this.evaluateCalls(
+      await evaluateCalls(
         this.prefixSequence,
         lead,
         0,
@@ -360,13 +338,13 @@ export class LlamaEngine implements Engine {
         // The KV copy is not possible on every backend; fall back to evaluating the prefix and
         // the lead, cut into calls as sequence 0 cut them.
         await sequence.clearHistory();
-        await this.evaluateCalls(
+        await evaluateCalls(
           sequence,
           prefix,
           0,
-          callSizes(0, prefix.length, tiledEnd(prefix.length), this.batchSize),
+          sequenceCallSizes(0, prefix.length, this.batchSize),
         );
-        await this.evaluateCalls(
+        await evaluateCalls(
           sequence,
           lead,
           0,
@@ -391,15 +369,14 @@ export class LlamaEngine implements Engine {
     ): Promise<BranchScore> => {
       signal?.throwIfAborted();
       if (branch.tokens.length === 0) throw new Error("a branch must have at least one token");
-      const last = calls.at(-1)!;
-      const before = branch.tokens.length - skip - last;
+      const start = sequence.nextTokenIndex;
+      const before = branch.tokens.length - skip - calls.at(-1)!;
       if (calls.length > 1) {
-        await this.evaluateCalls(sequence, branch.tokens, skip, calls.slice(0, -1));
+        await evaluateCalls(sequence, branch.tokens, skip, calls.slice(0, -1));
         evaluatedTokens += before;
         this.counters.branchTokensEvaluated += before;
       }
       const tokens = branch.tokens.slice(skip + before);
-      const start = sequence.nextTokenIndex - before;
       const input: ControlledEvaluateInputItem[] = tokens.map((token, index) =>
         index === tokens.length - 1
           ? [
@@ -517,6 +494,24 @@ export class LlamaEngine implements Engine {
       await this.llamaModel.dispose();
       await this.llama.dispose();
     });
+  }
+}
+
+/**
+ * Evaluates `tokens[from…]` into `sequence` without reading logits, one decode call per entry of
+ * `calls` (token counts, each at most the context's batch size; see kernel-split.ts). Used by the
+ * engine and by the benchmark's floor (bench/run.mjs), so both make the same calls.
+ */
+export async function evaluateCalls(
+  sequence: LlamaContextSequence,
+  tokens: readonly Token[],
+  from: number,
+  calls: readonly number[],
+): Promise<void> {
+  let at = from;
+  for (const size of calls) {
+    await sequence.evaluateWithoutGeneratingNewTokens(tokens.slice(at, at + size) as LlamaToken[]);
+    at += size;
   }
 }
 
