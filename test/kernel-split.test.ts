@@ -3,6 +3,7 @@ import {
   agreeingTokens,
   callSizes,
   FA_TILE_ROWS,
+  prefixTiledEnd,
   resumeAfter,
   resumePoint,
   sequenceCallSizes,
@@ -22,10 +23,29 @@ describe("kernel split (pure)", () => {
   });
 
   it("takes over tokens only as far as two lengths cut alike", () => {
-    expect(agreeingTokens(100, 120)).toBe(Infinity); // both tiled up to 64
+    expect(agreeingTokens(100, 120)).toBe(100); // both tiled up to 64, the rest one-row
     expect(agreeingTokens(100, 130)).toBe(64); // 64 against 128
     expect(agreeingTokens(40, 100)).toBe(0); // 40 has no tiled part
-    expect(agreeingTokens(10, 40)).toBe(Infinity);
+    expect(agreeingTokens(10, 40)).toBe(10);
+  });
+
+  it("tiles a whole prefix from 64 tokens on", () => {
+    expect(prefixTiledEnd(0)).toBe(0);
+    expect(prefixTiledEnd(63)).toBe(0);
+    expect(prefixTiledEnd(64)).toBe(64);
+    expect(prefixTiledEnd(2413)).toBe(2413);
+    // Two prefixes were tiled as far as the shorter goes.
+    expect(agreeingTokens(2413, 2420, prefixTiledEnd)).toBe(2413);
+    expect(agreeingTokens(2420, 2413, prefixTiledEnd)).toBe(2413);
+    expect(agreeingTokens(40, 2413, prefixTiledEnd)).toBe(0);
+    // Taken over as far as shared, stepping back so the rest is one tiled call of 64 or more.
+    expect(resumeAfter(2413, 2413, 2413, true, prefixTiledEnd)).toBe(2413);
+    expect(resumeAfter(2405, 2413, 2420, true, prefixTiledEnd)).toBe(2420 - 64);
+    expect(resumeAfter(2300, 2413, 2420, true, prefixTiledEnd)).toBe(2300);
+    expect(resumeAfter(2420, 2500, 2450, true, prefixTiledEnd)).toBe(2450 - 64);
+    expect(sequenceCallSizes(335, 2413, 1024, prefixTiledEnd)).toEqual([693, 693, 692]);
+    expect(sequenceCallSizes(2356, 2420, 1024, prefixTiledEnd)).toEqual([64]);
+    expect(sequenceCallSizes(0, 50, 1024, prefixTiledEnd)).toEqual([50]);
   });
 
   it("resumes where the calls left are cut as the sequence would cut itself", () => {

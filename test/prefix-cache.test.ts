@@ -68,25 +68,29 @@ describe("prefix cache on the real model", () => {
   it("answers a state that extends the previous one as a cold engine does, to the bit", async () => {
     // The longer state takes over the shorter one's prefix only as far as both cut it into
     // decode calls alike (src/engine/kernel-split.ts), so its logits match a fresh evaluation.
-    const cold = await openLlamaEngine({
-      modelPath: inject("modelPath"),
-      contextSize: 1024,
-      prefixCacheBytes: 0,
-    });
-    try {
-      const short = decider.plan(request("hotel"));
-      const long = decider.plan({
-        state: `${state("hotel")} The referee added six minutes.`,
-        questions: QUESTION,
+    // Extended by a few tokens (the last 64 are evaluated again, as one tiled call) and by more
+    // than 64 (only the new ones are evaluated).
+    for (const [seed, more] of [
+      ["hotel", "The referee added six minutes."],
+      ["india", "The referee added six minutes. ".repeat(12)],
+    ] as const) {
+      const cold = await openLlamaEngine({
+        modelPath: inject("modelPath"),
+        contextSize: 1024,
+        prefixCacheBytes: 0,
       });
-      await engine.score({ prefix: short.prefix, branches: short.branches });
-      const warm = await engine.score({ prefix: long.prefix, branches: long.branches });
-      const fresh = await cold.score({ prefix: long.prefix, branches: long.branches });
-      expect(warm.cachedPrefixTokens).toBeGreaterThan(0);
-      expect(fresh.cachedPrefixTokens).toBe(0);
-      expect(warm.branches.map((b) => b.logprobs)).toEqual(fresh.branches.map((b) => b.logprobs));
-    } finally {
-      await cold.close();
+      try {
+        const short = decider.plan(request(seed));
+        const long = decider.plan({ state: `${state(seed)} ${more}`, questions: QUESTION });
+        await engine.score({ prefix: short.prefix, branches: short.branches });
+        const warm = await engine.score({ prefix: long.prefix, branches: long.branches });
+        const fresh = await cold.score({ prefix: long.prefix, branches: long.branches });
+        expect(warm.cachedPrefixTokens).toBeGreaterThan(short.prefix.length - 64);
+        expect(fresh.cachedPrefixTokens).toBe(0);
+        expect(warm.branches.map((b) => b.logprobs)).toEqual(fresh.branches.map((b) => b.logprobs));
+      } finally {
+        await cold.close();
+      }
     }
   });
 

@@ -15,7 +15,7 @@ import {
 } from "node-llama-cpp";
 import { basename } from "node:path";
 import { branchCallSizes, leadCallSizes, scheduleBranches } from "./branch-schedule.js";
-import { resumeAfter, sequenceCallSizes } from "./kernel-split.js";
+import { prefixTiledEnd, resumeAfter, sequenceCallSizes } from "./kernel-split.js";
 import { commonPrefixLength, PrefixSnapshotCache } from "./prefix-cache.js";
 import {
   branchDepthTokens,
@@ -289,7 +289,8 @@ export class LlamaEngine implements Engine {
     const common = await this.restorePrefix(prefix);
     // Take over only what was cut into calls as this prefix cuts itself (kernel-split.ts).
     const held = this.prefixMapLength;
-    const resume = held === undefined ? 0 : resumeAfter(common, held, prefix.length, true);
+    const resume =
+      held === undefined ? 0 : resumeAfter(common, held, prefix.length, true, prefixTiledEnd);
     await this.prefixSequence.adaptStateToTokens(prefix.slice(0, resume), false);
     const cachedPrefixTokens = this.prefixSequence.nextTokenIndex;
     if (cachedPrefixTokens < prefix.length) {
@@ -298,7 +299,7 @@ export class LlamaEngine implements Engine {
         this.prefixSequence,
         prefix,
         cachedPrefixTokens,
-        sequenceCallSizes(cachedPrefixTokens, prefix.length, this.batchSize),
+        sequenceCallSizes(cachedPrefixTokens, prefix.length, this.batchSize, prefixTiledEnd),
       );
     }
     this.prefixMapLength = prefix.length;
@@ -342,7 +343,7 @@ export class LlamaEngine implements Engine {
           sequence,
           prefix,
           0,
-          sequenceCallSizes(0, prefix.length, this.batchSize),
+          sequenceCallSizes(0, prefix.length, this.batchSize, prefixTiledEnd),
         );
         await evaluateCalls(
           sequence,
