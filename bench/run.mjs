@@ -48,7 +48,7 @@ import {
   leadCallSizes,
   scheduleBranches,
 } from "../dist/engine/branch-schedule.js";
-import { prefixTiledEnd, resumeAfter, sequenceCallSizes } from "../dist/engine/kernel-split.js";
+import { prefixCallSizes, prefixResumeAfter } from "../dist/engine/kernel-split.js";
 import { commonPrefixLength } from "../dist/engine/prefix-cache.js";
 import { ensureModel } from "../dist/models/pull.js";
 import { postJson } from "./post-json.mjs";
@@ -159,15 +159,10 @@ async function floor(request) {
   const P = plan.prefix.length;
   const held = floorSeq.contextTokens.length;
   const common = commonPrefixLength(floorSeq.contextTokens, plan.prefix);
-  const shared = resumeAfter(common, held, P, true, prefixTiledEnd);
+  const shared = prefixResumeAfter(common, held, P);
   if (shared < floorSeq.contextTokens.length)
     await floorSeq.eraseContextTokenRanges([{ start: shared, end: floorSeq.nextTokenIndex }]);
-  await evaluateCalls(
-    floorSeq,
-    plan.prefix,
-    shared,
-    sequenceCallSizes(shared, P, BATCH, prefixTiledEnd),
-  );
+  await evaluateCalls(floorSeq, plan.prefix, shared, prefixCallSizes(shared, P, BATCH));
   // Exactly the branch tokens the engine evaluates, in its calls: its schedule's common lead
   // once, then each lane's branches from where they resume after the lane's previous branch
   // (one sequence here, lane after lane).

@@ -3,6 +3,8 @@ import {
   agreeingTokens,
   callSizes,
   FA_TILE_ROWS,
+  prefixCallSizes,
+  prefixResumeAfter,
   prefixTiledEnd,
   resumeAfter,
   resumePoint,
@@ -39,13 +41,13 @@ describe("kernel split (pure)", () => {
     expect(agreeingTokens(2420, 2413, prefixTiledEnd)).toBe(2413);
     expect(agreeingTokens(40, 2413, prefixTiledEnd)).toBe(0);
     // Taken over as far as shared, stepping back so the rest is one tiled call of 64 or more.
-    expect(resumeAfter(2413, 2413, 2413, true, prefixTiledEnd)).toBe(2413);
-    expect(resumeAfter(2405, 2413, 2420, true, prefixTiledEnd)).toBe(2420 - 64);
-    expect(resumeAfter(2300, 2413, 2420, true, prefixTiledEnd)).toBe(2300);
-    expect(resumeAfter(2420, 2500, 2450, true, prefixTiledEnd)).toBe(2450 - 64);
-    expect(sequenceCallSizes(335, 2413, 1024, prefixTiledEnd)).toEqual([693, 693, 692]);
-    expect(sequenceCallSizes(2356, 2420, 1024, prefixTiledEnd)).toEqual([64]);
-    expect(sequenceCallSizes(0, 50, 1024, prefixTiledEnd)).toEqual([50]);
+    expect(prefixResumeAfter(2413, 2413, 2413)).toBe(2413);
+    expect(prefixResumeAfter(2405, 2413, 2420)).toBe(2420 - 64);
+    expect(prefixResumeAfter(2300, 2413, 2420)).toBe(2300);
+    expect(prefixResumeAfter(2420, 2500, 2450)).toBe(2450 - 64);
+    expect(prefixCallSizes(335, 2413, 1024)).toEqual([693, 693, 692]);
+    expect(prefixCallSizes(2356, 2420, 1024)).toEqual([64]);
+    expect(prefixCallSizes(0, 50, 1024)).toEqual([50]);
   });
 
   it("resumes where the calls left are cut as the sequence would cut itself", () => {

@@ -159,3 +159,23 @@ export function sequenceCallSizes(
 ): number[] {
   return callSizes(from, length, map(length), batchSize);
 }
+
+/**
+ * Where a prefix of `length` tokens resumes after the prefix of `heldLength` tokens in the KV cache
+ * (the previous request's or a snapshot's), whose first `shared` tokens it shares: a prefix may be
+ * taken over whole, and both were cut by {@link prefixTiledEnd}. The engine and the benchmark's
+ * floor both call this, so they take over the same tokens.
+ * @returns a point in `[0, length]`.
+ */
+export function prefixResumeAfter(shared: number, heldLength: number, length: number): number {
+  return resumeAfter(shared, heldLength, length, true, prefixTiledEnd);
+}
+
+/**
+ * The decode calls that evaluate tokens `[from, length)` of a prefix of `length` tokens
+ * ({@link prefixTiledEnd}), as token counts.
+ * @throws RangeError as {@link callSizes} does (a `from` not from {@link prefixResumeAfter}).
+ */
+export function prefixCallSizes(from: number, length: number, batchSize: number): number[] {
+  return sequenceCallSizes(from, length, batchSize, prefixTiledEnd);
+}

@@ -15,7 +15,7 @@ import {
 } from "node-llama-cpp";
 import { basename } from "node:path";
 import { branchCallSizes, leadCallSizes, scheduleBranches } from "./branch-schedule.js";
-import { prefixTiledEnd, resumeAfter, sequenceCallSizes } from "./kernel-split.js";
+import { prefixCallSizes, prefixResumeAfter } from "./kernel-split.js";
 import { commonPrefixLength, PrefixSnapshotCache } from "./prefix-cache.js";
 import {
   branchDepthTokens,
@@ -289,8 +289,7 @@ export class LlamaEngine implements Engine {
     const common = await this.restorePrefix(prefix);
     // Take over only what was cut into calls as this prefix cuts itself (kernel-split.ts).
     const held = this.prefixMapLength;
-    const resume =
-      held === undefined ? 0 : resumeAfter(common, held, prefix.length, true, prefixTiledEnd);
+    const resume = held === undefined ? 0 : prefixResumeAfter(common, held, prefix.length);
     await this.prefixSequence.adaptStateToTokens(prefix.slice(0, resume), false);
     const cachedPrefixTokens = this.prefixSequence.nextTokenIndex;
     if (cachedPrefixTokens < prefix.length) {
@@ -299,7 +298,7 @@ export class LlamaEngine implements Engine {
         this.prefixSequence,
         prefix,
         cachedPrefixTokens,
-        sequenceCallSizes(cachedPrefixTokens, prefix.length, this.batchSize, prefixTiledEnd),
+        prefixCallSizes(cachedPrefixTokens, prefix.length, this.batchSize),
       );
     }
     this.prefixMapLength = prefix.length;
@@ -339,12 +338,7 @@ export class LlamaEngine implements Engine {
         // The KV copy is not possible on every backend; fall back to evaluating the prefix and
         // the lead, cut into calls as sequence 0 cut them.
         await sequence.clearHistory();
-        await evaluateCalls(
-          sequence,
-          prefix,
-          0,
-          sequenceCallSizes(0, prefix.length, this.batchSize, prefixTiledEnd),
-        );
+        await evaluateCalls(sequence, prefix, 0, prefixCallSizes(0, prefix.length, this.batchSize));
         await evaluateCalls(
           sequence,
           lead,
