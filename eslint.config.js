@@ -12,6 +12,8 @@ export default tseslint.config(
       "bench/results/**",
       ".conformance/**",
       "eval/data/**",
+      "training/.venv/**",
+      ".decisiond-train/**",
     ],
   },
   js.configs.recommended,

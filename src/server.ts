@@ -4,7 +4,13 @@ import { fileURLToPath } from "node:url";
 import { buildApp, type FastifyInstance, type Gate, type ServedModel } from "./api/app.js";
 import type { ConsoleOptions } from "./console/plugin.js";
 import type { CalibrationProfile } from "./decision/calibration.js";
-import { Decider, type DebiasMode, type ReadoutSettings } from "./decision/decide.js";
+import {
+  Decider,
+  TUNED_READOUT,
+  type DebiasMode,
+  type ReadoutSettings,
+} from "./decision/decide.js";
+import { adapterProfileId } from "./models/adapters.js";
 import { renderMediaText } from "./decision/prompt.js";
 import { openLlamaEngine } from "./engine/llama.js";
 import type { Engine } from "./engine/types.js";
@@ -31,6 +37,11 @@ export interface ServiceOptions {
    * by the vision engine (engine/vision.ts) and accepts one image or one MP4 per request.
    */
   readonly mmprojPath?: string;
+  /**
+   * Absolute path of a GGUF LoRA adapter for the model (text models). With it the readout
+   * defaults to {@link TUNED_READOUT} and the calibration profile is the adapter's.
+   */
+  readonly adapterPath?: string;
   /** Vision only: side of the square images fed to the projector. Default: the projector's. */
   readonly imageSize?: number;
   /** Vision only: frames sampled from a video. Default 8, capped so frames fill at most half the context. */
@@ -95,6 +106,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     : await openLlamaEngine({
         modelPath: options.modelPath,
         id: modelId,
+        ...(options.adapterPath ? { adapterPath: options.adapterPath } : {}),
         ...(options.contextSize ? { contextSize: options.contextSize } : {}),
         ...(options.threads ? { threads: options.threads } : {}),
         ...(options.parallelBranches ? { parallelBranches: options.parallelBranches } : {}),
@@ -106,10 +118,14 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const calibration =
     options.calibration === "none"
       ? undefined
-      : (options.calibration ?? loadCalibrationProfile(modelId, options.modelPath));
+      : (options.calibration ??
+        (options.adapterPath
+          ? loadCalibrationProfile(adapterProfileId(options.adapterPath), options.adapterPath)
+          : loadCalibrationProfile(modelId, options.modelPath)));
   const decider = new Decider(engine, {
     ...(calibration ? { calibration } : {}),
     debias: options.debias ?? "off",
+    ...(options.adapterPath ? TUNED_READOUT : {}),
     ...options.readout,
   });
   const served: ServedModel = {

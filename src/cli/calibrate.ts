@@ -4,11 +4,13 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { DebiasMode } from "../decision/decide.js";
-import { oneOf, positiveInt, readoutOf, type ReadoutFlags } from "./options.js";
+import { oneOf, positiveInt, type ReadoutFlags } from "./options.js";
 import {
   collect,
   loadItems,
   openEngine,
+  readoutFor,
+  ADAPTER_HELP,
   progressBar,
   splitOption,
   type ModelFlags,
@@ -57,6 +59,7 @@ export function registerCalibrateCommand(program: Command): Command {
       "fit",
     )
     .option("--model <name|path>", "catalogue model name or path to a GGUF file", DEFAULT_MODEL)
+    .option("--adapter <path|none>", ADAPTER_HELP)
     .option("--context-size <tokens>", "tokens per request", positiveInt)
     .option("--threads <n>", "CPU threads (default: physical cores)", positiveInt)
     .option(
@@ -74,7 +77,7 @@ export function registerCalibrateCommand(program: Command): Command {
         process.stderr.write(
           `decisiond calibrate: warning: fitting on split "${flags.split}"; test-split numbers measured with this profile are not held out\n`,
         );
-      const model = await resolveModel(flags.model);
+      const model = await resolveModel(flags.model, true, flags.adapter);
       process.stderr.write(
         `decisiond calibrate: ${items.length} items (split ${flags.split}) on ${model.modelId}, debias ${flags.debias}\n`,
       );
@@ -82,10 +85,14 @@ export function registerCalibrateCommand(program: Command): Command {
       const bar = progressBar("calibrate");
       let run;
       try {
-        [run] = await runEvaluation(items, [oursSystem(engine, flags.debias, readoutOf(flags))], {
-          flip: false,
-          onProgress: (done, total) => bar.update(done, total),
-        });
+        [run] = await runEvaluation(
+          items,
+          [oursSystem(engine, flags.debias, readoutFor(model, flags))],
+          {
+            flip: false,
+            onProgress: (done, total) => bar.update(done, total),
+          },
+        );
       } finally {
         bar.stop();
         await engine.close();
@@ -103,7 +110,7 @@ export function registerCalibrateCommand(program: Command): Command {
         datasets[datasetOf(o.item)] = (datasets[datasetOf(o.item)] ?? 0) + 1;
       const date = new Date().toISOString();
       const profile: FittedProfile = {
-        model: model.modelId,
+        model: model.profileId,
         temperatures: temperaturesOf(keys),
         fittedOn:
           `${(flags.data ?? []).join(", ")} (split ${flags.split}, ${run.answeredItems} items: ` +
@@ -130,7 +137,7 @@ export function registerCalibrateCommand(program: Command): Command {
           method: FIT_METHOD,
         },
       };
-      const out = resolve(flags.out ?? defaultProfilePath(model.modelId));
+      const out = resolve(flags.out ?? defaultProfilePath(model.profileId));
       mkdirSync(dirname(out), { recursive: true });
       writeFileSync(
         out,

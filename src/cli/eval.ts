@@ -3,7 +3,7 @@ import { InvalidArgumentError, type Command } from "commander";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import type { CalibrationProfile } from "../decision/calibration.js";
-import type { DebiasMode } from "../decision/decide.js";
+import { TUNED_READOUT, type DebiasMode, type ReadoutSettings } from "../decision/decide.js";
 import { openLlamaEngine } from "../engine/llama.js";
 import type { Engine } from "../engine/types.js";
 import { convertDataset, DATASETS } from "../evaluation/datasets.js";
@@ -37,8 +37,22 @@ import { oneOf, positiveInt, readoutOf, type ReadoutFlags } from "./options.js";
 /** Flags shared by `eval` and `calibrate`. */
 export interface ModelFlags {
   model: string;
+  /** `--adapter`: a GGUF LoRA adapter path, `none`, or absent for the catalogue model's. */
+  adapter?: string;
   contextSize?: number;
   threads?: number;
+}
+
+/** Help of `--adapter` on `eval` and `calibrate`. */
+export const ADAPTER_HELP =
+  "GGUF LoRA adapter on the model, or none (default: the catalogue model's shipped adapter)";
+
+/**
+ * The readout settings of a run: the tuned readout under the flags when an adapter is applied
+ * (as `serve` does), the flags alone otherwise.
+ */
+export function readoutFor(model: ResolvedModel, flags: ReadoutFlags): ReadoutSettings {
+  return model.adapterPath ? { ...TUNED_READOUT, ...readoutOf(flags) } : readoutOf(flags);
 }
 
 /** Repeatable option: collects values in order. */
@@ -127,6 +141,7 @@ export function openEngine(model: ResolvedModel, flags: ModelFlags): Promise<Eng
   return openLlamaEngine({
     modelPath: model.modelPath,
     id: model.modelId,
+    ...(model.adapterPath ? { adapterPath: model.adapterPath } : {}),
     ...(flags.contextSize ? { contextSize: flags.contextSize } : {}),
     ...(flags.threads ? { threads: flags.threads } : {}),
   });
@@ -170,18 +185,18 @@ export function chooseProfile(
 ): { profile?: CalibrationProfile; source: string } {
   if (value === "none") return { source: "none" };
   if (value === "auto") {
-    const profile = loadCalibrationProfile(model.modelId, model.modelPath);
+    const profile = loadCalibrationProfile(model.profileId, model.adapterPath ?? model.modelPath);
     return profile
-      ? { profile, source: `auto (${profile.fittedOn ?? model.modelId})` }
+      ? { profile, source: `auto (${profile.fittedOn ?? model.profileId})` }
       : { source: "auto: none found" };
   }
   if (!existsSync(value)) throw new Error(`no such calibration profile: ${value}`);
   const profile = JSON.parse(readFileSync(value, "utf8")) as CalibrationProfile;
   if (typeof profile.temperatures !== "object" || profile.temperatures === null)
     throw new Error(`${value} is not a calibration profile (no "temperatures")`);
-  if (profile.model !== model.modelId)
+  if (profile.model !== model.profileId)
     process.stderr.write(
-      `decisiond eval: note: profile ${value} was fitted for "${profile.model}", evaluating "${model.modelId}"\n`,
+      `decisiond eval: note: profile ${value} was fitted for "${profile.model}", evaluating "${model.profileId}"\n`,
     );
   return { profile, source: value };
 }
@@ -227,6 +242,7 @@ export function registerEvalCommand(program: Command): Command {
       "all",
     )
     .option("--model <name|path>", "catalogue model name or path to a GGUF file", DEFAULT_MODEL)
+    .option("--adapter <path|none>", ADAPTER_HELP)
     .option("--context-size <tokens>", "tokens per request", positiveInt)
     .option("--threads <n>", "CPU threads (default: physical cores)", positiveInt)
     .option(
@@ -306,15 +322,15 @@ async function runEvalCommand(flags: EvalFlags, command: string): Promise<void> 
   if (flags.baseline !== undefined && flags.baseline !== "node-llama-cpp")
     throw new Error(`unknown baseline "${flags.baseline}": the one baseline is node-llama-cpp`);
   const items = loadItems(flags.data ?? [], flags.split, flags.limit);
-  const model = await resolveModel(flags.model);
+  const model = await resolveModel(flags.model, true, flags.adapter);
   const { profile, source } = chooseProfile(flags.calibration, model);
   process.stderr.write(
-    `decisiond eval: ${items.length} items on ${model.modelId}; debias ${debias.join(",")}; calibration ${source}` +
+    `decisiond eval: ${items.length} items on ${model.profileId}; debias ${debias.join(",")}; calibration ${source}` +
       `${flags.baseline ? `; baseline ${flags.baseline}` : ""}\n`,
   );
   const engine = await openEngine(model, flags);
   const systems: DecisionSystem[] = debias.map((mode) =>
-    oursSystem(engine, mode, readoutOf(flags)),
+    oursSystem(engine, mode, readoutFor(model, flags)),
   );
   let runs: SystemRun[];
   const bar = progressBar("eval");

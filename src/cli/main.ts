@@ -7,6 +7,7 @@ import { registerEvalCommand } from "./eval.js";
 import { registerKeysCommand } from "./keys.js";
 import { registerMcpCommand } from "./mcp.js";
 import { registerPullCommand } from "./pull.js";
+import { registerRenderCommand } from "./render.js";
 import { registerServeCommand } from "./serve.js";
 import { registerUsageCommands } from "./usage.js";
 
@@ -29,6 +30,7 @@ registerAskCommand(program);
 registerMcpCommand(program);
 registerEvalCommand(program);
 registerCalibrateCommand(program);
+registerRenderCommand(program);
 
 program.parseAsync(process.argv).catch((error: unknown) => {
   process.stderr.write(`decisiond: ${error instanceof Error ? error.message : String(error)}\n`);

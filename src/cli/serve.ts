@@ -9,6 +9,7 @@ import type { Gate } from "../api/app.js";
 import { accountGate } from "../api/gate.js";
 import { checkAdminToken, type ConsoleOptions } from "../console/plugin.js";
 import type { DebiasMode } from "../decision/decide.js";
+import { resolveAdapter } from "../models/adapters.js";
 import { DEFAULT_MODEL, findModel } from "../models/catalogue.js";
 import { ensureEntry, ensureModel } from "../models/pull.js";
 import { startService } from "../server.js";
@@ -20,6 +21,7 @@ interface ServeFlags extends ReadoutFlags {
   port: number;
   model: string;
   mmproj?: string;
+  adapter?: string;
   imageSize?: number;
   videoFrames?: number;
   videoMaxSeconds?: number;
@@ -165,6 +167,11 @@ export function registerServeCommand(program: Command): void {
       env.DECISIOND_MODEL ?? DEFAULT_MODEL,
     )
     .option(
+      "--adapter <path|none>",
+      "GGUF LoRA adapter applied on the model; none for the base alone (default: the catalogue model's shipped decision-tuned adapter; env DECISIOND_ADAPTER)",
+      env.DECISIOND_ADAPTER,
+    )
+    .option(
       "--mmproj <path>",
       "multimodal projector GGUF for a --model PATH: serve it as a vision model (env DECISIOND_MMPROJ)",
       env.DECISIOND_MMPROJ,
@@ -299,11 +306,13 @@ export function registerServeCommand(program: Command): void {
           : undefined;
       if (mmprojPath && !existsSync(mmprojPath))
         throw new Error(`no such projector file: ${mmprojPath}`);
+      const adapterPath = resolveAdapter(flags.adapter, entry);
       const { gate, store } = openServeGate(flags, print);
       const consoleOptions = serveConsole(flags, adminToken, store, print);
       const service = await startService({
         modelPath,
         ...(mmprojPath ? { mmprojPath } : {}),
+        ...(adapterPath ? { adapterPath } : {}),
         ...(flags.imageSize ? { imageSize: flags.imageSize } : {}),
         ...(flags.videoFrames ? { videoFrames: flags.videoFrames } : {}),
         ...(flags.videoMaxSeconds ? { videoMaxSeconds: flags.videoMaxSeconds } : {}),
@@ -330,8 +339,11 @@ export function registerServeCommand(program: Command): void {
       const vision = service.engine.model.vision
         ? `; images and MP4 videos, ${service.engine.model.imageSize} px, ${service.engine.model.imageTokens} positions per image`
         : "";
+      const adapter = service.engine.model.adapter
+        ? ` with adapter ${service.engine.model.adapter}`
+        : "";
       process.stderr.write(
-        `decisiond: serving ${service.engine.model.id} at ${service.url}/v1/systemone (context ${service.engine.model.contextSize} tokens${vision})\n`,
+        `decisiond: serving ${service.engine.model.id}${adapter} at ${service.url}/v1/systemone (context ${service.engine.model.contextSize} tokens${vision})\n`,
       );
       if (consoleOptions)
         process.stderr.write(

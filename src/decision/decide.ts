@@ -36,6 +36,7 @@ import {
   renderText,
   SYSTEM_MESSAGE,
   TEMPLATE_MARKER,
+  TUNED_SYSTEM_MESSAGE,
 } from "./prompt.js";
 import type { Answer, DecisionRequest, DecisionResult, Question } from "./types.js";
 
@@ -96,13 +97,36 @@ export interface DeciderOptions {
    * so it applies to noul only. Default on.
    */
   readonly questionContrast?: boolean;
+  /** Longest option id, in tokens, answered as its own label. Default {@link MAX_WORD_LABEL_TOKENS}. */
+  readonly maxWordLabelTokens?: number;
+  /** The system message of every request. Default {@link SYSTEM_MESSAGE}. */
+  readonly systemMessage?: string;
 }
 
 /** The readout settings a caller may choose (the rest of {@link DeciderOptions} is serving policy). */
 export type ReadoutSettings = Pick<
   DeciderOptions,
-  "labels" | "contentFree" | "examples" | "questionContrast"
+  | "labels"
+  | "contentFree"
+  | "examples"
+  | "questionContrast"
+  | "systemMessage"
+  | "maxWordLabelTokens"
 >;
+
+/**
+ * The readout of a decision-tuned model (a base with its LoRA adapter, docs/TRAINING.md): option
+ * ids as labels, no in-context examples, no content-free prior and no question contrast, since
+ * the adapter was trained on exactly these prompts and its answers need none of them.
+ */
+export const TUNED_READOUT: Readonly<ReadoutSettings> = {
+  labels: "words",
+  contentFree: false,
+  examples: false,
+  questionContrast: false,
+  systemMessage: TUNED_SYSTEM_MESSAGE,
+  maxWordLabelTokens: 16,
+};
 
 /** The content-free states of contextual calibration, as in Zhao et al. 2021, §4. */
 export const CONTENT_FREE_STATES: readonly string[] = ["N/A", "", "[MASK]"];
@@ -185,7 +209,7 @@ export class Decider {
     // The tail first: reading an example's reply labels needs it.
     this.tailText = splitAtMarker(
       engine.chatTemplate.render([
-        { role: "system", content: SYSTEM_MESSAGE },
+        { role: "system", content: options.systemMessage ?? SYSTEM_MESSAGE },
         { role: "user", content: TEMPLATE_MARKER },
       ]),
     ).after;
@@ -194,7 +218,7 @@ export class Decider {
       options.examples === false ? [] : PROMPT_EXAMPLES.flatMap((e) => this.exampleTurns(e));
     const { before } = splitAtMarker(
       engine.chatTemplate.render([
-        { role: "system", content: SYSTEM_MESSAGE },
+        { role: "system", content: options.systemMessage ?? SYSTEM_MESSAGE },
         ...examples,
         { role: "user", content: TEMPLATE_MARKER },
       ]),
@@ -425,7 +449,8 @@ export class Decider {
     const words = question.options.map(([id]) => ` ${id}`);
     try {
       const sequences = words.map((w) => this.tokensOfLabel(w, ANSWER_CUE));
-      if (sequences.some((t) => t.length > MAX_WORD_LABEL_TOKENS)) return fixed;
+      const longest = this.options.maxWordLabelTokens ?? MAX_WORD_LABEL_TOKENS;
+      if (sequences.some((t) => t.length > longest)) return fixed;
       buildLabelTrie(sequences);
     } catch {
       return fixed;

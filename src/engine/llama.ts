@@ -61,6 +61,11 @@ export interface LlamaEngineOptions {
    * Before branches shared their starts, 4 had won on the CPU (bench/parallel.mjs).
    */
   readonly parallelBranches?: number;
+  /**
+   * Absolute path of a GGUF LoRA adapter applied on top of the model at scale 1 (a
+   * decision-tuned adapter, docs/TRAINING.md). Default: none.
+   */
+  readonly adapterPath?: string;
   /** CPU threads for evaluation. Default: llama.cpp's count of math cores (physical cores). */
   readonly threads?: number;
   /** Largest number of tokens one decode call takes, at least 128. Default 1024. */
@@ -175,6 +180,7 @@ export class LlamaEngine implements Engine {
       sequences: Math.max(1, parallelBranches),
       batchSize,
       threads: options.threads ?? llama.cpuMathCores,
+      ...(options.adapterPath ? { lora: { adapters: [{ filePath: options.adapterPath }] } } : {}),
     });
     const prefixSequence = context.getSequence();
     const branchSequences = Array.from({ length: Math.max(1, parallelBranches) - 1 }, () =>
@@ -186,6 +192,7 @@ export class LlamaEngine implements Engine {
       contextSize: context.contextSize,
       trainContextSize,
       vision: false,
+      ...(options.adapterPath ? { adapter: basename(options.adapterPath) } : {}),
     };
     const template = chatTemplateOf(llamaModel);
     const cacheBytes = options.prefixCacheBytes ?? DEFAULT_PREFIX_CACHE_BYTES;

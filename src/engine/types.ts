@@ -30,6 +30,8 @@ export interface ModelInfo {
    * embeddings plus the delimiter tokens the projector wraps them in).
    */
   readonly imageTokens?: number;
+  /** File name of the LoRA adapter applied on top of the model, when one is. */
+  readonly adapter?: string;
 }
 
 /**

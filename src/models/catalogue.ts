@@ -69,6 +69,11 @@ export interface CatalogueEntry {
    * pulled and verified like it. A model with a projector is served by the vision engine.
    */
   mmproj?: CatalogueEntry;
+  /**
+   * File name of this base's decision-tuned LoRA adapter, shipped with decisiond under
+   * `adapters/` and applied by default (docs/TRAINING.md).
+   */
+  adapter?: string;
 }
 
 /** The model `decisiond pull` and `decisiond serve` use when none is named. */
@@ -102,6 +107,7 @@ export const CATALOGUE: readonly CatalogueEntry[] = [
       },
     ],
     license: "Apache-2.0",
+    adapter: "smollm2-135m-instruct.decision.gguf",
   },
   {
     name: "gemma3-270m-it",

@@ -1,0 +1,70 @@
+import type { Command } from "commander";
+import { createWriteStream } from "node:fs";
+import { once } from "node:events";
+import { toDecisionRequest } from "../api/translate.js";
+import { Decider, TUNED_READOUT } from "../decision/decide.js";
+import { splitOf, type Split } from "../evaluation/format.js";
+import { resolveModel } from "../evaluation/model.js";
+import { renderPlan } from "../evaluation/render.js";
+import { DEFAULT_MODEL } from "../models/catalogue.js";
+import { collect, loadItems, openEngine, splitOption } from "./eval.js";
+import { positiveInt } from "./options.js";
+
+interface RenderFlags {
+  data?: string[];
+  out: string;
+  split: Split | "all";
+  model: string;
+  contextSize?: number;
+}
+
+/**
+ * Adds `render`: evaluation items (JSONL, see evaluation/format.ts) planned by the server's own
+ * Decider with the tuned readout, written as token ids for `training/` (one line per question:
+ * prefix, branch, label token sequences, gold label; evaluation/render.ts).
+ *
+ * @example decisiond render --data fit.jsonl --split fit --out examples.jsonl
+ */
+export function registerRenderCommand(program: Command): Command {
+  return program
+    .command("render")
+    .description("write training examples as token ids, planned by the server's own prompt code")
+    .option("--data <file>", "evaluation JSONL (repeatable)", collect)
+    .requiredOption("--out <file>", "output JSONL, one question a line")
+    .option(
+      "--split <part>",
+      "which rows: fit (the default: training never sees test rows), test or all",
+      splitOption,
+      "fit",
+    )
+    .option("--model <name|path>", "catalogue model name or path to a GGUF file", DEFAULT_MODEL)
+    .option("--context-size <tokens>", "tokens per request (longer items are skipped)", positiveInt)
+    .action(async (flags: RenderFlags) => {
+      const items = loadItems(flags.data ?? [], flags.split);
+      const model = await resolveModel(flags.model);
+      const engine = await openEngine(model, flags);
+      const decider = new Decider(engine, { ...TUNED_READOUT, debias: "off" });
+      const out = createWriteStream(flags.out);
+      let written = 0;
+      let skipped = 0;
+      for (const item of items) {
+        let lines: string[];
+        try {
+          const plan = decider.plan(toDecisionRequest(item.request));
+          lines = renderPlan(item, plan).map((e) => JSON.stringify({ ...e, split: splitOf(e.id) }));
+        } catch (error) {
+          skipped++;
+          process.stderr.write(`skipped ${item.id}: ${(error as Error).message}\n`);
+          continue;
+        }
+        for (const line of lines) if (!out.write(line + "\n")) await once(out, "drain");
+        written += lines.length;
+      }
+      out.end();
+      await once(out, "finish");
+      process.stderr.write(
+        `decisiond render: ${written} examples from ${items.length - skipped} items (${skipped} skipped) to ${flags.out}\n`,
+      );
+      await engine.close();
+    });
+}

@@ -1,0 +1,152 @@
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { openLlamaEngine } from "../src/engine/llama.js";
+import { Decider, TUNED_READOUT } from "../src/decision/decide.js";
+
+/**
+ * The decision-tuning pipeline end to end on a tiny generated model (training/tiny_model.py: the
+ * default model's tokenizer, 2 random blocks): evaluation items -> `decisiond render` -> a few
+ * LoRA steps (training/train.py) -> GGUF adapter (training/export_gguf.py, llama.cpp's converter)
+ * -> loaded by the engine -> the label probabilities move. The first run creates the
+ * training environment (training/setup.sh: PyTorch, transformers, peft; a few minutes).
+ */
+
+const root = join(import.meta.dirname, "..");
+let work: string;
+let python: string;
+
+function run(file: string, args: string[]): string {
+  return execFileSync(file, args, {
+    cwd: root,
+    encoding: "utf8",
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+}
+
+const items = [
+  {
+    id: "sst2:9001",
+    state: "a warm, funny and wonderfully acted film",
+    expected: true,
+  },
+  {
+    id: "sst2:9003",
+    state: "dull, lifeless and far too long",
+    expected: false,
+  },
+].map((row) => ({
+  id: row.id,
+  request: {
+    model: "decisiond-1.0-experimental",
+    state: row.state,
+    questions: {
+      positive: { type: "noul", instructions: "Is the sentiment of the text positive?" },
+      tone: {
+        type: "choice",
+        instructions: "What is the tone?",
+        criteria: { upbeat: "Likes it", gloomy: "Dislikes it" },
+      },
+    },
+  },
+  expected: { positive: row.expected, tone: row.expected ? "upbeat" : "gloomy" },
+}));
+
+describe("training smoke test (tiny model)", () => {
+  beforeAll(() => {
+    python = run("bash", ["training/setup.sh"]).trim().split("\n").at(-1)!;
+    work = mkdtempSync(join(tmpdir(), "decisiond-train-"));
+    const source = inject("modelPath");
+    run(python, ["training/tiny_model.py", "--source", source, "--out", join(work, "tiny.gguf")]);
+  }, 1_200_000);
+
+  afterAll(() => {
+    if (work) rmSync(work, { recursive: true, force: true });
+  });
+
+  it("renders, trains, exports and serves an adapter that changes the answers", async () => {
+    const tiny = join(work, "tiny.gguf");
+    const data = join(work, "items.jsonl");
+    writeFileSync(data, items.map((i) => JSON.stringify(i)).join("\n") + "\n");
+    // Render refuses test rows by default: these ids hash to the fit split (format.ts splitOf).
+    const tokens = join(work, "tokens.jsonl");
+    run("node", [
+      "dist/cli/main.js",
+      "render",
+      "--model",
+      tiny,
+      "--data",
+      data,
+      "--split",
+      "all",
+      "--out",
+      tokens,
+    ]);
+    const lines = readFileSync(tokens, "utf8")
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { split: string; labels: number[][]; gold: number });
+    expect(lines).toHaveLength(4);
+    expect(lines.every((l) => l.labels.length === 2 && (l.gold === 0 || l.gold === 1))).toBe(true);
+    // train.py trains on fit rows only; mark these as fit for the smoke run.
+    writeFileSync(
+      tokens,
+      lines.map((l) => JSON.stringify({ ...l, split: "fit" })).join("\n") + "\n",
+    );
+
+    const adapterDir = join(work, "adapter");
+    run(python, [
+      "training/train.py",
+      "--model",
+      tiny,
+      "--data",
+      tokens,
+      "--out",
+      adapterDir,
+      "--epochs",
+      "4",
+      "--max-steps",
+      "4",
+      "--lr",
+      "0.05",
+      "--threads",
+      "1",
+    ]);
+    const summary = JSON.parse(readFileSync(join(adapterDir, "summary.json"), "utf8")) as {
+      steps: number;
+    };
+    expect(summary.steps).toBe(4);
+    const adapter = join(work, "tiny.decision.gguf");
+    run(python, ["training/export_gguf.py", "--adapter", adapterDir, "--out", adapter]);
+    expect(existsSync(adapter)).toBe(true);
+
+    const request = {
+      state: items[0]!.request.state,
+      questions: [
+        [
+          "positive",
+          { type: "noul" as const, instructions: "Is the sentiment of the text positive?" },
+        ],
+      ] as const,
+    };
+    const answer = async (adapterPath?: string) => {
+      const engine = await openLlamaEngine({
+        modelPath: tiny,
+        ...(adapterPath ? { adapterPath } : {}),
+      });
+      try {
+        const decider = new Decider(engine, { ...TUNED_READOUT });
+        const result = await decider.decide({ state: request.state, questions: request.questions });
+        const a = result.answers.positive!;
+        return a.type === "noul" ? a.noul : NaN;
+      } finally {
+        await engine.close();
+      }
+    };
+    const base = await answer();
+    const tuned = await answer(adapter);
+    expect(Math.abs(tuned - base)).toBeGreaterThan(1e-3);
+  }, 600_000);
+});

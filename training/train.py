@@ -1,0 +1,237 @@
+"""Decision-tuning: a LoRA adapter for a GGUF base, trained where decisiond reads its answers.
+
+Input: token-id examples from `decisiond render` (src/evaluation/render.ts): per question the
+shared prefix, the question's branch, each label's token sequence and the gold label. The base is
+loaded straight from the GGUF file decisiond serves (transformers dequantizes it), so the adapter
+is trained against the weights llama.cpp runs.
+
+Loss (docs/TRAINING.md): the readout's own softmax over the question's labels. Labels form a trie
+of token sequences (src/decision/labels.ts); the gold label's probability is the product, along its
+path, of the softmax over the candidate tokens at each node (a hierarchical softmax that equals the
+readout's chained probability once the labels hold the mass). Score questions add the squared
+distance between the predicted and gold cumulative distributions over levels (squared EMD,
+Hou et al. 2016, arXiv 1611.05916), so levels are ordered classes.
+
+Usage: python training/train.py --model GGUF --data EXAMPLES.jsonl --out DIR [--minutes M]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import random
+import time
+from pathlib import Path
+
+import torch
+from peft import LoraConfig, get_peft_model
+from transformers import AutoModelForCausalLM
+
+TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+def load_examples(path: Path) -> list[dict]:
+    out = []
+    for line in path.read_text().splitlines():
+        if not line.strip():
+            continue
+        e = json.loads(line)
+        if e.get("split", "fit") != "fit":
+            raise SystemExit(f"{e['id']} is a {e['split']} row: train on the fit split only")
+        out.append(e)
+    return out
+
+
+def nodes_of(e: dict) -> tuple[list[int], list[tuple[int, list[int], int]]]:
+    """The sequence to evaluate and, per trie node on the gold path, (position, candidates, gold
+    index among them). Nodes with a single candidate carry no loss and are left out."""
+    labels: list[list[int]] = e["labels"]
+    gold = labels[e["gold"]]
+    seq = e["prefix"] + e["branch"] + gold[:-1]
+    start = len(e["prefix"]) + len(e["branch"]) - 1
+    nodes = []
+    for depth, tok in enumerate(gold):
+        cands: list[int] = []
+        for lab in labels:
+            if len(lab) > depth and lab[:depth] == gold[:depth] and lab[depth] not in cands:
+                cands.append(lab[depth])
+        if len(cands) > 1:
+            nodes.append((start + depth, cands, cands.index(tok)))
+    return seq, nodes
+
+
+def batches(examples: list[dict], budget: int, rng: random.Random) -> list[list[dict]]:
+    """Examples grouped by length into batches of at most `budget` padded tokens, shuffled."""
+    order = sorted(examples, key=lambda e: len(e["_seq"]))
+    out, cur, longest = [], [], 0
+    for e in order:
+        n = len(e["_seq"])
+        if cur and max(longest, n) * (len(cur) + 1) > budget:
+            out.append(cur)
+            cur, longest = [], 0
+        cur.append(e)
+        longest = max(longest, n)
+    if cur:
+        out.append(cur)
+    rng.shuffle(out)
+    return out
+
+
+def step_loss(model, embed_weight: torch.Tensor, batch: list[dict], ordinal: float):
+    """Mean loss of a batch: restricted-softmax cross-entropy at each gold-path node, plus the
+    squared-EMD term for score questions."""
+    n = max(len(e["_seq"]) for e in batch)
+    ids = torch.zeros((len(batch), n), dtype=torch.long)
+    mask = torch.zeros((len(batch), n), dtype=torch.long)
+    for i, e in enumerate(batch):
+        ids[i, : len(e["_seq"])] = torch.tensor(e["_seq"])
+        mask[i, : len(e["_seq"])] = 1
+    hidden = model.base_model.model.model(input_ids=ids, attention_mask=mask).last_hidden_state
+    total = hidden.new_zeros(())
+    for i, e in enumerate(batch):
+        for pos, cands, g in e["_nodes"]:
+            logits = hidden[i, pos].float() @ embed_weight[cands].T
+            logp = torch.log_softmax(logits, -1)
+            total = total - logp[g]
+            if ordinal > 0 and e["type"] == "score" and pos == e["_nodes"][0][0] and all(
+                len(lab) == 1 for lab in e["labels"]
+            ):
+                p = logp.exp()
+                cdf = torch.cumsum(p, 0)
+                target = torch.zeros_like(cdf)
+                target[g:] = 1
+                total = total + ordinal * ((cdf - target) ** 2).sum()
+    return total / len(batch)
+
+
+def save_base_config(base, folder: Path) -> None:
+    """The base's Hugging Face config, as llama.cpp's LoRA converter reads it (an architecture
+    name, no GGUF quantization entry)."""
+    cfg = base.config.to_dict()
+    cfg["architectures"] = [type(base).__name__]
+    cfg.pop("quantization_config", None)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", required=True, type=Path, help="the GGUF file decisiond serves")
+    ap.add_argument("--data", required=True, type=Path, help="examples from `decisiond render`")
+    ap.add_argument("--out", required=True, type=Path, help="folder for the PEFT adapter and logs")
+    ap.add_argument("--minutes", type=float, default=100, help="wall-time budget of the training loop")
+    ap.add_argument("--epochs", type=float, default=3.0, help="passes over the data (the time budget may end it first)")
+    ap.add_argument("--rank", type=int, default=16)
+    ap.add_argument("--alpha", type=int, default=32)
+    ap.add_argument("--layers", type=int, default=0, help="LoRA on the top N layers only (0: all)")
+    ap.add_argument("--lr", type=float, default=3e-4)
+    ap.add_argument("--batch-tokens", type=int, default=2048)
+    ap.add_argument("--ordinal", type=float, default=1.0, help="weight of the score questions' squared-EMD term")
+    ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--bf16", action="store_true", help="bfloat16 autocast (CPUs with AVX512-BF16 or AMX)")
+    ap.add_argument("--max-len", type=int, default=0, help="leave out examples longer than this (0: none)")
+    ap.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (0: no limit; smoke tests)")
+    a = ap.parse_args()
+
+    torch.manual_seed(a.seed)
+    rng = random.Random(a.seed)
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    a.out.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    base = AutoModelForCausalLM.from_pretrained(
+        str(a.model.parent), gguf_file=a.model.name, dtype=torch.float32
+    )
+    print(f"loaded {a.model.name} in {time.time() - t0:.1f} s", flush=True)
+    n_layers = base.config.num_hidden_layers
+    layers = list(range(n_layers - a.layers, n_layers)) if a.layers else None
+    cfg = LoraConfig(
+        r=a.rank,
+        lora_alpha=a.alpha,
+        lora_dropout=0.0,
+        target_modules=TARGETS,
+        layers_to_transform=layers,
+        task_type="CAUSAL_LM",
+    )
+    model = get_peft_model(base, cfg)
+    model.print_trainable_parameters()
+    embed_weight = base.get_output_embeddings().weight.detach()
+
+    examples = load_examples(a.data)
+    for e in examples:
+        e["_seq"], e["_nodes"] = nodes_of(e)
+    examples = [e for e in examples if e["_nodes"] and (not a.max_len or len(e["_seq"]) <= a.max_len)]
+    plan = batches(examples, a.batch_tokens, rng)
+    total_steps = max(1, int(len(plan) * a.epochs))
+    if a.max_steps:
+        total_steps = min(total_steps, a.max_steps)
+    tokens_total = sum(len(e["_seq"]) for e in examples)
+    print(f"{len(examples)} examples, {tokens_total} tokens, {len(plan)} batches a pass, {total_steps} steps", flush=True)
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=a.lr, weight_decay=0.0)
+    warmup = max(1, total_steps // 30)
+
+    def lr_at(step: int) -> float:
+        """Linear warm-up, then a cosine decay over whichever ends first: the steps or the time."""
+        if step < warmup:
+            return a.lr * (step + 1) / warmup
+        done = max((step - warmup) / max(1, total_steps - warmup), (time.time() - start) / (a.minutes * 60))
+        return a.lr * 0.5 * (1 + math.cos(math.pi * min(1.0, done)))
+
+    log = (a.out / "loss.csv").open("w", newline="")
+    w = csv.writer(log)
+    w.writerow(["step", "seconds", "tokens", "loss", "lr"])
+    model.train()
+    start = time.time()
+    seen_tokens = 0
+    step = 0
+    smoothed = None
+    deadline = start + a.minutes * 60
+    while step < total_steps and time.time() < deadline:
+        batch = plan[step % len(plan)]
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
+            loss = step_loss(model, embed_weight, batch, a.ordinal)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        seen_tokens += sum(len(e["_seq"]) for e in batch)
+        step += 1
+        value = loss.item()
+        smoothed = value if smoothed is None else 0.98 * smoothed + 0.02 * value
+        w.writerow([step, round(time.time() - start, 1), seen_tokens, round(value, 5), f"{lr_at(step - 1):.3g}"])
+        if step % 20 == 0 or step == 1:
+            log.flush()
+            el = time.time() - start
+            print(f"step {step}/{total_steps} loss {smoothed:.4f} {seen_tokens / el:.0f} tok/s {el / 60:.1f} min", flush=True)
+    log.close()
+    elapsed = time.time() - start
+    model.save_pretrained(str(a.out))
+    save_base_config(base, a.out / "base-config")
+    summary = {
+        "steps": step,
+        "planned_steps": total_steps,
+        "examples": len(examples),
+        "tokens_seen": seen_tokens,
+        "seconds": round(elapsed, 1),
+        "tokens_per_second": round(seen_tokens / max(elapsed, 1e-9), 1),
+        "final_loss_smoothed": smoothed,
+        "rank": a.rank,
+        "alpha": a.alpha,
+        "layers": a.layers or n_layers,
+        "lr": a.lr,
+        "batch_tokens": a.batch_tokens,
+        "threads": torch.get_num_threads(),
+    }
+    (a.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    print(json.dumps(summary), flush=True)
+
+
+if __name__ == "__main__":
+    main()
