@@ -49,10 +49,11 @@ export const ADAPTER_HELP =
 
 /**
  * The readout settings of a run: the tuned readout under the flags when an adapter is applied
- * (as `serve` does), the flags alone otherwise.
+ * (as `serve` does) or `--readout tuned` asks for it, the flags alone otherwise.
  */
 export function readoutFor(model: ResolvedModel, flags: ReadoutFlags): ReadoutSettings {
-  return model.adapterPath ? { ...TUNED_READOUT, ...readoutOf(flags) } : readoutOf(flags);
+  const tuned = flags.readout ? flags.readout === "tuned" : model.adapterPath !== undefined;
+  return tuned ? { ...TUNED_READOUT, ...readoutOf(flags) } : readoutOf(flags);
 }
 
 /** Repeatable option: collects values in order. */
@@ -76,6 +77,11 @@ export function splitOption(value: string): Split | "all" {
  */
 export function readoutOptions(command: Command): Command {
   return command
+    .option(
+      "--readout <preset>",
+      "tuned (the decision-tuned readout) or default; default: tuned with an adapter",
+      oneOf<"tuned" | "default">("tuned", "default"),
+    )
     .option(
       "--labels <style>",
       "choice labels: words (option ids) or fixed (letters); default: the Decider's",

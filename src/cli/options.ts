@@ -40,6 +40,8 @@ export function oneOf<T extends string>(...allowed: T[]): (value: string) => T {
 
 /** The readout flags `serve`, `eval` and `calibrate` share (absent: the Decider's default). */
 export interface ReadoutFlags {
+  /** `--readout tuned`: start from the decision-tuned readout, as with an adapter. */
+  readout?: "tuned" | "default";
   labels?: "words" | "fixed";
   contentFree?: "on" | "off";
   examples?: "on" | "off";
