@@ -1,0 +1,82 @@
+// What the decision-tuned LoRA adapter costs a request: the same requests through the same
+// Decider (the tuned readout), on the base alone and on the base with its adapter, in alternating
+// runs; medians and their ratio. One run; the issue's bar is adapter/base <= 1.10.
+//
+// Usage: node bench/adapter-cost.mjs [--runs N] [--adapter PATH] [--out FILE]
+import { writeFileSync } from "node:fs";
+import { parseArgs } from "node:util";
+import { toDecisionRequest } from "../dist/api/translate.js";
+import { Decider, TUNED_READOUT } from "../dist/decision/decide.js";
+import { openLlamaEngine } from "../dist/engine/llama.js";
+import { resolveAdapter } from "../dist/models/adapters.js";
+import { DEFAULT_MODEL, findModel } from "../dist/models/catalogue.js";
+import { ensureModel } from "../dist/models/pull.js";
+import { median } from "./stats.mjs";
+import { TEAMS, wireQuestions } from "./workload.mjs";
+
+const { values } = parseArgs({
+  options: {
+    runs: { type: "string", default: "7" },
+    adapter: { type: "string" },
+    out: { type: "string" },
+  },
+});
+const runs = Number(values.runs);
+const modelPath = await ensureModel(DEFAULT_MODEL, { progress: false });
+const adapterPath = resolveAdapter(values.adapter, findModel(DEFAULT_MODEL));
+if (!adapterPath) throw new Error("no adapter: give --adapter PATH or ship one in adapters/");
+
+const ticket =
+  "I was charged twice for my March invoice and the refund still has not arrived. Fix this today! ";
+/** Workloads: [name, state, questions] in the wire shape. */
+const workloads = [
+  ["64-token state, 1 question, 4 options", ticket.repeat(2), wireQuestions(1, 4)],
+  ["64-token state, 4 questions, 8 options", ticket.repeat(2), wireQuestions(4, 8)],
+  ["512-token state, 4 questions, 8 options", ticket.repeat(16), wireQuestions(4, 8)],
+];
+
+const engines = {
+  base: await openLlamaEngine({ modelPath, prefixCacheBytes: 0 }),
+  adapter: await openLlamaEngine({ modelPath, adapterPath, prefixCacheBytes: 0 }),
+};
+const deciders = Object.fromEntries(
+  Object.entries(engines).map(([k, e]) => [k, new Decider(e, { ...TUNED_READOUT })]),
+);
+
+const results = [];
+for (const [name, state, questions] of workloads) {
+  const times = { base: [], adapter: [] };
+  for (let r = 0; r < runs + 1; r++) {
+    for (const which of r % 2 ? ["adapter", "base"] : ["base", "adapter"]) {
+      // A fresh state each run, so no run reuses an evaluated prefix.
+      const request = toDecisionRequest({
+        model: "decisiond-1.0-experimental",
+        state: `Run ${r} ${which}. ${state}`,
+        questions,
+      });
+      const t0 = performance.now();
+      await deciders[which].decide(request);
+      if (r > 0) times[which].push(performance.now() - t0); // run 0 warms up
+    }
+  }
+  const row = {
+    workload: name,
+    baseMs: median(times.base),
+    adapterMs: median(times.adapter),
+  };
+  row.ratio = row.adapterMs / row.baseMs;
+  results.push(row);
+  console.log(
+    `${name}: base ${row.baseMs.toFixed(1)} ms, adapter ${row.adapterMs.toFixed(1)} ms, adapter/base ${row.ratio.toFixed(3)}`,
+  );
+}
+for (const e of Object.values(engines)) await e.close();
+if (values.out)
+  writeFileSync(
+    values.out,
+    JSON.stringify(
+      { date: new Date().toISOString(), runs, teams: TEAMS.length, results },
+      null,
+      2,
+    ) + "\n",
+  );
