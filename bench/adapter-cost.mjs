@@ -2,7 +2,7 @@
 // Decider (the tuned readout), on the base alone and on the base with its adapter, in alternating
 // runs; medians and their ratio. One run; the bar is adapter/base <= 1.10.
 //
-// Usage: node bench/adapter-cost.mjs [--runs N] [--adapter PATH] [--out FILE]
+// Usage: node bench/adapter-cost.mjs [--runs N] [--adapter PATH] [--threads N] [--out FILE]
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { toDecisionRequest } from "../dist/api/translate.js";
@@ -18,10 +18,12 @@ const { values } = parseArgs({
   options: {
     runs: { type: "string", default: "7" },
     adapter: { type: "string" },
+    threads: { type: "string" },
     out: { type: "string" },
   },
 });
 const runs = Number(values.runs);
+const threads = values.threads === undefined ? undefined : Number(values.threads);
 const modelPath = await ensureModel(DEFAULT_MODEL, { progress: false });
 const adapterPath = resolveAdapter(values.adapter, findModel(DEFAULT_MODEL));
 if (!adapterPath) throw new Error("no adapter: give --adapter PATH or ship one in adapters/");
@@ -36,8 +38,8 @@ const workloads = [
 ];
 
 const engines = {
-  base: await openLlamaEngine({ modelPath, prefixCacheBytes: 0 }),
-  adapter: await openLlamaEngine({ modelPath, adapterPath, prefixCacheBytes: 0 }),
+  base: await openLlamaEngine({ modelPath, threads, prefixCacheBytes: 0 }),
+  adapter: await openLlamaEngine({ modelPath, adapterPath, threads, prefixCacheBytes: 0 }),
 };
 const deciders = Object.fromEntries(
   Object.entries(engines).map(([k, e]) => [k, new Decider(e, { ...TUNED_READOUT })]),
