@@ -1,14 +1,42 @@
 import { defineConfig } from "vitest/config";
 
+/**
+ * Test files that need no model, no server process and no browser: they run in seconds
+ * (`npm run test:unit`). Every other file is an integration test.
+ */
+const unit = [
+  "test/accounts.test.ts",
+  "test/calibration-fit.test.ts",
+  "test/client.test.ts",
+  "test/console-api.test.ts",
+  "test/decision-labels.test.ts",
+  "test/decision-math.test.ts",
+  "test/eval-format.test.ts",
+  "test/eval-metrics.test.ts",
+  "test/eval-runner.test.ts",
+  "test/fast-check.test.ts",
+  "test/kernel-split.test.ts",
+  "test/media.test.ts",
+];
+
 export default defineConfig({
   test: {
-    include: ["test/**/*.test.ts"],
-    // The integration tests share one real model; running files one at a time keeps a 2-core
-    // machine from thrashing and keeps the model download (globalSetup) to a single place.
-    fileParallelism: false,
-    globalSetup: ["test/global-setup.ts"],
-    testTimeout: 120_000,
     reporters: ["default", ["json", { outputFile: ".vitest-report.json" }]],
-    hookTimeout: 600_000,
+    projects: [
+      { test: { name: "unit", include: unit, testTimeout: 30_000 } },
+      {
+        test: {
+          name: "integration",
+          include: ["test/**/*.test.ts"],
+          exclude: unit,
+          // The integration tests share one real model; running files one at a time keeps a
+          // 2-core machine from thrashing and keeps the model download (globalSetup) in one place.
+          fileParallelism: false,
+          globalSetup: ["test/global-setup.ts"],
+          testTimeout: 120_000,
+          hookTimeout: 600_000,
+        },
+      },
+    ],
   },
 });
