@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
+import { parse } from "csv-parse/sync";
 import type { SystemOneRequest } from "../api/schemas.js";
 import { BANKING77_DESCRIPTIONS } from "./banking77.js";
 import {
@@ -65,48 +66,17 @@ function read(options: ConvertOptions, ...path: string[]): string {
 }
 
 /**
- * RFC 4180 CSV: fields separated by commas, optionally double-quoted; `""` inside quotes is a
- * quote; quoted fields may hold newlines. A trailing newline ends the last record.
+ * RFC 4180 CSV, parsed by `csv-parse`: fields separated by commas, optionally double-quoted; `""`
+ * inside quotes is a quote; quoted fields may hold newlines (banking77's `train.csv` has them).
+ * A quote inside an unquoted field is kept as is; rows may differ in length.
+ *
+ * @param text - the whole file
+ * @returns the records in file order, each a list of field strings (the header row included)
+ * @throws `CsvError` for a quoted field that never closes
+ * @example parseCsv('text,category\n"a, b",x') // → [["text", "category"], ["a, b", "x"]]
  */
 export function parseCsv(text: string): string[][] {
-  const rows: string[][] = [];
-  let row: string[] = [];
-  let field = "";
-  let quoted = false;
-  let i = 0;
-  const endField = () => {
-    row.push(field);
-    field = "";
-  };
-  while (i < text.length) {
-    const c = text[i]!;
-    if (quoted) {
-      if (c === '"') {
-        if (text[i + 1] === '"') {
-          field += '"';
-          i += 2;
-          continue;
-        }
-        quoted = false;
-      } else field += c;
-      i++;
-      continue;
-    }
-    if (c === '"' && field === "") quoted = true;
-    else if (c === ",") endField();
-    else if (c === "\n" || c === "\r") {
-      if (c === "\r" && text[i + 1] === "\n") i++;
-      endField();
-      rows.push(row);
-      row = [];
-    } else field += c;
-    i++;
-  }
-  if (field !== "" || row.length > 0) {
-    endField();
-    rows.push(row);
-  }
-  return rows;
+  return parse(text, { relax_quotes: true, relax_column_count: true });
 }
 
 /** Non-empty lines of a file. */
