@@ -18,13 +18,8 @@ import {
 } from "../evaluation/format.js";
 import { resolveModel, type ResolvedModel } from "../evaluation/model.js";
 import { finiteOrNull, renderTable, throughput } from "../evaluation/report.js";
-import {
-  calibrateRun,
-  runEvaluation,
-  summarize,
-  type FlipOrder,
-  type SystemRun,
-} from "../evaluation/runner.js";
+import type { FlipOrder } from "../evaluation/perturb.js";
+import { calibrateRun, runEvaluation, summarize, type SystemRun } from "../evaluation/runner.js";
 import {
   oursSystem,
   openNodeLlamaCppBaseline,
