@@ -5,16 +5,11 @@ import {
   type LlamaModel,
   type Token as LlamaToken,
 } from "node-llama-cpp";
-import { fork, type ChildProcess } from "node:child_process";
-import { existsSync } from "node:fs";
-import { basename, dirname, join } from "node:path";
-import { createInterface } from "node:readline";
-import { fileURLToPath } from "node:url";
+import { basename } from "node:path";
 import { chatTemplateOf, SerialQueue } from "./llama.js";
+import { WorkerLink } from "./vision-link.js";
+import { idefics3TemplateOf } from "./vision-template.js";
 import {
-  DONE_LINE,
-  type FromWorker,
-  type ToWorker,
   type WorkerBranch,
   type WorkerBranchScore,
   type WorkerReady,
@@ -63,7 +58,7 @@ export const MEDIA_MARKER = "<__media__>";
  * `@fugood/llama.node`: a GGUF text model plus its mmproj projector (node-llama-cpp 3.x has no
  * multimodal API). It differs from {@link LlamaEngine} in how it reaches llama.cpp:
  *
- * - **A worker process.** llama.node runs in ./vision-worker.ts, driven over IPC, because it
+ * - **A worker process.** llama.node runs in ./vision-worker.ts, driven over IPC (./vision-link.ts), because it
  *   prints its log (prompts included) to stdout and stderr. The worker's stdout is discarded and
  *   its stderr read only for llama.cpp's `image slice encoded in N ms` lines, which feed
  *   {@link EngineCounters.mediaEncoded}; states never reach the service's logs.
@@ -89,34 +84,17 @@ export const MEDIA_MARKER = "<__media__>";
 export class VisionEngine implements Engine {
   private readonly queue = new SerialQueue();
   private closed = false;
-  private exited: Error | undefined;
-  private nextId = 1;
-  private readonly pending = new Map<
-    number,
-    { result?: FromWorker; logDone: boolean; settle: (message: FromWorker) => void }
-  >();
-  private readyWaiter: ((message: FromWorker) => void) | undefined;
-  readonly counters: EngineCounters = {
-    requests: 0,
-    prefixTokensEvaluated: 0,
-    prefixTokensCached: 0,
-    branchTokensEvaluated: 0,
-    mediaEncoded: 0,
-    mediaEncodeMs: 0,
-  };
   model!: ModelInfo;
   readonly chatTemplate: ChatTemplate;
 
   private constructor(
     private readonly llama: Llama,
     private readonly vocabulary: LlamaModel,
-    private readonly worker: ChildProcess,
+    private readonly worker: WorkerLink,
+    /** Token and media counters since the engine opened; the worker link adds the encode times. */
+    readonly counters: EngineCounters,
   ) {
     this.chatTemplate = idefics3TemplateOf(vocabulary) ?? chatTemplateOf(vocabulary);
-    worker.on("message", (message: FromWorker) => this.onMessage(message));
-    worker.on("exit", (code, signal) => this.onExit(code, signal));
-    const lines = createInterface({ input: worker.stderr! });
-    lines.on("line", (line) => this.onLogLine(line));
   }
 
   /**
@@ -135,12 +113,13 @@ export class VisionEngine implements Engine {
       const trainContextSize =
         vocabulary.fileInsights.trainContextSize ?? vocabulary.trainContextSize;
       const contextSize = options.contextSize ?? Math.min(8192, trainContextSize);
-      const worker = fork(workerScript(), [], {
-        stdio: ["ignore", "ignore", "pipe", "ipc"],
-        serialization: "json",
+      const counters = emptyCounters();
+      const worker = WorkerLink.start((ms) => {
+        counters.mediaEncoded = (counters.mediaEncoded ?? 0) + 1;
+        counters.mediaEncodeMs = (counters.mediaEncodeMs ?? 0) + ms;
       });
-      engine = new VisionEngine(llama, vocabulary, worker);
-      const ready = await engine.request(
+      engine = new VisionEngine(llama, vocabulary, worker, counters);
+      const ready = await worker.request(
         {
           type: "init",
           modelPath: options.modelPath,
@@ -235,7 +214,7 @@ export class VisionEngine implements Engine {
       (item) =>
         `data:${item.image.mimeType};base64,${Buffer.from(item.image.data).toString("base64")}`,
     );
-    const reply = await this.request(
+    const reply = await this.worker.request(
       { type: "score", id: 0, prefix: segments, images, branches },
       signal,
     );
@@ -273,138 +252,29 @@ export class VisionEngine implements Engine {
     };
   }
 
-  /**
-   * Sends a message and waits for its answer and for the end of its log lines. An aborted request
-   * still runs to its end in the worker (the next one queues behind it); its answer is dropped.
-   */
-  private request(message: ToWorker, signal: AbortSignal | undefined): Promise<FromWorker> {
-    if (this.exited) return Promise.reject(this.exited);
-    return new Promise<FromWorker>((resolve, reject) => {
-      const onAbort = () => reject(signal!.reason);
-      signal?.addEventListener("abort", onAbort, { once: true });
-      const settle = (reply: FromWorker) => {
-        signal?.removeEventListener("abort", onAbort);
-        if (reply.type === "error" && reply.message === EXITED) reject(this.exited);
-        else resolve(reply);
-      };
-      if (message.type === "score") {
-        const id = this.nextId++;
-        this.pending.set(id, { logDone: false, settle });
-        this.worker.send({ ...message, id });
-      } else {
-        this.readyWaiter = settle;
-        this.worker.send(message);
-      }
-    });
-  }
-
-  private onMessage(message: FromWorker): void {
-    if (message.type === "ready" || message.id === undefined) {
-      const waiter = this.readyWaiter;
-      this.readyWaiter = undefined;
-      waiter?.(message);
-      return;
-    }
-    const entry = this.pending.get(message.id);
-    if (!entry) return;
-    entry.result = message;
-    this.finish(message.id);
-  }
-
-  private onLogLine(line: string): void {
-    const encoded = /image slice encoded in (\d+) ms/.exec(line);
-    if (encoded) {
-      this.counters.mediaEncoded = (this.counters.mediaEncoded ?? 0) + 1;
-      this.counters.mediaEncodeMs = (this.counters.mediaEncodeMs ?? 0) + Number(encoded[1]);
-      return;
-    }
-    if (line.startsWith(DONE_LINE)) {
-      const id = Number(line.slice(DONE_LINE.length));
-      const entry = this.pending.get(id);
-      if (entry) {
-        entry.logDone = true;
-        this.finish(id);
-      }
-    }
-  }
-
-  /** Settles a request once both its answer and its last log line have arrived. */
-  private finish(id: number): void {
-    const entry = this.pending.get(id);
-    if (!entry?.result || !entry.logDone) return;
-    this.pending.delete(id);
-    entry.settle(entry.result);
-  }
-
-  private onExit(code: number | null, signal: NodeJS.Signals | null): void {
-    this.exited = new Error(
-      `the vision worker exited (${signal ?? `code ${code}`})` +
-        (this.closed ? "" : "; restart the service"),
-    );
-    const failed: FromWorker = { type: "error", message: EXITED };
-    for (const [id, entry] of this.pending) {
-      this.pending.delete(id);
-      entry.settle(failed);
-    }
-    this.readyWaiter?.(failed);
-    this.readyWaiter = undefined;
-  }
-
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     await this.queue.run(async () => {
-      if (!this.exited) {
-        const exited = new Promise<void>((resolve) => this.worker.once("exit", () => resolve()));
-        this.worker.send({ type: "close" } satisfies ToWorker);
-        const timer = setTimeout(() => this.worker.kill("SIGKILL"), 10_000);
-        await exited;
-        clearTimeout(timer);
-      }
+      await this.worker.close();
       await this.vocabulary.dispose();
       await this.llama.dispose();
     });
   }
 }
 
-/**
- * The chat format of Idefics3-family models (SmolVLM): `<|im_start|>User: …<end_of_utterance>\n`
- * … `Assistant:`. Their Jinja template iterates over typed content parts, which node-llama-cpp's
- * Jinja wrapper (plain-string content) cannot render, so it would fall back to ChatML, a format
- * these models were not trained on. Recognised by `<end_of_utterance>` in the GGUF's template.
- * @returns `undefined` for other templates.
- */
-export function idefics3TemplateOf(model: LlamaModel): ChatTemplate | undefined {
-  const template = (model.fileInfo.metadata as { tokenizer?: { chat_template?: unknown } })
-    .tokenizer?.chat_template;
-  if (typeof template !== "string" || !template.includes("<end_of_utterance>")) return undefined;
-  const role = (r: string) => r.charAt(0).toUpperCase() + r.slice(1);
-  return {
-    name: "Idefics3",
-    render: (messages) =>
-      "<|im_start|>" +
-      messages.map((m) => `${role(m.role)}: ${m.content}<end_of_utterance>\n`).join("") +
-      "Assistant:",
-  };
-}
-
-/** Marks a reply that stands for the worker's exit. */
-const EXITED = "\u0000exited";
-
 /** Opens a {@link VisionEngine}. */
 export function openVisionEngine(options: VisionEngineOptions): Promise<VisionEngine> {
   return VisionEngine.open(options);
 }
 
-/**
- * The worker script: the compiled ./vision-worker.js beside this module, or, when this module
- * runs from its TypeScript source (the tests), the build's copy in dist/ (`npm test` builds first).
- */
-function workerScript(): string {
-  const here = dirname(fileURLToPath(import.meta.url));
-  const sibling = join(here, "vision-worker.js");
-  if (existsSync(sibling)) return sibling;
-  const built = join(here, "..", "..", "dist", "engine", "vision-worker.js");
-  if (existsSync(built)) return built;
-  throw new Error(`the vision worker is not built (${built}); run npm run build`);
+function emptyCounters(): EngineCounters {
+  return {
+    requests: 0,
+    prefixTokensEvaluated: 0,
+    prefixTokensCached: 0,
+    branchTokensEvaluated: 0,
+    mediaEncoded: 0,
+    mediaEncodeMs: 0,
+  };
 }
