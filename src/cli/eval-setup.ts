@@ -104,7 +104,7 @@ export function debiasModes(value: string): DebiasMode[] {
 
 /**
  * Reads the data files, keeps one split and at most `limit` items of each file.
- * @throws {Error} when a file is missing or malformed, or nothing is left.
+ * @throws {@link Error} when a file is missing or malformed, or nothing is left.
  */
 export function loadItems(
   files: readonly string[],

@@ -62,7 +62,8 @@ export class WorkerLink {
       signal?.addEventListener("abort", onAbort, { once: true });
       const settle = (reply: FromWorker) => {
         signal?.removeEventListener("abort", onAbort);
-        if (reply.type === "error" && reply.message === EXITED) reject(this.exited);
+        if (reply.type === "error" && reply.message === EXITED)
+          reject(this.exited ?? new Error("the vision worker exited"));
         else resolve(reply);
       };
       if (message.type === "score") {

@@ -9,12 +9,7 @@ import { basename } from "node:path";
 import { chatTemplateOf, SerialQueue } from "./llama.js";
 import { WorkerLink } from "./vision-link.js";
 import { idefics3TemplateOf } from "./vision-template.js";
-import {
-  type WorkerBranch,
-  type WorkerBranchScore,
-  type WorkerReady,
-  type WorkerResult,
-} from "./vision-protocol.js";
+import { type WorkerBranch, type WorkerBranchScore, type WorkerResult } from "./vision-protocol.js";
 import {
   branchDepthTokens,
   ContextOverflowError,
@@ -139,8 +134,8 @@ export class VisionEngine implements Engine {
         contextSize,
         trainContextSize,
         vision: true,
-        imageSize: (ready as WorkerReady).imageSize,
-        imageTokens: (ready as WorkerReady).imageTokens,
+        imageSize: ready.imageSize,
+        imageTokens: ready.imageTokens,
       };
       return engine;
     } catch (error) {
@@ -154,7 +149,7 @@ export class VisionEngine implements Engine {
   }
 
   tokenize(text: string, options: { special?: boolean } = {}): Token[] {
-    return this.vocabulary.tokenize(text, options.special ?? false) as Token[];
+    return this.vocabulary.tokenize(text, options.special ?? false);
   }
 
   detokenize(tokens: readonly Token[]): string {

@@ -93,7 +93,7 @@ export const BANKING77_DESCRIPTIONS: Readonly<Record<string, string>> = {
  *
  * @param categories - every intent, in `categories.json` order
  * @param gold - the item's intent; one of `categories`
- * @param k - how many to offer, 2 ≤ k < categories.length
+ * @param k - how many to offer: at least 2, fewer than `categories.length`
  * @param seed - 32-bit seed of the draw (the item's hash xor the user's `--seed`)
  * @returns `k` distinct intents, `gold` among them
  */

@@ -26,7 +26,10 @@ export function read(datasetsDir: string, ...path: string[]): string {
  * @param text - the whole file
  * @returns the records in file order, each a list of field strings (the header row included)
  * @throws `CsvError` for a quoted field that never closes
- * @example parseCsv('text,category\n"a, b",x') // → [["text", "category"], ["a, b", "x"]]
+ * @example
+ * ```ts
+ * parseCsv('text,category\n"a, b",x'); // → [["text", "category"], ["a, b", "x"]]
+ * ```
  */
 export function parseCsv(text: string): string[][] {
   return parse(text, { relax_quotes: true, relax_column_count: true });

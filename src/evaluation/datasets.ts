@@ -370,7 +370,7 @@ export const DATASETS: readonly DatasetConverter[] = [
   },
 ];
 
-/** The converter of a dataset name. @throws {Error} naming the known datasets. */
+/** The converter of a dataset name. @throws {@link Error} naming the known datasets. */
 export function findDataset(name: string): DatasetConverter {
   const converter = DATASETS.find((d) => d.name === name);
   if (!converter)
@@ -380,7 +380,7 @@ export function findDataset(name: string): DatasetConverter {
 
 /**
  * Converts a dataset: all rows, then the split, the pseudo-random order and the limit.
- * @throws {Error} when the dataset's files are missing or malformed.
+ * @throws {@link Error} when the dataset's files are missing or malformed.
  */
 export function convertDataset(name: string, options: ConvertOptions): EvalItem[] {
   const all = findDataset(name).convert(options);

@@ -20,8 +20,11 @@ export interface HubAccess {
  * The download URL of a Hugging Face source: `<endpoint>/<repo>/resolve/<revision>/<path>`, each
  * path segment percent-encoded.
  *
- * @example huggingFaceUrl({ kind: "huggingface", repo: "o/m", revision: "main", path: "m.gguf" }, "https://huggingface.co")
- * // → "https://huggingface.co/o/m/resolve/main/m.gguf"
+ * @example
+ * ```ts
+ * const source = { kind: "huggingface", repo: "o/m", revision: "main", path: "m.gguf" } as const;
+ * huggingFaceUrl(source, "https://huggingface.co"); // → "https://huggingface.co/o/m/resolve/main/m.gguf"
+ * ```
  */
 export function huggingFaceUrl(source: HuggingFaceSource, endpoint: string): string {
   const segments = (s: string) => s.split("/").map(encodeURIComponent).join("/");

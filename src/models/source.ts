@@ -22,8 +22,8 @@ export interface PullJob {
 }
 
 /**
- * One line for an error, with the causes undici hides in `cause` (e.g. `fetch failed
- * (getaddrinfo ENOTFOUND huggingface.co)`), at most three deep.
+ * One line for an error, with the causes undici hides in `cause`, at most three deep, e.g.
+ * `fetch failed (getaddrinfo ENOTFOUND huggingface.co)`.
  *
  * @param err - anything thrown
  * @returns the message and its causes' messages and error codes
