@@ -49,33 +49,19 @@ export interface VisionEngineOptions {
 export const MEDIA_MARKER = "<__media__>";
 
 /**
- * A vision-language engine on llama.cpp's multimodal library (mtmd) through
- * `@fugood/llama.node`: a GGUF text model plus its mmproj projector (node-llama-cpp 3.x has no
- * multimodal API). It differs from {@link LlamaEngine} in how it reaches llama.cpp:
+ * A vision-language engine: a GGUF text model plus its mmproj projector, on llama.cpp's
+ * multimodal library (mtmd) through `@fugood/llama.node` in a worker process (./vision-link.ts,
+ * ./vision-worker.ts). It plans like {@link LlamaEngine}: `tokenize`, `detokenize` and the chat
+ * template read the same GGUF through node-llama-cpp (vocabulary only). `score` evaluates the
+ * prefix with its images once and every branch on top of it, and returns each candidate's
+ * log-probability at the branch's end, read from the raw logits' softmax over the whole
+ * vocabulary.
  *
- * - **A worker process.** llama.node runs in ./vision-worker.ts, driven over IPC (./vision-link.ts), because it
- *   prints its log (prompts included) to stdout and stderr. The worker's stdout is discarded and
- *   its stderr read only for llama.cpp's `image slice encoded in N ms` lines, which feed
- *   {@link EngineCounters.mediaEncoded}; states never reach the service's logs.
- * - **Prompt as text.** llama.node takes a prompt string (special tokens parsed) with
- *   `<__media__>` markers where images go. The worker turns the planned tokens back into text
- *   (llama.cpp's token pieces) and checks that each piece tokenizes back to the same tokens; text
- *   that would not (a state holding `<|im_end|>`, say) is refused with a {@link PromptTextError}
- *   rather than sent as a control token. The engine's own `tokenize`, `detokenize` and chat
- *   template use the same GGUF through node-llama-cpp (vocabulary only, no weights), so the
- *   decision layer plans exactly as for text.
- * - **Prefix once.** Every branch is one completion of `prefix + branch` on a single llama.node
- *   slot, which keeps its KV cache and reuses the longest common prefix, media chunks included
- *   (mtmd identifies an image by a hash of its pixels). The image is encoded once per request, and
- *   not at all when the next request shows the same image and state. Each completion's
- *   `timings.cache_n` and `prompt_n` feed the token counters.
- * - **Readout.** A completion predicts one token with neutral sampling (see
- *   `NEUTRAL_SAMPLING` in ./vision-worker.ts) and `n_probs` covering the whole vocabulary; its
- *   token callback carries `(token id, probability)` for every token: the softmax of the raw
- *   logits, read before any token is chosen. The log-probabilities of the candidates are the
- *   logarithms of those probabilities (floored at the smallest double, as float32 probabilities
- *   far in the tail underflow to 0).
+ * It throws {@link ContextOverflowError} when a branch does not fit the context, and
+ * {@link PromptTextError} for text that would not tokenize back to its tokens (a state holding
+ * `<|im_end|>`, say), which is refused rather than sent as a control token.
  */
+// Why a worker process, prompts as text, and how the readout is read: docs/decisions/053
 export class VisionEngine implements Engine {
   private readonly queue = new SerialQueue();
   private closed = false;
