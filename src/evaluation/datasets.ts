@@ -380,7 +380,15 @@ export function findDataset(name: string): DatasetConverter {
 
 /**
  * Converts a dataset: all rows, then the split, the pseudo-random order and the limit.
- * @throws {@link Error} when the dataset's files are missing or malformed.
+ *
+ * @param name - a name from {@link DATASETS}, e.g. `banking77`
+ * @returns the items in hashed order: the first N are a uniform sample of the split
+ * @throws {@link Error} for an unknown name, or when the dataset's files are missing or malformed.
+ * @example
+ * ```ts
+ * const items = convertDataset("sst2", { datasetsDir: "../shared/datasets", split: "test", limit: 100 });
+ * // → items[0].id "sst2:…", items[0].request a POST /v1/systemone body
+ * ```
  */
 export function convertDataset(name: string, options: ConvertOptions): EvalItem[] {
   const all = findDataset(name).convert(options);

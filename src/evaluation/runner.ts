@@ -113,6 +113,13 @@ function passesOf(item: EvalItem, options: RunOptions): number {
 /**
  * Runs every item through every system (item by item, each system in turn, so a system's prefix
  * cache serves its flip and injection passes).
+ *
+ * @returns one {@link SystemRun} per system, in `systems` order
+ * @example
+ * ```ts
+ * const [run] = await runEvaluation(items, [oursSystem(engine, "off")], { flip: true });
+ * summarize([run]); // → metrics for `all`, each question type and each dataset
+ * ```
  */
 export async function runEvaluation(
   items: readonly EvalItem[],

@@ -21,6 +21,10 @@ export interface MediaOptions {
  * decision layer places in the prefix, each a `imageSize`-square PNG.
  * @returns `undefined` when the request has neither.
  * @throws {@link MediaInputError} at `["body", "images" | "videos", 0]` when the data cannot be used.
+ * @example
+ * ```ts
+ * const media = await decodeRequestMedia({ images: [dataUrl] }, options); // → 1 frame, a PNG
+ * ```
  */
 export async function decodeRequestMedia(
   input: { readonly images?: readonly string[]; readonly videos?: readonly string[] },
