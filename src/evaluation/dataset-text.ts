@@ -70,3 +70,29 @@ export function cleanAgNews(text: string): string {
     .replace(/\s+/g, " ")
     .trim();
 }
+
+/**
+ * SST-2's GLUE dev file, `sst2/dev.tsv`: one row per sentence after the header, detokenized.
+ * @throws {@link Error} naming the row that is not `sentence<TAB>0|1`
+ */
+export function sst2Rows(datasetsDir: string): { row: number; text: string; positive: boolean }[] {
+  return lines(read(datasetsDir, "sst2", "dev.tsv"))
+    .slice(1)
+    .map((line, row) => {
+      const [text, label] = line.split("\t");
+      if (text === undefined || (label?.trim() !== "0" && label?.trim() !== "1"))
+        throw new Error(`sst2/dev.tsv row ${row + 2}: expected "sentence<TAB>0|1"`);
+      return { row, text: detokenizeSst(text), positive: label.trim() === "1" };
+    });
+}
+
+/** The JSON lines of a SuperGLUE RTE or CB file under `superglue_rte_cb/`. */
+export function superglue(
+  datasetsDir: string,
+  file: string,
+): { idx: number; premise: string; hypothesis: string; label: string }[] {
+  return lines(read(datasetsDir, "superglue_rte_cb", file)).map(
+    (line) =>
+      JSON.parse(line) as { idx: number; premise: string; hypothesis: string; label: string },
+  );
+}

@@ -11,7 +11,15 @@ import {
   SST5_LEVELS,
   TREC_OPTIONS,
 } from "./dataset-questions.js";
-import { cleanAgNews, detokenizeSst, lines, parseCsv, read } from "./dataset-text.js";
+import {
+  cleanAgNews,
+  detokenizeSst,
+  lines,
+  parseCsv,
+  read,
+  sst2Rows,
+  superglue,
+} from "./dataset-text.js";
 import { hash32, selectSplit, type EvalItem, type Expected, type Split } from "./format.js";
 
 export { cleanAgNews, detokenizeSst, parseCsv } from "./dataset-text.js";
@@ -64,27 +72,6 @@ function item(
   return { id, request: { model, state, questions }, expected };
 }
 
-function sst2Rows(options: ConvertOptions): { row: number; text: string; positive: boolean }[] {
-  return lines(read(options.datasetsDir, "sst2", "dev.tsv"))
-    .slice(1)
-    .map((line, row) => {
-      const [text, label] = line.split("\t");
-      if (text === undefined || (label?.trim() !== "0" && label?.trim() !== "1"))
-        throw new Error(`sst2/dev.tsv row ${row + 2}: expected "sentence<TAB>0|1"`);
-      return { row, text: detokenizeSst(text), positive: label.trim() === "1" };
-    });
-}
-
-function superglue(
-  options: ConvertOptions,
-  file: string,
-): { idx: number; premise: string; hypothesis: string; label: string }[] {
-  return lines(read(options.datasetsDir, "superglue_rte_cb", file)).map(
-    (line) =>
-      JSON.parse(line) as { idx: number; premise: string; hypothesis: string; label: string },
-  );
-}
-
 function claimState(text: string, claim: string): string {
   return `Text: ${text}\n\nClaim: ${claim}`;
 }
@@ -95,7 +82,7 @@ export const DATASETS: readonly DatasetConverter[] = [
     name: "sst2",
     description: 'SST-2 (GLUE dev): noul "Is the sentiment of the text positive?"',
     convert: (o) =>
-      sst2Rows(o).map(({ row, text, positive }) =>
+      sst2Rows(o.datasetsDir).map(({ row, text, positive }) =>
         item(
           `sst2:${row}`,
           o.model ?? REQUEST_MODEL,
@@ -109,7 +96,7 @@ export const DATASETS: readonly DatasetConverter[] = [
     name: "sst2-choice",
     description: "SST-2 (GLUE dev): 2-way choice positive/negative",
     convert: (o) =>
-      sst2Rows(o).map(({ row, text, positive }) =>
+      sst2Rows(o.datasetsDir).map(({ row, text, positive }) =>
         item(
           `sst2:${row}#choice`,
           o.model ?? REQUEST_MODEL,
@@ -244,7 +231,7 @@ export const DATASETS: readonly DatasetConverter[] = [
     name: "rte",
     description: "SuperGLUE RTE (validation): noul, does the text imply the claim",
     convert: (o) =>
-      superglue(o, "RTE_val.jsonl").map((r) =>
+      superglue(o.datasetsDir, "RTE_val.jsonl").map((r) =>
         item(
           `rte:${r.idx}`,
           o.model ?? REQUEST_MODEL,
@@ -260,7 +247,7 @@ export const DATASETS: readonly DatasetConverter[] = [
     name: "rte-choice",
     description: "SuperGLUE RTE (validation): 2-way choice entailment / not_entailment",
     convert: (o) =>
-      superglue(o, "RTE_val.jsonl").map((r) =>
+      superglue(o.datasetsDir, "RTE_val.jsonl").map((r) =>
         item(
           `rte:${r.idx}#choice`,
           o.model ?? REQUEST_MODEL,
@@ -276,7 +263,7 @@ export const DATASETS: readonly DatasetConverter[] = [
     name: "cb",
     description: "SuperGLUE CB (validation): 3-way choice entailment / contradiction / neutral",
     convert: (o) =>
-      superglue(o, "CB_val.jsonl").map((r) =>
+      superglue(o.datasetsDir, "CB_val.jsonl").map((r) =>
         item(
           `cb:${r.idx}`,
           o.model ?? REQUEST_MODEL,
