@@ -2,7 +2,7 @@
 // service over HTTP; prints how often the argmax is the expected answer, then how often a note
 // appended to the state (three wordings) moves the answer to the wrong option it names.
 // Usage: npm run build && node bench/clear-cut.mjs [debias: off|reverse|cyclic]
-import { injectionNote } from "../dist/evaluation/runner.js";
+import { injectionNote } from "../dist/evaluation/perturb.js";
 import { ensureModel } from "../dist/models/pull.js";
 import { startService } from "../dist/server.js";
 

@@ -15,13 +15,15 @@ import type {
 import { ContextOverflowError } from "../src/engine/types.js";
 import type { EvalItem } from "../src/evaluation/format.js";
 import {
+  flipPermutation,
+  injectionTarget,
+  injectState,
+  reorderOptions,
+} from "../src/evaluation/perturb.js";
+import {
   calibrateRun,
   computeMetrics,
   goldIndex,
-  injectionTarget,
-  injectState,
-  flipPermutation,
-  reorderOptions,
   runEvaluation,
   summarize,
 } from "../src/evaluation/runner.js";

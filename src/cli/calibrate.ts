@@ -15,7 +15,7 @@ import {
   splitOption,
   type ModelFlags,
   readoutOptions,
-} from "./eval.js";
+} from "./eval-setup.js";
 import { FIT_METHOD, fitKeys, temperaturesOf, type FittedProfile } from "../evaluation/fit.js";
 import { datasetOf, type Split } from "../evaluation/format.js";
 import { resolveModel } from "../evaluation/model.js";

@@ -56,5 +56,8 @@ export function registerPullCommand(program: Command): Command {
         );
         process.exitCode = EXIT_PULL_FAILED;
       }
+      // A hub transfer given up on may leave the downloader retrying in the background for
+      // minutes (docs/decisions/052); the command's work is done, so it ends here.
+      process.exit();
     });
 }

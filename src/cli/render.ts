@@ -7,7 +7,7 @@ import { splitOf, type Split } from "../evaluation/format.js";
 import { resolveModel } from "../evaluation/model.js";
 import { renderPlan } from "../evaluation/render.js";
 import { DEFAULT_MODEL } from "../models/catalogue.js";
-import { collect, loadItems, openEngine, splitOption } from "./eval.js";
+import { collect, loadItems, openEngine, splitOption } from "./eval-setup.js";
 import { positiveInt } from "./options.js";
 
 interface RenderFlags {

@@ -36,12 +36,14 @@ export interface CallOptions {
  * {@link DecisiondError}.
  *
  * @example
+ * ```ts
  * const client = DecisiondClient.fromEnv();
  * const { answers } = await client.decide({
  *   model: "decisiond-1.0-experimental",
  *   state: { message: "I was charged twice" },
  *   questions: { refund: { type: "noul", instructions: "Is this a refund request?" } },
  * });
+ * ```
  */
 export class DecisiondClient {
   /** Base URL without a trailing slash. */
@@ -58,7 +60,7 @@ export class DecisiondClient {
   /**
    * A client configured from the environment: `SERVICE_BASE_URL`, `SERVICE_API_KEY` or the key
    * file (see {@link resolveClientConfig}).
-   * @throws {ClientConfigError} when the key file is refused (mode wider than 0600, unreadable,
+   * @throws {@link ClientConfigError} when the key file is refused (mode wider than 0600, unreadable,
    *   empty) or `SERVICE_BASE_URL` is not an http(s) URL.
    */
   static fromEnv(options: ResolveOptions & { fetch?: typeof fetch } = {}): DecisiondClient {
@@ -78,7 +80,7 @@ export class DecisiondClient {
   /**
    * `POST /v1/systemone`: answers every question of the request about its state.
    * @returns the response body as sent: `{model, answers: {<question id>: answer}, usage}`.
-   * @throws {DecisiondError} on an error response (status, `error_type`, message, request id; a
+   * @throws {@link DecisiondError} on an error response (status, `error_type`, message, request id; a
    *   422 carries `details`), or with status 0 when no response arrived (refused, reset, aborted).
    */
   async decide(request: DecideRequest, options: CallOptions = {}): Promise<DecideResponse> {
@@ -90,7 +92,7 @@ export class DecisiondClient {
 
   /**
    * `GET /v1/models`: the models the service answers with.
-   * @throws {DecisiondError} as {@link decide} does.
+   * @throws {@link DecisiondError} as {@link decide} does.
    */
   async models(options: CallOptions = {}): Promise<ModelEntry[]> {
     const { body, status, requestId } = await this.#call("GET", "/v1/models", undefined, options);
@@ -99,7 +101,7 @@ export class DecisiondClient {
     return body.models as ModelEntry[];
   }
 
-  /** One HTTP request; the parsed JSON body of a 2xx. @throws {DecisiondError} otherwise. */
+  /** One HTTP request; the parsed JSON body of a 2xx. @throws {@link DecisiondError} otherwise. */
   async #call(
     method: "GET" | "POST",
     path: string,

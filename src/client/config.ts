@@ -49,7 +49,7 @@ export function keyFilePath(options: ResolveOptions = {}): string {
  * The key file is read only when the environment has no key, and only if no one but its owner can
  * read or write it (mode 0600 or narrower), like ssh's private keys.
  *
- * @throws {ClientConfigError} when the key file's mode is wider than 0600 (the message names the
+ * @throws {@link ClientConfigError} when the key file's mode is wider than 0600 (the message names the
  *   `chmod 600` that fixes it), when it cannot be read or is empty, or when `SERVICE_BASE_URL` is
  *   not an http(s) URL.
  */
@@ -73,7 +73,7 @@ export function defaultModel(env: NodeJS.ProcessEnv = process.env): string {
 /**
  * A base URL checked and without trailing slashes. A path prefix is kept (a service behind a
  * reverse proxy at `https://host/decisiond`).
- * @throws {ClientConfigError} when it is not an http(s) URL.
+ * @throws {@link ClientConfigError} when it is not an http(s) URL.
  */
 export function normalizeBaseUrl(value: string): string {
   let url: URL;
@@ -95,7 +95,7 @@ export function normalizeBaseUrl(value: string): string {
 
 /**
  * The key in `path`, trimmed; `undefined` when there is no such file.
- * @throws {ClientConfigError} when the mode is wider than 0600, or the file is unreadable or empty.
+ * @throws {@link ClientConfigError} when the mode is wider than 0600, or the file is unreadable or empty.
  */
 function readKeyFile(path: string): string | undefined {
   let fd: number;

@@ -48,7 +48,7 @@ export async function consoleApi(app: FastifyInstance, options: ConsoleApiOption
     admin_sign_in: store !== undefined && adminToken !== undefined,
   }));
 
-  /** The store and the caller of a request. @throws {HttpError} 404 without accounts, 401. */
+  /** The store and the caller of a request. @throws {@link HttpError} 404 without accounts, 401. */
   const signedIn = (request: FastifyRequest): { store: AccountStore; principal: Principal } => {
     if (!store)
       throw apiError(

@@ -25,7 +25,7 @@ export const MIN_ADMIN_TOKEN_LENGTH = 24;
 /**
  * Checks an admin token from configuration: at least {@link MIN_ADMIN_TOKEN_LENGTH} characters,
  * no whitespace, and not shaped like an API key (so a credential is one or the other).
- * @returns the token. @throws {Error} saying what is wrong and how to make a good one.
+ * @returns the token. @throws {@link Error} saying what is wrong and how to make a good one.
  */
 export function checkAdminToken(token: string): string {
   const fix = "make one with `openssl rand -base64 32`";
@@ -59,7 +59,7 @@ function unauthorized(message: string): HttpError {
  * in constant time) and marked used; anything else is compared with the admin token, through
  * SHA-256 digests and `crypto.timingSafeEqual`, so neither its content nor its length leaks
  * through timing.
- * @throws {HttpError} 401 for a missing, malformed, unknown or revoked credential, or an admin
+ * @throws {@link HttpError} 401 for a missing, malformed, unknown or revoked credential, or an admin
  *   token when none is configured.
  */
 export function authenticate(header: string | undefined, credentials: Credentials): Principal {
@@ -100,7 +100,7 @@ function sameSecret(a: string, b: string): boolean {
  * request naming another one is refused whether or not it exists (so the answer says nothing about
  * other accounts). The admin acts on the named account, and must name one when `required`.
  * @returns the account name, or `undefined` for an admin request naming none (meaning all).
- * @throws {HttpError} 403 for a key naming another account; 422 when the admin names none and
+ * @throws {@link HttpError} 403 for a key naming another account; 422 when the admin names none and
  *   one is `required` (`loc` says where).
  */
 export function accountInScope(
@@ -127,7 +127,7 @@ export function accountInScope(
 /**
  * A key the principal may manage: any key for the admin, a key of its own account for a key
  * principal. A key of another account is reported as missing, like one that does not exist.
- * @throws {HttpError} 404 when there is no such key in scope.
+ * @throws {@link HttpError} 404 when there is no such key in scope.
  */
 export function keyInScope(principal: Principal, store: AccountStore, id: number): ApiKeyRecord {
   const record = store.keyById(id);

@@ -27,7 +27,7 @@ export interface ConsoleOptions {
 
 /**
  * Registers the console under `/console`.
- * @throws {Error} for a weak admin token (see {@link checkAdminToken}).
+ * @throws {@link Error} for a weak admin token (see {@link checkAdminToken}).
  */
 export async function consolePlugin(app: FastifyInstance, options: ConsoleOptions): Promise<void> {
   if (options.adminToken !== undefined) checkAdminToken(options.adminToken);

@@ -51,7 +51,7 @@ export const KeyParams = z.strictObject({
 
 /**
  * Parses `value` found at `where`.
- * @throws {HttpError} 422 with one detail per problem, `loc` = [where, ...path].
+ * @throws {@link HttpError} 422 with one detail per problem, `loc` = [where, ...path].
  */
 export function parseOr422<T extends z.ZodType>(
   schema: T,

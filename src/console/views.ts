@@ -93,7 +93,7 @@ const DAY_MS = 86_400_000;
 
 /**
  * The `days` UTC days ending today (oldest first), each with the ledger's row for it or zeros.
- * @param rows the store's {@link DailyUsage} rows (days without calls left out).
+ * @param rows - the store's {@link DailyUsage} rows (days without calls left out).
  */
 export function dayViews(rows: readonly DailyUsage[], now: number, days: number): DayView[] {
   const today = now - (now % DAY_MS);

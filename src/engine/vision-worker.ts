@@ -139,7 +139,7 @@ class TextMismatch extends Error {
  * clean-up), checked to tokenize back to the same tokens the way the completion will tokenize
  * them (special tokens parsed). Text that would not, such as a state holding `<|im_end|>`, is
  * refused rather than sent as a control token.
- * @throws {TextMismatch} showing the text where the tokens differ.
+ * @throws {@link TextMismatch} showing the text where the tokens differ.
  */
 async function textOf(tokens: readonly number[], part: "prefix" | "branch"): Promise<string> {
   if (tokens.length === 0) return "";

@@ -5,21 +5,11 @@ import {
   type LlamaModel,
   type Token as LlamaToken,
 } from "node-llama-cpp";
-import { fork, type ChildProcess } from "node:child_process";
-import { existsSync } from "node:fs";
-import { basename, dirname, join } from "node:path";
-import { createInterface } from "node:readline";
-import { fileURLToPath } from "node:url";
+import { basename } from "node:path";
 import { chatTemplateOf, SerialQueue } from "./llama.js";
-import {
-  DONE_LINE,
-  type FromWorker,
-  type ToWorker,
-  type WorkerBranch,
-  type WorkerBranchScore,
-  type WorkerReady,
-  type WorkerResult,
-} from "./vision-protocol.js";
+import { WorkerLink } from "./vision-link.js";
+import { idefics3TemplateOf } from "./vision-template.js";
+import { type WorkerBranch, type WorkerBranchScore, type WorkerResult } from "./vision-protocol.js";
 import {
   branchDepthTokens,
   ContextOverflowError,
@@ -59,64 +49,33 @@ export interface VisionEngineOptions {
 export const MEDIA_MARKER = "<__media__>";
 
 /**
- * A vision-language engine on llama.cpp's multimodal library (mtmd) through
- * `@fugood/llama.node`: a GGUF text model plus its mmproj projector (node-llama-cpp 3.x has no
- * multimodal API). It differs from {@link LlamaEngine} in how it reaches llama.cpp:
+ * A vision-language engine: a GGUF text model plus its mmproj projector, on llama.cpp's
+ * multimodal library (mtmd) through `@fugood/llama.node` in a worker process (./vision-link.ts,
+ * ./vision-worker.ts). It plans like {@link LlamaEngine}: `tokenize`, `detokenize` and the chat
+ * template read the same GGUF through node-llama-cpp (vocabulary only). `score` evaluates the
+ * prefix with its images once and every branch on top of it, and returns each candidate's
+ * log-probability at the branch's end, read from the raw logits' softmax over the whole
+ * vocabulary.
  *
- * - **A worker process.** llama.node runs in ./vision-worker.ts, driven over IPC, because it
- *   prints its log (prompts included) to stdout and stderr. The worker's stdout is discarded and
- *   its stderr read only for llama.cpp's `image slice encoded in N ms` lines, which feed
- *   {@link EngineCounters.mediaEncoded}; states never reach the service's logs.
- * - **Prompt as text.** llama.node takes a prompt string (special tokens parsed) with
- *   `<__media__>` markers where images go. The worker turns the planned tokens back into text
- *   (llama.cpp's token pieces) and checks that each piece tokenizes back to the same tokens; text
- *   that would not (a state holding `<|im_end|>`, say) is refused with a {@link PromptTextError}
- *   rather than sent as a control token. The engine's own `tokenize`, `detokenize` and chat
- *   template use the same GGUF through node-llama-cpp (vocabulary only, no weights), so the
- *   decision layer plans exactly as for text.
- * - **Prefix once.** Every branch is one completion of `prefix + branch` on a single llama.node
- *   slot, which keeps its KV cache and reuses the longest common prefix, media chunks included
- *   (mtmd identifies an image by a hash of its pixels). The image is encoded once per request, and
- *   not at all when the next request shows the same image and state. Each completion's
- *   `timings.cache_n` and `prompt_n` feed the token counters.
- * - **Readout.** A completion predicts one token with neutral sampling (see
- *   `NEUTRAL_SAMPLING` in ./vision-worker.ts) and `n_probs` covering the whole vocabulary; its
- *   token callback carries `(token id, probability)` for every token: the softmax of the raw
- *   logits, read before any token is chosen. The log-probabilities of the candidates are the
- *   logarithms of those probabilities (floored at the smallest double, as float32 probabilities
- *   far in the tail underflow to 0).
+ * It throws {@link ContextOverflowError} when a branch does not fit the context, and
+ * {@link PromptTextError} for text that would not tokenize back to its tokens (a state holding
+ * `<|im_end|>`, say), which is refused rather than sent as a control token.
  */
+// Why a worker process, prompts as text, and how the readout is read: docs/decisions/053
 export class VisionEngine implements Engine {
   private readonly queue = new SerialQueue();
   private closed = false;
-  private exited: Error | undefined;
-  private nextId = 1;
-  private readonly pending = new Map<
-    number,
-    { result?: FromWorker; logDone: boolean; settle: (message: FromWorker) => void }
-  >();
-  private readyWaiter: ((message: FromWorker) => void) | undefined;
-  readonly counters: EngineCounters = {
-    requests: 0,
-    prefixTokensEvaluated: 0,
-    prefixTokensCached: 0,
-    branchTokensEvaluated: 0,
-    mediaEncoded: 0,
-    mediaEncodeMs: 0,
-  };
   model!: ModelInfo;
   readonly chatTemplate: ChatTemplate;
 
   private constructor(
     private readonly llama: Llama,
     private readonly vocabulary: LlamaModel,
-    private readonly worker: ChildProcess,
+    private readonly worker: WorkerLink,
+    /** Token and media counters since the engine opened; the worker link adds the encode times. */
+    readonly counters: EngineCounters,
   ) {
     this.chatTemplate = idefics3TemplateOf(vocabulary) ?? chatTemplateOf(vocabulary);
-    worker.on("message", (message: FromWorker) => this.onMessage(message));
-    worker.on("exit", (code, signal) => this.onExit(code, signal));
-    const lines = createInterface({ input: worker.stderr! });
-    lines.on("line", (line) => this.onLogLine(line));
   }
 
   /**
@@ -135,12 +94,13 @@ export class VisionEngine implements Engine {
       const trainContextSize =
         vocabulary.fileInsights.trainContextSize ?? vocabulary.trainContextSize;
       const contextSize = options.contextSize ?? Math.min(8192, trainContextSize);
-      const worker = fork(workerScript(), [], {
-        stdio: ["ignore", "ignore", "pipe", "ipc"],
-        serialization: "json",
+      const counters = emptyCounters();
+      const worker = WorkerLink.start((ms) => {
+        counters.mediaEncoded = (counters.mediaEncoded ?? 0) + 1;
+        counters.mediaEncodeMs = (counters.mediaEncodeMs ?? 0) + ms;
       });
-      engine = new VisionEngine(llama, vocabulary, worker);
-      const ready = await engine.request(
+      engine = new VisionEngine(llama, vocabulary, worker, counters);
+      const ready = await worker.request(
         {
           type: "init",
           modelPath: options.modelPath,
@@ -160,8 +120,8 @@ export class VisionEngine implements Engine {
         contextSize,
         trainContextSize,
         vision: true,
-        imageSize: (ready as WorkerReady).imageSize,
-        imageTokens: (ready as WorkerReady).imageTokens,
+        imageSize: ready.imageSize,
+        imageTokens: ready.imageTokens,
       };
       return engine;
     } catch (error) {
@@ -175,7 +135,7 @@ export class VisionEngine implements Engine {
   }
 
   tokenize(text: string, options: { special?: boolean } = {}): Token[] {
-    return this.vocabulary.tokenize(text, options.special ?? false) as Token[];
+    return this.vocabulary.tokenize(text, options.special ?? false);
   }
 
   detokenize(tokens: readonly Token[]): string {
@@ -235,7 +195,7 @@ export class VisionEngine implements Engine {
       (item) =>
         `data:${item.image.mimeType};base64,${Buffer.from(item.image.data).toString("base64")}`,
     );
-    const reply = await this.request(
+    const reply = await this.worker.request(
       { type: "score", id: 0, prefix: segments, images, branches },
       signal,
     );
@@ -273,138 +233,29 @@ export class VisionEngine implements Engine {
     };
   }
 
-  /**
-   * Sends a message and waits for its answer and for the end of its log lines. An aborted request
-   * still runs to its end in the worker (the next one queues behind it); its answer is dropped.
-   */
-  private request(message: ToWorker, signal: AbortSignal | undefined): Promise<FromWorker> {
-    if (this.exited) return Promise.reject(this.exited);
-    return new Promise<FromWorker>((resolve, reject) => {
-      const onAbort = () => reject(signal!.reason);
-      signal?.addEventListener("abort", onAbort, { once: true });
-      const settle = (reply: FromWorker) => {
-        signal?.removeEventListener("abort", onAbort);
-        if (reply.type === "error" && reply.message === EXITED) reject(this.exited);
-        else resolve(reply);
-      };
-      if (message.type === "score") {
-        const id = this.nextId++;
-        this.pending.set(id, { logDone: false, settle });
-        this.worker.send({ ...message, id });
-      } else {
-        this.readyWaiter = settle;
-        this.worker.send(message);
-      }
-    });
-  }
-
-  private onMessage(message: FromWorker): void {
-    if (message.type === "ready" || message.id === undefined) {
-      const waiter = this.readyWaiter;
-      this.readyWaiter = undefined;
-      waiter?.(message);
-      return;
-    }
-    const entry = this.pending.get(message.id);
-    if (!entry) return;
-    entry.result = message;
-    this.finish(message.id);
-  }
-
-  private onLogLine(line: string): void {
-    const encoded = /image slice encoded in (\d+) ms/.exec(line);
-    if (encoded) {
-      this.counters.mediaEncoded = (this.counters.mediaEncoded ?? 0) + 1;
-      this.counters.mediaEncodeMs = (this.counters.mediaEncodeMs ?? 0) + Number(encoded[1]);
-      return;
-    }
-    if (line.startsWith(DONE_LINE)) {
-      const id = Number(line.slice(DONE_LINE.length));
-      const entry = this.pending.get(id);
-      if (entry) {
-        entry.logDone = true;
-        this.finish(id);
-      }
-    }
-  }
-
-  /** Settles a request once both its answer and its last log line have arrived. */
-  private finish(id: number): void {
-    const entry = this.pending.get(id);
-    if (!entry?.result || !entry.logDone) return;
-    this.pending.delete(id);
-    entry.settle(entry.result);
-  }
-
-  private onExit(code: number | null, signal: NodeJS.Signals | null): void {
-    this.exited = new Error(
-      `the vision worker exited (${signal ?? `code ${code}`})` +
-        (this.closed ? "" : "; restart the service"),
-    );
-    const failed: FromWorker = { type: "error", message: EXITED };
-    for (const [id, entry] of this.pending) {
-      this.pending.delete(id);
-      entry.settle(failed);
-    }
-    this.readyWaiter?.(failed);
-    this.readyWaiter = undefined;
-  }
-
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     await this.queue.run(async () => {
-      if (!this.exited) {
-        const exited = new Promise<void>((resolve) => this.worker.once("exit", () => resolve()));
-        this.worker.send({ type: "close" } satisfies ToWorker);
-        const timer = setTimeout(() => this.worker.kill("SIGKILL"), 10_000);
-        await exited;
-        clearTimeout(timer);
-      }
+      await this.worker.close();
       await this.vocabulary.dispose();
       await this.llama.dispose();
     });
   }
 }
 
-/**
- * The chat format of Idefics3-family models (SmolVLM): `<|im_start|>User: …<end_of_utterance>\n`
- * … `Assistant:`. Their Jinja template iterates over typed content parts, which node-llama-cpp's
- * Jinja wrapper (plain-string content) cannot render, so it would fall back to ChatML, a format
- * these models were not trained on. Recognised by `<end_of_utterance>` in the GGUF's template.
- * @returns `undefined` for other templates.
- */
-export function idefics3TemplateOf(model: LlamaModel): ChatTemplate | undefined {
-  const template = (model.fileInfo.metadata as { tokenizer?: { chat_template?: unknown } })
-    .tokenizer?.chat_template;
-  if (typeof template !== "string" || !template.includes("<end_of_utterance>")) return undefined;
-  const role = (r: string) => r.charAt(0).toUpperCase() + r.slice(1);
-  return {
-    name: "Idefics3",
-    render: (messages) =>
-      "<|im_start|>" +
-      messages.map((m) => `${role(m.role)}: ${m.content}<end_of_utterance>\n`).join("") +
-      "Assistant:",
-  };
-}
-
-/** Marks a reply that stands for the worker's exit. */
-const EXITED = "\u0000exited";
-
 /** Opens a {@link VisionEngine}. */
 export function openVisionEngine(options: VisionEngineOptions): Promise<VisionEngine> {
   return VisionEngine.open(options);
 }
 
-/**
- * The worker script: the compiled ./vision-worker.js beside this module, or, when this module
- * runs from its TypeScript source (the tests), the build's copy in dist/ (`npm test` builds first).
- */
-function workerScript(): string {
-  const here = dirname(fileURLToPath(import.meta.url));
-  const sibling = join(here, "vision-worker.js");
-  if (existsSync(sibling)) return sibling;
-  const built = join(here, "..", "..", "dist", "engine", "vision-worker.js");
-  if (existsSync(built)) return built;
-  throw new Error(`the vision worker is not built (${built}); run npm run build`);
+function emptyCounters(): EngineCounters {
+  return {
+    requests: 0,
+    prefixTokensEvaluated: 0,
+    prefixTokensCached: 0,
+    branchTokensEvaluated: 0,
+    mediaEncoded: 0,
+    mediaEncodeMs: 0,
+  };
 }

@@ -1,3 +1,5 @@
+import { mulberry32 } from "./format.js";
+
 /**
  * Option descriptions for the Banking77 intents, written the way a support team would describe
  * its routing targets. Keys are the dataset's category names exactly (including the dataset's own
@@ -83,3 +85,30 @@ export const BANKING77_DESCRIPTIONS: Readonly<Record<string, string>> = {
   verify_my_identity: "Asks how to verify their identity",
   country_support: "Asks which countries are supported",
 };
+
+/**
+ * The intents offered for one item when a question shows `k` of them: the gold one and `k − 1`
+ * others drawn without replacement (Fisher–Yates on a `mulberry32` stream), in `categories` order,
+ * so the gold's position is not fixed.
+ *
+ * @param categories - every intent, in `categories.json` order
+ * @param gold - the item's intent; one of `categories`
+ * @param k - how many to offer: at least 2, fewer than `categories.length`
+ * @param seed - 32-bit seed of the draw (the item's hash xor the user's `--seed`)
+ * @returns `k` distinct intents, `gold` among them
+ */
+export function drawIntents(
+  categories: readonly string[],
+  gold: string,
+  k: number,
+  seed: number,
+): string[] {
+  const random = mulberry32(seed);
+  const others = categories.filter((c) => c !== gold);
+  for (let i = others.length - 1; i > 0; i--) {
+    const j = Math.floor(random() * (i + 1));
+    [others[i], others[j]] = [others[j]!, others[i]!];
+  }
+  const chosen = new Set([gold, ...others.slice(0, k - 1)]);
+  return categories.filter((c) => chosen.has(c));
+}

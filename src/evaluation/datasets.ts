@@ -1,15 +1,28 @@
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
 import type { SystemOneRequest } from "../api/schemas.js";
-import { BANKING77_DESCRIPTIONS } from "./banking77.js";
+import { BANKING77_DESCRIPTIONS, drawIntents } from "./banking77.js";
 import {
-  hash32,
-  mulberry32,
-  selectSplit,
-  type EvalItem,
-  type Expected,
-  type Split,
-} from "./format.js";
+  AG_NEWS_OPTIONS,
+  CB_CHOICE,
+  CLIMATE_FEVER_CHOICE,
+  ENTAILMENT_NOUL,
+  RTE_CHOICE,
+  SST2_CHOICE,
+  SST2_NOUL,
+  SST5_LEVELS,
+  TREC_OPTIONS,
+} from "./dataset-questions.js";
+import {
+  cleanAgNews,
+  detokenizeSst,
+  lines,
+  parseCsv,
+  read,
+  sst2Rows,
+  superglue,
+} from "./dataset-text.js";
+import { hash32, selectSplit, type EvalItem, type Expected, type Split } from "./format.js";
+
+export { cleanAgNews, detokenizeSst, parseCsv } from "./dataset-text.js";
 
 /**
  * Converters from the labeled datasets in `../shared/datasets/` (see its SOURCES.md) to the
@@ -59,188 +72,6 @@ function item(
   return { id, request: { model, state, questions }, expected };
 }
 
-/** Reads a text file of a dataset. */
-function read(options: ConvertOptions, ...path: string[]): string {
-  return readFileSync(join(options.datasetsDir, ...path), "utf8");
-}
-
-/**
- * RFC 4180 CSV: fields separated by commas, optionally double-quoted; `""` inside quotes is a
- * quote; quoted fields may hold newlines. A trailing newline ends the last record.
- */
-export function parseCsv(text: string): string[][] {
-  const rows: string[][] = [];
-  let row: string[] = [];
-  let field = "";
-  let quoted = false;
-  let i = 0;
-  const endField = () => {
-    row.push(field);
-    field = "";
-  };
-  while (i < text.length) {
-    const c = text[i]!;
-    if (quoted) {
-      if (c === '"') {
-        if (text[i + 1] === '"') {
-          field += '"';
-          i += 2;
-          continue;
-        }
-        quoted = false;
-      } else field += c;
-      i++;
-      continue;
-    }
-    if (c === '"' && field === "") quoted = true;
-    else if (c === ",") endField();
-    else if (c === "\n" || c === "\r") {
-      if (c === "\r" && text[i + 1] === "\n") i++;
-      endField();
-      rows.push(row);
-      row = [];
-    } else field += c;
-    i++;
-  }
-  if (field !== "" || row.length > 0) {
-    endField();
-    rows.push(row);
-  }
-  return rows;
-}
-
-/** Non-empty lines of a file. */
-function lines(text: string): string[] {
-  return text.split(/\r?\n/).filter((line) => line.trim() !== "");
-}
-
-/**
- * The Penn-Treebank-style tokenization of SST (`it 's`, `does n't`, `-lrb-`) put back into plain
- * text, as a user would send it. The case (SST is lower-cased) is left alone.
- */
-export function detokenizeSst(text: string): string {
-  return text
-    .trim()
-    .replace(/-lrb-/g, "(")
-    .replace(/-rrb-/g, ")")
-    .replace(/`` ?/g, '"')
-    .replace(/ ?''/g, '"')
-    .replace(/ (n't|'s|'re|'ve|'ll|'d|'m)\b/g, "$1")
-    .replace(/\( /g, "(")
-    .replace(/ ([.,;:!?)%])/g, "$1")
-    .replace(/\s+/g, " ");
-}
-
-/** AG News text: `\\` line breaks, HTML entities with their `&` lost (` #39;s`, `quot;`). */
-export function cleanAgNews(text: string): string {
-  const named: Record<string, string> = { quot: '"', lt: "<", gt: ">", amp: "&", hellip: "…" };
-  return text
-    .replace(/\\+/g, " ")
-    .replace(/ ?&?#(\d+);/g, (_, code: string) => {
-      const ch = String.fromCharCode(Number(code));
-      return ch === "'" ? "'" : ` ${ch}`;
-    })
-    .replace(/&?\b(quot|lt|gt|amp|hellip);/g, (_, name: string) => named[name]!)
-    .replace(/\s+/g, " ")
-    .trim();
-}
-
-const SST2_NOUL = {
-  type: "noul",
-  instructions: "Is the sentiment of the text positive?",
-  criteria: {
-    true: "The reviewer likes the movie",
-    false: "The reviewer dislikes the movie",
-  },
-} as const;
-
-const SST2_CHOICE = {
-  type: "choice",
-  instructions: "What is the sentiment of this movie review?",
-  criteria: {
-    positive: "The reviewer likes the movie",
-    negative: "The reviewer dislikes the movie",
-  },
-} as const;
-
-function sst2Rows(options: ConvertOptions): { row: number; text: string; positive: boolean }[] {
-  return lines(read(options, "sst2", "dev.tsv"))
-    .slice(1)
-    .map((line, row) => {
-      const [text, label] = line.split("\t");
-      if (text === undefined || (label?.trim() !== "0" && label?.trim() !== "1"))
-        throw new Error(`sst2/dev.tsv row ${row + 2}: expected "sentence<TAB>0|1"`);
-      return { row, text: detokenizeSst(text), positive: label.trim() === "1" };
-    });
-}
-
-const SST5_LEVELS = ["Very negative", "Negative", "Neutral or mixed", "Positive", "Very positive"];
-
-const AG_NEWS_OPTIONS: Record<string, string> = {
-  World: "World news: international affairs, politics, conflicts, diplomacy",
-  Sports: "Sports: games, teams, athletes, competitions",
-  Business: "Business: companies, markets, the economy, finance",
-  "Sci/Tech": "Science and technology: computing, the internet, space, research",
-};
-
-/** TREC coarse classes in the dataset's id order (0 DESC … 5 NUM). */
-const TREC_OPTIONS: Record<string, string> = {
-  DESC: "A description, definition, explanation or reason",
-  ENTY: "An entity: a thing, animal, product, substance, event, color, term, etc.",
-  ABBR: "An abbreviation, or what an abbreviation stands for",
-  HUM: "A person, a group of people or an organization",
-  LOC: "A location: a place, city, country, mountain, etc.",
-  NUM: "A number: a count, date, distance, amount, price, period, etc.",
-};
-
-const ENTAILMENT_NOUL = {
-  type: "noul",
-  instructions: "Does the text show that the claim is true?",
-  criteria: {
-    true: "The text implies the claim",
-    false: "The text does not imply the claim",
-  },
-} as const;
-
-const RTE_CHOICE = {
-  type: "choice",
-  instructions: "Does the text show that the claim is true?",
-  criteria: {
-    entailment: "The text implies the claim",
-    not_entailment: "The text does not imply the claim",
-  },
-} as const;
-
-const CB_CHOICE = {
-  type: "choice",
-  instructions: "What does the text say about the claim?",
-  criteria: {
-    entailment: "The text implies that the claim is true",
-    contradiction: "The text implies that the claim is false",
-    neutral: "The text does not say whether the claim is true or false",
-  },
-} as const;
-
-const CLIMATE_FEVER_CHOICE = {
-  type: "choice",
-  instructions: "Does the evidence support or refute the claim?",
-  criteria: {
-    SUPPORTS: "The evidence supports the claim",
-    REFUTES: "The evidence contradicts the claim",
-    NOT_ENOUGH_INFO: "The evidence neither supports nor contradicts the claim",
-  },
-} as const;
-
-function superglue(
-  options: ConvertOptions,
-  file: string,
-): { idx: number; premise: string; hypothesis: string; label: string }[] {
-  return lines(read(options, "superglue_rte_cb", file)).map(
-    (line) =>
-      JSON.parse(line) as { idx: number; premise: string; hypothesis: string; label: string },
-  );
-}
-
 function claimState(text: string, claim: string): string {
   return `Text: ${text}\n\nClaim: ${claim}`;
 }
@@ -251,7 +82,7 @@ export const DATASETS: readonly DatasetConverter[] = [
     name: "sst2",
     description: 'SST-2 (GLUE dev): noul "Is the sentiment of the text positive?"',
     convert: (o) =>
-      sst2Rows(o).map(({ row, text, positive }) =>
+      sst2Rows(o.datasetsDir).map(({ row, text, positive }) =>
         item(
           `sst2:${row}`,
           o.model ?? REQUEST_MODEL,
@@ -265,7 +96,7 @@ export const DATASETS: readonly DatasetConverter[] = [
     name: "sst2-choice",
     description: "SST-2 (GLUE dev): 2-way choice positive/negative",
     convert: (o) =>
-      sst2Rows(o).map(({ row, text, positive }) =>
+      sst2Rows(o.datasetsDir).map(({ row, text, positive }) =>
         item(
           `sst2:${row}#choice`,
           o.model ?? REQUEST_MODEL,
@@ -281,7 +112,7 @@ export const DATASETS: readonly DatasetConverter[] = [
     name: "sst5",
     description: "SST-5 fine-grained (dev): score on 5 levels, very negative … very positive",
     convert: (o) =>
-      lines(read(o, "sst5", "stsa.fine.dev")).map((line, row) => {
+      lines(read(o.datasetsDir, "sst5", "stsa.fine.dev")).map((line, row) => {
         const m = /^([0-4]) (.*)$/.exec(line);
         if (!m) throw new Error(`sst5/stsa.fine.dev row ${row + 1}: expected "<0-4> <text>"`);
         return item(
@@ -305,24 +136,28 @@ export const DATASETS: readonly DatasetConverter[] = [
       "AG News (even test rows): 4-way topic choice World / Sports / Business / Sci/Tech",
     convert: (o) => {
       const classes = Object.keys(AG_NEWS_OPTIONS);
-      return parseCsv(read(o, "ag_news", "dev.csv")).map(([label, title, description], row) => {
-        const topic = classes[Number(label) - 1];
-        if (topic === undefined || title === undefined || description === undefined)
-          throw new Error(`ag_news/dev.csv row ${row + 1}: expected "class","title","description"`);
-        return item(
-          `ag_news:${row}`,
-          o.model ?? REQUEST_MODEL,
-          `${cleanAgNews(title)}\n${cleanAgNews(description)}`,
-          {
-            topic: {
-              type: "choice",
-              instructions: "What is the topic of this news article?",
-              criteria: AG_NEWS_OPTIONS,
+      return parseCsv(read(o.datasetsDir, "ag_news", "dev.csv")).map(
+        ([label, title, description], row) => {
+          const topic = classes[Number(label) - 1];
+          if (topic === undefined || title === undefined || description === undefined)
+            throw new Error(
+              `ag_news/dev.csv row ${row + 1}: expected "class","title","description"`,
+            );
+          return item(
+            `ag_news:${row}`,
+            o.model ?? REQUEST_MODEL,
+            `${cleanAgNews(title)}\n${cleanAgNews(description)}`,
+            {
+              topic: {
+                type: "choice",
+                instructions: "What is the topic of this news article?",
+                criteria: AG_NEWS_OPTIONS,
+              },
             },
-          },
-          { topic },
-        );
-      });
+            { topic },
+          );
+        },
+      );
     },
   },
   {
@@ -330,28 +165,23 @@ export const DATASETS: readonly DatasetConverter[] = [
     description:
       "Banking77 (train): choice among the 77 intents, or --options K of them (gold + K−1 drawn)",
     convert: (o) => {
-      const categories = JSON.parse(read(o, "banking77", "categories.json")) as string[];
+      const categories = JSON.parse(
+        read(o.datasetsDir, "banking77", "categories.json"),
+      ) as string[];
       for (const c of categories)
         if (!(c in BANKING77_DESCRIPTIONS))
           throw new Error(`banking77: no description for intent "${c}"`);
       const k = o.options;
       if (k !== undefined && (!Number.isInteger(k) || k < 2 || k > categories.length))
         throw new Error(`--options must be an integer 2..${categories.length}, got ${k}`);
-      const rows = parseCsv(read(o, "banking77", "train.csv")).slice(1);
+      const rows = parseCsv(read(o.datasetsDir, "banking77", "train.csv")).slice(1);
       return rows.map(([text, category], row) => {
         if (text === undefined || category === undefined || !categories.includes(category))
           throw new Error(`banking77/train.csv row ${row + 2}: expected text,category`);
-        let shown = categories;
-        if (k !== undefined && k < categories.length) {
-          const random = mulberry32(hash32(`banking77:${row}`) ^ (o.seed ?? 0));
-          const others = categories.filter((c) => c !== category);
-          for (let i = others.length - 1; i > 0; i--) {
-            const j = Math.floor(random() * (i + 1));
-            [others[i], others[j]] = [others[j]!, others[i]!];
-          }
-          const chosen = new Set([category, ...others.slice(0, k - 1)]);
-          shown = categories.filter((c) => chosen.has(c)); // canonical order: the gold's position is not fixed
-        }
+        const shown =
+          k !== undefined && k < categories.length
+            ? drawIntents(categories, category, k, hash32(`banking77:${row}`) ^ (o.seed ?? 0))
+            : categories;
         const criteria = Object.fromEntries(shown.map((c) => [c, BANKING77_DESCRIPTIONS[c]!]));
         const id =
           k !== undefined && k < categories.length ? `banking77:${row}#k${k}` : `banking77:${row}`;
@@ -375,7 +205,7 @@ export const DATASETS: readonly DatasetConverter[] = [
     name: "boolq",
     description: "BoolQ (dev, even rows): noul, state = passage + question",
     convert: (o) =>
-      lines(read(o, "boolq", "dev.jsonl")).map((line) => {
+      lines(read(o.datasetsDir, "boolq", "dev.jsonl")).map((line) => {
         const r = JSON.parse(line) as {
           idx: number;
           question: string;
@@ -401,7 +231,7 @@ export const DATASETS: readonly DatasetConverter[] = [
     name: "rte",
     description: "SuperGLUE RTE (validation): noul, does the text imply the claim",
     convert: (o) =>
-      superglue(o, "RTE_val.jsonl").map((r) =>
+      superglue(o.datasetsDir, "RTE_val.jsonl").map((r) =>
         item(
           `rte:${r.idx}`,
           o.model ?? REQUEST_MODEL,
@@ -417,7 +247,7 @@ export const DATASETS: readonly DatasetConverter[] = [
     name: "rte-choice",
     description: "SuperGLUE RTE (validation): 2-way choice entailment / not_entailment",
     convert: (o) =>
-      superglue(o, "RTE_val.jsonl").map((r) =>
+      superglue(o.datasetsDir, "RTE_val.jsonl").map((r) =>
         item(
           `rte:${r.idx}#choice`,
           o.model ?? REQUEST_MODEL,
@@ -433,7 +263,7 @@ export const DATASETS: readonly DatasetConverter[] = [
     name: "cb",
     description: "SuperGLUE CB (validation): 3-way choice entailment / contradiction / neutral",
     convert: (o) =>
-      superglue(o, "CB_val.jsonl").map((r) =>
+      superglue(o.datasetsDir, "CB_val.jsonl").map((r) =>
         item(
           `cb:${r.idx}`,
           o.model ?? REQUEST_MODEL,
@@ -450,7 +280,7 @@ export const DATASETS: readonly DatasetConverter[] = [
     description:
       "CLIMATE-FEVER (even claims): claim vs one evidence sentence, SUPPORTS / REFUTES / NOT_ENOUGH_INFO",
     convert: (o) =>
-      lines(read(o, "climate_fever", "dev.jsonl")).flatMap((line) => {
+      lines(read(o.datasetsDir, "climate_fever", "dev.jsonl")).flatMap((line) => {
         const r = JSON.parse(line) as {
           claim_id: string;
           claim: string;
@@ -471,7 +301,7 @@ export const DATASETS: readonly DatasetConverter[] = [
     name: "trec",
     description: "TREC question classification (even test rows): 6-way choice of the answer type",
     convert: (o) =>
-      lines(read(o, "trec", "dev.raw")).map((line, row) => {
+      lines(read(o.datasetsDir, "trec", "dev.raw")).map((line, row) => {
         const m = /^([A-Z]+):\S+ (.*)$/.exec(line);
         if (!m || !(m[1]! in TREC_OPTIONS))
           throw new Error(`trec/dev.raw row ${row + 1}: expected "COARSE:fine question"`);
@@ -495,7 +325,7 @@ export const DATASETS: readonly DatasetConverter[] = [
     name: "wikiqa",
     description: "WikiQA (test pairs, even questions): noul, does the sentence answer the question",
     convert: (o) =>
-      lines(read(o, "wikiqa", "dev.tsv"))
+      lines(read(o.datasetsDir, "wikiqa", "dev.tsv"))
         .slice(1)
         .map((line, row) => {
           const [qid, question, , title, sid, sentence, label] = line.split("\t");
@@ -527,7 +357,7 @@ export const DATASETS: readonly DatasetConverter[] = [
   },
 ];
 
-/** The converter of a dataset name. @throws {Error} naming the known datasets. */
+/** The converter of a dataset name. @throws {@link Error} naming the known datasets. */
 export function findDataset(name: string): DatasetConverter {
   const converter = DATASETS.find((d) => d.name === name);
   if (!converter)
@@ -537,7 +367,15 @@ export function findDataset(name: string): DatasetConverter {
 
 /**
  * Converts a dataset: all rows, then the split, the pseudo-random order and the limit.
- * @throws {Error} when the dataset's files are missing or malformed.
+ *
+ * @param name - a name from {@link DATASETS}, e.g. `banking77`
+ * @returns the items in hashed order: the first N are a uniform sample of the split
+ * @throws {@link Error} for an unknown name, or when the dataset's files are missing or malformed.
+ * @example
+ * ```ts
+ * const items = convertDataset("sst2", { datasetsDir: "../shared/datasets", split: "test", limit: 100 });
+ * // → items[0].id "sst2:…", items[0].request a POST /v1/systemone body
+ * ```
  */
 export function convertDataset(name: string, options: ConvertOptions): EvalItem[] {
   const all = findDataset(name).convert(options);

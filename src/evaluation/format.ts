@@ -135,7 +135,7 @@ export function validateItem(value: unknown): EvalItem | string {
 
 /**
  * Parses JSONL text into items (blank lines are skipped).
- * @throws {EvalFormatError} on the first bad line, or on a repeated id.
+ * @throws {@link EvalFormatError} on the first bad line, or on a repeated id.
  */
 export function parseEvalItems(text: string, file = "<input>"): EvalItem[] {
   const items: EvalItem[] = [];
@@ -157,7 +157,7 @@ export function parseEvalItems(text: string, file = "<input>"): EvalItem[] {
   return items;
 }
 
-/** Reads an evaluation file. @throws {EvalFormatError} see {@link parseEvalItems}. */
+/** Reads an evaluation file. @throws {@link EvalFormatError} see {@link parseEvalItems}. */
 export function readEvalFile(file: string): EvalItem[] {
   return parseEvalItems(readFileSync(file, "utf8"), file);
 }

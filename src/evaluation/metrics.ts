@@ -111,7 +111,7 @@ export function expectedCalibrationError(
   return ece;
 }
 
-/** Mean absolute error. NaN for none. @throws {RangeError} on different lengths. */
+/** Mean absolute error. NaN for none. @throws {@link RangeError} on different lengths. */
 export function meanAbsoluteError(
   predicted: readonly number[],
   expected: readonly number[],

@@ -18,7 +18,7 @@ export interface ResolvedModel {
 /**
  * Resolves `--model` the way `serve` does: a path to an existing file or anything ending in
  * `.gguf` is a local file; otherwise a catalogue name, pulled when not cached.
- * @throws {Error} for an unknown name or a missing file.
+ * @throws {@link Error} for an unknown name or a missing file.
  */
 export async function resolveModel(
   nameOrPath: string = DEFAULT_MODEL,

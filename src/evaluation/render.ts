@@ -47,7 +47,7 @@ export function labelSequences(trie: LabelTrie, count: number): Token[][] {
 
 /**
  * Index of an expected answer among a question's classes.
- * @throws {Error} when the answer does not name a class of the question.
+ * @throws {@link Error} when the answer does not name a class of the question.
  */
 export function goldIndex(
   question: Plan["questions"][number]["question"],
@@ -72,7 +72,7 @@ export function goldIndex(
 /**
  * The examples of one planned item: one per question, read from the question's first view (the
  * options in request order; plan with debiasing off).
- * @throws {Error} when an expected answer names no class of its question.
+ * @throws {@link Error} when an expected answer names no class of its question.
  */
 export function renderPlan(item: EvalItem, plan: Plan): RenderedExample[] {
   return plan.questions.map((q) => {

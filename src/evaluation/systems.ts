@@ -181,13 +181,8 @@ export async function openNodeLlamaCppBaseline(options: BaselineOptions): Promis
         let probabilities: number[];
         if (answer.type === "noul") probabilities = [answer.value, 1 - answer.value];
         else if (answer.type === "choice")
-          probabilities = classesOf(question).map(
-            (id) => (answer.probabilities as Record<string, number>)[id] ?? 0,
-          );
-        else
-          probabilities = classesOf(question).map(
-            (_, i) => (answer.probabilities as number[])[i] ?? 0,
-          );
+          probabilities = classesOf(question).map((id) => answer.probabilities[id] ?? 0);
+        else probabilities = classesOf(question).map((_, i) => answer.probabilities[i] ?? 0);
         out[qid] = normalise(probabilities);
       }
       return out;

@@ -2,7 +2,7 @@ import { logSumExp, softmax } from "../decision/math.js";
 
 /**
  * Temperature scaling (Guo et al. 2017): given per-question label log-probabilities sᵢ and the
- * expected label y, find T > 0 minimising the mean NLL of pᵢ ∝ exp(sᵢ / T):
+ * expected label y, find the positive T minimising the mean NLL of pᵢ ∝ exp(sᵢ / T):
  *
  *   NLL(T) = mean over samples of [ logΣⱼ exp(sⱼ/T) − s_y/T ].
  *
@@ -56,7 +56,7 @@ export interface TemperatureFit {
 
 /**
  * Fits one temperature by golden-section search on ln T (see the module comment).
- * @throws {RangeError} for no samples.
+ * @throws {@link RangeError} for no samples.
  */
 export function fitTemperature(
   samples: readonly TemperatureSample[],

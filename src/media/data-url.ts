@@ -10,7 +10,7 @@ const DATA_URL = /^data:([a-z0-9.+-]+\/[a-z0-9.+-]+)((?:;[a-z0-9.+-]+=[^;,]*)*);
 /**
  * Decodes a base64 `data:` URL (RFC 2397) strictly: the payload must be base64 (standard or
  * URL-safe alphabet, optional padding, no other characters) and not empty.
- * @throws {Error} saying what is wrong.
+ * @throws {@link Error} saying what is wrong.
  */
 export function parseDataUrl(url: string): DataUrl {
   const head = DATA_URL.exec(url);

@@ -39,8 +39,8 @@ export class ImageError extends Error {
  * with its aspect ratio kept and the rest padded black (so every image takes the same number of
  * image tokens). The bytes are checked, not only the declared type: the whole image is decoded,
  * so a truncated or corrupt file fails here, and its real format must match `declared`.
- * @param declared the data URL's media type, e.g. `image/png`.
- * @throws {ImageError} for an unsupported or mislabelled format, corrupt data, or too many pixels.
+ * @param declared - the data URL's media type, e.g. `image/png`.
+ * @throws {@link ImageError} for an unsupported or mislabelled format, corrupt data, or too many pixels.
  */
 export async function normalizeImage(
   bytes: Buffer,
@@ -84,13 +84,13 @@ export async function normalizeImage(
       .removeAlpha()
       .png()
       .toBuffer();
-    return { data, format: format as ImageFormat, width, height };
+    return { data, format, width, height };
   } catch (error) {
     throw new ImageError(`the ${format.toUpperCase()} data is corrupt (${reason(error)})`);
   }
 }
 
-/** `image/png` → `png`; `image/jpg` is taken as `jpeg`. @throws {ImageError} for other types. */
+/** `image/png` → `png`; `image/jpg` is taken as `jpeg`. @throws {@link ImageError} for other types. */
 function declaredImageFormat(declared: string): ImageFormat {
   const subtype = declared.toLowerCase().replace(/^image\//, "");
   if (subtype === "png" || subtype === "webp") return subtype;

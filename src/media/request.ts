@@ -20,7 +20,11 @@ export interface MediaOptions {
  * Decodes a request's `images` (one PNG, JPEG or WebP) or `videos` (one MP4) into the frames the
  * decision layer places in the prefix, each a `imageSize`-square PNG.
  * @returns `undefined` when the request has neither.
- * @throws {MediaInputError} at `["body", "images" | "videos", 0]` when the data cannot be used.
+ * @throws {@link MediaInputError} at `["body", "images" | "videos", 0]` when the data cannot be used.
+ * @example
+ * ```ts
+ * const media = await decodeRequestMedia({ images: [dataUrl] }, options); // → 1 frame, a PNG
+ * ```
  */
 export async function decodeRequestMedia(
   input: { readonly images?: readonly string[]; readonly videos?: readonly string[] },

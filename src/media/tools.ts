@@ -31,7 +31,7 @@ export interface ToolOutput {
 
 /**
  * Runs ffmpeg or ffprobe with `args` (no shell) and collects its output.
- * @throws {Error} when the tool is missing, exits non-zero (the message carries its last stderr
+ * @throws {@link Error} when the tool is missing, exits non-zero (the message carries its last stderr
  *   line), or runs longer than `timeoutMs` (it is killed).
  */
 export function runTool(

@@ -49,7 +49,7 @@ export interface SampleOptions {
  * Probes an MP4 with ffprobe and samples `frames` evenly spaced frames with ffmpeg: frame i is
  * taken at (i + ½)·duration/frames, the middle of the i-th of `frames` equal spans. The bytes go
  * to a temporary file (MP4's index may sit at the end, so a pipe is not enough), removed after.
- * @throws {VideoError} when the data is not an MP4 with a video stream, its duration cannot be
+ * @throws {@link VideoError} when the data is not an MP4 with a video stream, its duration cannot be
  *   read or exceeds `maxSeconds`, its frames are too large, or a frame cannot be decoded.
  */
 export async function sampleVideo(
@@ -84,7 +84,7 @@ export async function sampleVideo(
   }
 }
 
-/** ffprobe's view of a file. @throws {VideoError} for anything but an MP4 with a video stream. */
+/** ffprobe's view of a file. @throws {@link VideoError} for anything but an MP4 with a video stream. */
 export async function probeVideo(file: string): Promise<VideoInfo> {
   let json: {
     format?: { format_name?: string; duration?: string };
@@ -107,7 +107,7 @@ export async function probeVideo(file: string): Promise<VideoInfo> {
       "-show_streams",
       file,
     ]);
-    json = JSON.parse(stdout.toString("utf8"));
+    json = JSON.parse(stdout.toString("utf8")) as typeof json;
   } catch (error) {
     if (error instanceof Error && /not installed/.test(error.message)) throw error;
     throw new VideoError(`the data is not a readable video (${(error as Error).message})`);
@@ -136,7 +136,7 @@ export async function probeVideo(file: string): Promise<VideoInfo> {
 /**
  * The frame shown at `seconds`, as PNG; when none starts at or after it (the end of a stream),
  * the one a frame interval earlier.
- * @throws {VideoError} when no frame can be decoded there.
+ * @throws {@link VideoError} when no frame can be decoded there.
  */
 async function frameAt(file: string, seconds: number, interval: number): Promise<Buffer> {
   const first = await decodeFrame(file, seconds);

@@ -10,11 +10,11 @@ export function adaptersDir(): string {
 
 /**
  * The LoRA adapter to serve a model with.
- * @param flag `--adapter`: a path to a GGUF adapter, `none`, or absent for the catalogue's
- * @param entry the model's catalogue entry; absent for a model given by path
+ * @param flag - `--adapter`: a path to a GGUF adapter, `none`, or absent for the catalogue's
+ * @param entry - the model's catalogue entry; absent for a model given by path
  * @returns the adapter's absolute path, or `undefined` for none (the flag said so, or the model
  *   has no shipped adapter)
- * @throws {Error} when the flag names a file that does not exist
+ * @throws {@link Error} when the flag names a file that does not exist
  * @example resolveAdapter(undefined, findModel("smollm2-135m-instruct")) // → ".../adapters/smollm2-135m-instruct.decision.gguf"
  */
 export function resolveAdapter(

@@ -39,7 +39,7 @@ export async function sha256File(file: string, signal?: AbortSignal): Promise<st
  * Records that `file` was verified: stats it now and writes the sidecar atomically (a temporary
  * file renamed over the old sidecar).
  *
- * @param sha256 the digest the caller computed (or checked) for the file's current content.
+ * @param sha256 - the digest the caller computed (or checked) for the file's current content.
  * @returns the sidecar that was written.
  * @throws the `fs` error when the file cannot be stat'ed or the sidecar cannot be written.
  */
@@ -97,8 +97,8 @@ export type CheckResult =
  * is rewritten. A file of the wrong size is reported as a mismatch without being hashed only when
  * the size alone proves it (`actualSha256` is then the empty string).
  *
- * @param expectedSha256 lower-case hex SHA-256.
- * @param expectedSize size in bytes.
+ * @param expectedSha256 - lower-case hex SHA-256.
+ * @param expectedSize - size in bytes.
  * @throws `fs` errors other than `ENOENT`, or `signal`'s reason when aborted.
  */
 export async function checkFile(
