@@ -142,6 +142,8 @@ const KEY_SELECT = `SELECT k.*, a.name AS account_name FROM api_keys k JOIN acco
 export class PostgresStore implements AccountStore {
   readonly kind = "postgres";
   private readonly now: () => number;
+  /** Connections holding an account lock, closed by {@link close}. */
+  private readonly held = new Set<pg.PoolClient>();
 
   private constructor(
     private readonly pool: pg.Pool,
@@ -230,7 +232,10 @@ export class PostgresStore implements AccountStore {
     await this.pool.query("SELECT 1");
   }
 
+  /** Closes every connection; account locks still held are freed with theirs. */
   async close(): Promise<void> {
+    for (const client of this.held) client.release(true);
+    this.held.clear();
     await Promise.all([this.pool.end(), this.lockPool.end()]);
   }
 
@@ -564,9 +569,10 @@ export class PostgresStore implements AccountStore {
       throw error;
     }
     let released = false;
+    this.held.add(client);
     return {
       release: async () => {
-        if (released) return;
+        if (released || !this.held.delete(client)) return;
         released = true;
         try {
           if (broken) throw broken;
