@@ -154,7 +154,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     lifecycle,
     readiness: {
       ...options.readiness,
-      engine: () => ((engine as Engine).ready?.() ?? Promise.resolve()),
+      engine: () => (engine as Engine).ready?.() ?? Promise.resolve(),
     },
     ...(options.queueDepth ? { queueDepth: options.queueDepth } : {}),
     models: [served],
