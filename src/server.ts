@@ -2,6 +2,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { buildApp, type FastifyInstance, type Gate, type ServedModel } from "./api/app.js";
+import { Lifecycle } from "./api/lifecycle.js";
 import type { ConsoleOptions } from "./console/plugin.js";
 import type { CalibrationProfile } from "./decision/calibration.js";
 import {
@@ -78,6 +79,10 @@ export interface ServiceOptions {
   readonly gate?: Gate;
   /** The web console under `/console`; none when absent. */
   readonly console?: ConsoleOptions;
+  /** Further `/readyz` checks by name (the accounts store); the engine's is always there. */
+  readonly readiness?: Readonly<Record<string, () => Promise<void>>>;
+  /** Decision requests waiting for their account's slot, for `/metrics`. */
+  readonly queueDepth?: () => number;
 }
 
 /** A running service. */
@@ -87,6 +92,12 @@ export interface Service {
   readonly decider: Decider;
   /** `http://host:port`. */
   readonly url: string;
+  /**
+   * Graceful drain: new decision requests get 503 and `/readyz` 503 from now on; resolves once
+   * the requests in flight are answered (or after `timeoutMs`), with whether they all were.
+   * The listener stays open: call {@link close} after.
+   */
+  drain(timeoutMs: number): Promise<boolean>;
   close(): Promise<void>;
 }
 
@@ -136,9 +147,16 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     acceptsImages: engine.model.vision,
     acceptsVideos: engine.model.vision,
     ...(engine.model.vision ? { media: mediaOptions(engine, options) } : {}),
-    decide: (request, signal) => decider.decide(request, signal),
+    decide: (request, signal, hooks) => decider.decide(request, signal, hooks),
   };
+  const lifecycle = new Lifecycle();
   const app = await buildApp({
+    lifecycle,
+    readiness: {
+      ...options.readiness,
+      engine: () => (engine as Engine).ready?.() ?? Promise.resolve(),
+    },
+    ...(options.queueDepth ? { queueDepth: options.queueDepth } : {}),
     models: [served],
     ...(options.bodyLimit ? { bodyLimit: options.bodyLimit } : {}),
     ...(options.logger !== undefined ? { logger: options.logger } : {}),
@@ -161,6 +179,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     engine,
     decider,
     url: `http://${urlHost}:${port}`,
+    drain: (timeoutMs) => lifecycle.drain(timeoutMs),
     async close() {
       await app.close();
       await engine.close();

@@ -13,7 +13,8 @@ import {
   isWellFormedApiKey,
   KEY_PREFIX_LENGTH,
 } from "../src/accounts/keys.js";
-import { AccountStore, defaultStorePath, MIGRATIONS, StoreError } from "../src/accounts/store.js";
+import { MIGRATIONS, SqliteStore } from "../src/accounts/sqlite-store.js";
+import { defaultStorePath, StoreError } from "../src/accounts/store.js";
 import { registerKeysCommand } from "../src/cli/keys.js";
 import {
   checkAuthHost,
@@ -77,12 +78,12 @@ describe("keys", () => {
 });
 
 describe("store", () => {
-  it("lives at $DECISIOND_HOME/decisiond.db, in WAL mode, migrated to the latest version", () => {
+  it("lives at $DECISIOND_HOME/decisiond.db, in WAL mode, migrated to the latest version", async () => {
     const path = defaultStorePath();
     expect(path).toBe(join(dir, "home", "decisiond.db"));
-    const store = AccountStore.open(path);
-    expect(store.schemaVersion).toBe(MIGRATIONS.length);
-    store.close();
+    const store = SqliteStore.open(path);
+    expect(await store.schemaVersion()).toBe(MIGRATIONS.length);
+    await store.close();
     const db = new Database(path, { readonly: true });
     expect(db.pragma("journal_mode", { simple: true })).toBe("wal");
     expect(db.pragma("user_version", { simple: true })).toBe(MIGRATIONS.length);
@@ -92,37 +93,37 @@ describe("store", () => {
           name: string;
         }[]
       ).map((r) => r.name),
-    ).toEqual(["accounts", "api_keys", "usage"]);
+    ).toEqual(["accounts", "api_keys", "reservations", "usage"]);
     db.close();
     // Reopening an up-to-date store changes nothing.
-    const again = AccountStore.open(path);
-    expect(again.schemaVersion).toBe(MIGRATIONS.length);
-    again.close();
+    const again = SqliteStore.open(path);
+    expect(await again.schemaVersion()).toBe(MIGRATIONS.length);
+    await again.close();
   });
 
-  it("refuses a store written by a newer decisiond", () => {
+  it("refuses a store written by a newer decisiond", async () => {
     const path = defaultStorePath();
-    AccountStore.open(path).close();
+    await SqliteStore.open(path).close();
     const db = new Database(path);
     db.pragma(`user_version = ${MIGRATIONS.length + 1}`);
     db.close();
-    expect(() => AccountStore.open(path)).toThrow(/newer than this decisiond knows/);
+    expect(() => SqliteStore.open(path)).toThrow(/newer than this decisiond knows/);
   });
 
   it("keeps keys only as SHA-256 hashes and a 12-character prefix", async () => {
     const path = defaultStorePath();
-    const store = AccountStore.open(path);
-    const { key, record } = store.createKey("team-a", "laptop");
+    const store = SqliteStore.open(path);
+    const { key, record } = await store.createKey("team-a", "laptop");
     expect(record).toMatchObject({
       accountName: "team-a",
       label: "laptop",
       prefix: key.slice(0, KEY_PREFIX_LENGTH),
     });
     expect(record.prefix).toHaveLength(12);
-    expect(store.findKey(key)?.key.id).toBe(record.id);
-    expect(store.findKey(key.slice(0, -1) + (key.endsWith("x") ? "y" : "x"))).toBeUndefined();
-    expect(store.findKey("not a key")).toBeUndefined();
-    store.close();
+    expect((await store.findKey(key))?.key.id).toBe(record.id);
+    expect(await store.findKey(key.slice(0, -1) + (key.endsWith("x") ? "y" : "x"))).toBeUndefined();
+    expect(await store.findKey("not a key")).toBeUndefined();
+    await store.close();
     const db = new Database(path, { readonly: true });
     const row = db.prepare("SELECT * FROM api_keys").get() as { hash: Buffer; prefix: string };
     expect(row.hash.equals(hashApiKey(key))).toBe(true);
@@ -133,20 +134,22 @@ describe("store", () => {
     expect((await stat(path)).mode & 0o777).toBe(0o600);
   });
 
-  it("validates account names and allowances", () => {
-    const store = AccountStore.open(defaultStorePath());
-    expect(() => store.createAccount("has space")).toThrow(StoreError);
-    expect(() => store.createAccount("")).toThrow(StoreError);
-    store.createAccount("ok.name_1-2");
-    expect(() => store.createAccount("ok.name_1-2")).toThrow(/already exists/);
-    expect(() => store.setAllowance("ok.name_1-2", { tokens: -1, period: "day" })).toThrow(
+  it("validates account names and allowances", async () => {
+    const store = SqliteStore.open(defaultStorePath());
+    await expect(store.createAccount("has space")).rejects.toThrow(StoreError);
+    await expect(store.createAccount("")).rejects.toThrow(StoreError);
+    await store.createAccount("ok.name_1-2");
+    await expect(store.createAccount("ok.name_1-2")).rejects.toThrow(/already exists/);
+    await expect(store.setAllowance("ok.name_1-2", { tokens: -1, period: "day" })).rejects.toThrow(
       StoreError,
     );
-    expect(() => store.setAllowance("ok.name_1-2", { tokens: 1.5, period: "day" })).toThrow(
+    await expect(store.setAllowance("ok.name_1-2", { tokens: 1.5, period: "day" })).rejects.toThrow(
       StoreError,
     );
-    expect(() => store.setAllowance("missing", { tokens: 1, period: "day" })).toThrow(/no account/);
-    store.close();
+    await expect(store.setAllowance("missing", { tokens: 1, period: "day" })).rejects.toThrow(
+      /no account/,
+    );
+    await store.close();
   });
 });
 
@@ -170,19 +173,19 @@ describe("allowance periods", () => {
 
   it("renew: yesterday's usage does not count against today", async () => {
     let now = Date.UTC(2026, 4, 10, 23, 0);
-    const store = AccountStore.open(defaultStorePath(), { now: () => now });
+    const store = SqliteStore.open(defaultStorePath(), { now: () => now });
     const admission = new Admission(store, { now: () => now });
-    const { key } = store.createKey("team-a");
-    store.setAllowance("team-a", { tokens: 10, period: "day" });
+    const { key } = await store.createKey("team-a");
+    await store.setAllowance("team-a", { tokens: 10, period: "day" });
     const permit = await admission.admit(key);
     permit.settle({ input_tokens: 9, output_tokens: 1 });
-    permit.finish({ status: 200, model: "m" });
+    await permit.finish({ status: 200, model: "m" });
     const refusal = await admission.admit(key).catch((e: AdmissionError) => e.refusal);
     expect(refusal).toMatchObject({ kind: "allowance", retryAfterMs: 60 * 60 * 1000 });
     now = Date.UTC(2026, 4, 11, 0, 0, 1);
     const next = await admission.admit(key);
     expect(next.account.name).toBe("team-a");
-    store.close();
+    await store.close();
   });
 });
 
@@ -212,11 +215,11 @@ describe("key file and first start", () => {
 
   it("serve's first start creates an account and a key, prints it once and writes the key file 0600", async () => {
     const lines: string[] = [];
-    const first = openServeGate({ auth: "on", host: "127.0.0.1", admissionWait: 0 }, (l) =>
+    const first = await openServeGate({ auth: "on", host: "127.0.0.1", admissionWait: 0 }, (l) =>
       lines.push(l),
     );
     expect(first.gate).toBeDefined();
-    first.store!.close();
+    await first.store!.close();
     const printed = lines.join("\n");
     const key = /(dsk_[0-9A-Za-z]{40})/.exec(printed)?.[1];
     expect(key).toBeDefined();
@@ -226,27 +229,27 @@ describe("key file and first start", () => {
     expect((await stat(file)).mode & 0o777).toBe(0o600);
 
     // The key works, and belongs to the account "default".
-    const store = AccountStore.open(defaultStorePath());
-    expect(store.findKey(key!)?.account.name).toBe("default");
-    store.close();
+    const store = SqliteStore.open(defaultStorePath());
+    expect((await store.findKey(key!))?.account.name).toBe("default");
+    await store.close();
 
     // The next start finds a key and creates none.
     const later: string[] = [];
-    const second = openServeGate({ auth: "on", host: "127.0.0.1", admissionWait: 0 }, (l) =>
+    const second = await openServeGate({ auth: "on", host: "127.0.0.1", admissionWait: 0 }, (l) =>
       later.push(l),
     );
-    second.store!.close();
+    await second.store!.close();
     expect(later.join("\n")).not.toMatch(/dsk_/);
     expect(await readFile(file, "utf8")).toBe(`${key}\n`);
   });
 
-  it("no key is created when keys exist, even if all are revoked", () => {
-    const store = AccountStore.open(defaultStorePath());
-    const { record } = store.createKey("ops");
-    store.revokeKey(record.id);
-    expect(ensureFirstKey(store, join(dir, "k"))).toBeUndefined();
-    expect(store.countKeys()).toBe(1);
-    store.close();
+  it("no key is created when keys exist, even if all are revoked", async () => {
+    const store = SqliteStore.open(defaultStorePath());
+    const { record } = await store.createKey("ops");
+    await store.revokeKey(record.id);
+    expect(await ensureFirstKey(store, join(dir, "k"))).toBeUndefined();
+    expect(await store.countKeys()).toBe(1);
+    await store.close();
   });
 });
 
@@ -280,10 +283,11 @@ describe("--auth off", () => {
     expect(() => checkAuthHost({ auth: "on", host: "0.0.0.0" })).not.toThrow();
     const lines: string[] = [];
     expect(
-      openServeGate({ auth: "off", host: "::1", admissionWait: 0 }, (l) => lines.push(l)),
+      await openServeGate({ auth: "off", host: "::1", admissionWait: 0 }, (l) => lines.push(l)),
     ).toEqual({
       gate: undefined,
       store: undefined,
+      admission: undefined,
     });
     expect(lines.join()).toMatch(/auth is off/);
   });

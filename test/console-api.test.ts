@@ -2,7 +2,8 @@ import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { AccountStore } from "../src/accounts/store.js";
+import { SqliteStore } from "../src/accounts/sqlite-store.js";
+import type { AccountStore } from "../src/accounts/store.js";
 import { buildApp, type FastifyInstance } from "../src/api/app.js";
 import { readAdminToken, serveConsole } from "../src/cli/serve.js";
 import { defaultAssetsDir, SECURITY_HEADERS } from "../src/console/assets.js";
@@ -25,12 +26,12 @@ let app: FastifyInstance;
 beforeEach(async () => {
   dir = await mkdtemp(join(tmpdir(), "decisiond-console-"));
   now = Date.UTC(2026, 10, 21, 15, 30);
-  store = AccountStore.open(join(dir, "decisiond.db"), { now: () => now });
+  store = SqliteStore.open(join(dir, "decisiond.db"), { now: () => now });
 });
 
 afterEach(async () => {
   await app?.close();
-  store.close();
+  await store.close();
   await rm(dir, { recursive: true, force: true });
 });
 
@@ -78,7 +79,7 @@ describe("console sign-in", () => {
 
   it("a key is its account (and is marked as used); the admin token is the admin", async () => {
     await start();
-    const { key, record } = store.createKey("acme", "laptop");
+    const { key, record } = await store.createKey("acme", "laptop");
     now += 60_000;
     const session = await call("GET", "/console/api/session", key);
     expect(session.status).toBe(200);
@@ -94,7 +95,7 @@ describe("console sign-in", () => {
 
   it("refuses missing, malformed, unknown and revoked credentials with 401", async () => {
     await start();
-    const { key, record } = store.createKey("acme");
+    const { key, record } = await store.createKey("acme");
     const refused = async (header: Record<string, string>, message: RegExp) => {
       const r = await app.inject({ method: "GET", url: "/console/api/session", headers: header });
       expect(r.statusCode).toBe(401);
@@ -106,7 +107,7 @@ describe("console sign-in", () => {
     await refused({ authorization: `Basic ${key}` }, /must be Bearer/);
     await refused({ authorization: `Bearer dsk_${"x".repeat(40)}` }, /invalid API key/);
     await refused({ authorization: `Bearer ${ADMIN}x` }, /invalid API key or admin token/);
-    store.revokeKey(record.id);
+    await store.revokeKey(record.id);
     await refused({ authorization: `Bearer ${key}` }, /was revoked/);
   });
 
@@ -131,9 +132,9 @@ describe("console sign-in", () => {
 describe("a key can never act on another account", () => {
   it("lists, creates, revokes and reads usage of its own account only", async () => {
     await start();
-    const mine = store.createKey("acme", "mine");
-    const theirs = store.createKey("other", "theirs");
-    store.recordCall({
+    const mine = await store.createKey("acme", "mine");
+    const theirs = await store.createKey("other", "theirs");
+    await store.recordCall({
       accountId: theirs.record.accountId,
       keyId: theirs.record.id,
       at: now,
@@ -161,30 +162,30 @@ describe("a key can never act on another account", () => {
       expect(usage.status).toBe(403);
       expect(JSON.stringify(usage.body)).not.toContain("101");
     }
-    expect(store.listKeys("other")).toHaveLength(1);
-    expect(store.findAccount("nobody")).toBeUndefined();
+    expect(await store.listKeys("other")).toHaveLength(1);
+    expect(await store.findAccount("nobody")).toBeUndefined();
 
     // Another account's key is "not found", like a key that does not exist.
     const revoke = await call("POST", `/console/api/keys/${theirs.record.id}/revoke`, key);
     expect(revoke.status).toBe(404);
     expect(revoke.body.detail.message).toBe(`no key with id ${theirs.record.id} in account "acme"`);
-    expect((await call("POST", "/console/api/keys/999/revoke", key)).body).toEqual({
+    expect((await call("POST", "/console/api/keys/999/revoke", key)).body).toMatchObject({
       detail: { error_type: "not_found", message: 'no key with id 999 in account "acme"' },
     });
-    expect(store.keyById(theirs.record.id)?.revokedAt).toBeUndefined();
+    expect((await store.keyById(theirs.record.id))?.revokedAt).toBeUndefined();
 
     // Its own account: create (without naming it, or naming it), then revoke.
     const created = await call("POST", "/console/api/keys", key, { label: "ci" });
     expect(created.status).toBe(201);
     expect(created.body).toMatchObject({ account: "acme", label: "ci", account_created: false });
-    expect(store.findKey(created.body.key)?.account.name).toBe("acme");
+    expect((await store.findKey(created.body.key))?.account.name).toBe("acme");
     const named = await call("POST", "/console/api/keys", key, { account: "acme" });
     expect(named.status).toBe(201);
     const revoked = await call("POST", `/console/api/keys/${created.body.id}/revoke`, key);
     expect(revoked.status).toBe(200);
     expect(revoked.body).toMatchObject({ id: created.body.id, already_revoked: false });
     expect(revoked.body.revoked_at).toBe(new Date(now).toISOString());
-    expect(store.findKey(created.body.key)?.key.revokedAt).toBe(now);
+    expect((await store.findKey(created.body.key))?.key.revokedAt).toBe(now);
     const again = await call("POST", `/console/api/keys/${created.body.id}/revoke`, key);
     expect(again.body.already_revoked).toBe(true);
 
@@ -197,9 +198,9 @@ describe("a key can never act on another account", () => {
 describe("the admin", () => {
   it("manages every account: lists, filters, creates (new accounts too) and revokes", async () => {
     await start();
-    store.createKey("acme", "a");
-    const b = store.createKey("beta", "b");
-    store.setAllowance("beta", { tokens: 1000, period: "day" });
+    await store.createKey("acme", "a");
+    const b = await store.createKey("beta", "b");
+    await store.setAllowance("beta", { tokens: 1000, period: "day" });
 
     const accounts = await call("GET", "/console/api/accounts", ADMIN);
     expect(accounts.body.accounts).toEqual([
@@ -265,7 +266,7 @@ describe("the admin", () => {
 describe("validation", () => {
   it("answers 422 saying what is wrong and where", async () => {
     await start();
-    const { key } = store.createKey("acme");
+    const { key } = await store.createKey("acme");
     const bad = async (method: "GET" | "POST", url: string, body: unknown, loc: unknown[]) => {
       const r = await call(method, url, key, body);
       expect(r.status, url).toBe(422);
@@ -303,8 +304,8 @@ describe("validation", () => {
 describe("usage", () => {
   it("counts calls and tokens per UTC day, fills days without calls, and reports the allowance", async () => {
     await start();
-    const { record } = store.createKey("acme");
-    const other = store.createKey("other");
+    const { record } = await store.createKey("acme");
+    const other = await store.createKey("other");
     const row = (at: number, input: number, status = 200, accountId = record.accountId) =>
       store.recordCall({
         accountId,
@@ -316,15 +317,19 @@ describe("usage", () => {
         status,
       });
     const today = Date.UTC(2026, 10, 21);
-    row(today + 1000, 100);
-    row(today + 2000, 50, 429);
-    row(today - 1, 10); // 23:59:59.999 yesterday
-    row(today - 2 * DAY, 7);
-    row(today - 7 * DAY, 1000); // outside a 7-day window, inside 30
-    row(today + 5000, 999, 200, other.record.accountId); // another account
-    store.setAllowance("acme", { tokens: 500, period: "month" });
+    await row(today + 1000, 100);
+    await row(today + 2000, 50, 429);
+    await row(today - 1, 10); // 23:59:59.999 yesterday
+    await row(today - 2 * DAY, 7);
+    await row(today - 7 * DAY, 1000); // outside a 7-day window, inside 30
+    await row(today + 5000, 999, 200, other.record.accountId); // another account
+    await store.setAllowance("acme", { tokens: 500, period: "month" });
 
-    const usage = await call("GET", "/console/api/usage?days=7", store.createKey("acme").key);
+    const usage = await call(
+      "GET",
+      "/console/api/usage?days=7",
+      (await store.createKey("acme")).key,
+    );
     expect(usage.status).toBe(200);
     expect(usage.body.account).toBe("acme");
     expect(usage.body.days.map((d: any) => d.date)).toEqual([

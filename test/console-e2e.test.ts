@@ -5,7 +5,8 @@ import { join } from "node:path";
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Admission } from "../src/accounts/admission.js";
-import { AccountStore } from "../src/accounts/store.js";
+import { SqliteStore } from "../src/accounts/sqlite-store.js";
+import type { AccountStore } from "../src/accounts/store.js";
 import { accountGate } from "../src/api/gate.js";
 import type { Service } from "../src/server.js";
 import {
@@ -75,16 +76,16 @@ describe.skipIf(missing !== undefined && !process.env.CI)("console in headless C
   beforeAll(async () => {
     if (missing) throw new Error(missing);
     dir = await mkdtemp(join(tmpdir(), "decisiond-console-e2e-"));
-    store = AccountStore.open(join(dir, "decisiond.db"));
-    otherKeyPrefix = store.createKey("other", "not acme's").record.prefix;
-    const acme = store.createKey("acme", "phone");
+    store = SqliteStore.open(join(dir, "decisiond.db"));
+    otherKeyPrefix = (await store.createKey("other", "not acme's")).record.prefix;
+    const acme = await store.createKey("acme", "phone");
     acmeKey = acme.key;
     // Earlier calls in the ledger (real rows, as the gate writes them) and an allowance, so the
     // usage page has a history to chart.
     const day = 86_400_000;
     for (const [daysAgo, calls] of HISTORY)
       for (let i = 0; i < calls; i++)
-        store.recordCall({
+        await store.recordCall({
           accountId: acme.record.accountId,
           keyId: acme.record.id,
           at: Date.now() - daysAgo * day - i * 60_000,
@@ -93,7 +94,7 @@ describe.skipIf(missing !== undefined && !process.env.CI)("console in headless C
           model: "decisiond-1.0-experimental",
           status: i === 2 ? 429 : 200,
         });
-    store.setAllowance("acme", { tokens: 100_000, period: "month" });
+    await store.setAllowance("acme", { tokens: 100_000, period: "month" });
     service = await startTestService({
       gate: accountGate(new Admission(store)),
       console: { store, adminToken: ADMIN_TOKEN },
@@ -161,7 +162,7 @@ describe.skipIf(missing !== undefined && !process.env.CI)("console in headless C
     await page.getByRole("button", { name: "Copy" }).click();
     await page.getByRole("button", { name: "Copied" }).waitFor();
     expect(await page.evaluate<string>("navigator.clipboard.readText()")).toBe(key);
-    const created = store.findKey(key);
+    const created = await store.findKey(key);
     expect(created?.account.name).toBe("acme");
     expect(created?.key.label).toBe("e2e");
     const row = page.locator(`tr[data-key-prefix="${created!.key.prefix}"]`);
@@ -209,7 +210,7 @@ describe.skipIf(missing !== undefined && !process.env.CI)("console in headless C
     // Usage of acme: the two calls and their tokens.
     await page.getByRole("link", { name: "Usage" }).click();
     await page.locator("#usage-account").selectOption("acme");
-    const calls = store.calls("acme");
+    const calls = await store.calls("acme");
     const tokens = calls.reduce((s, c) => s + c.inputTokens + c.outputTokens, 0);
     expect(calls.slice(-2).map((c) => c.inputTokens + c.outputTokens)).toEqual([
       answered.body.usage.input_tokens + answered.body.usage.output_tokens,
@@ -219,7 +220,7 @@ describe.skipIf(missing !== undefined && !process.env.CI)("console in headless C
       page.locator(".stat", { hasText: label }).locator(".stat-value");
     await stat("Tokens, 30 days").getByText(tokens.toLocaleString("en-US")).waitFor();
     expect(await stat("Requests, 30 days").textContent()).toBe(String(calls.length));
-    const allowance = store.allowanceState(store.findAccount("acme")!)!;
+    const allowance = (await store.allowanceState((await store.findAccount("acme"))!))!;
     expect(await stat("Allowance left").textContent()).toBe(
       allowance.remaining.toLocaleString("en-US"),
     );
@@ -236,7 +237,7 @@ describe.skipIf(missing !== undefined && !process.env.CI)("console in headless C
     await screenshot(page, "keys-revoke-1280");
     await dialog.getByRole("button", { name: "Revoke key" }).click();
     await row.getByText(/^revoked /).waitFor();
-    expect(store.findKey(key)?.key.revokedAt).toBeDefined();
+    expect((await store.findKey(key))?.key.revokedAt).toBeDefined();
     const refused = await postJson(`${service.url}/v1/systemone`, REQUEST, {
       authorization: `Bearer ${key}`,
     });
@@ -267,12 +268,7 @@ describe.skipIf(missing !== undefined && !process.env.CI)("console in headless C
     const prefixes = await table
       .locator("tr[data-key-prefix]")
       .evaluateAll((rows) => rows.map((r) => r.getAttribute("data-key-prefix")));
-    expect(prefixes).toEqual(
-      store
-        .listKeys("acme")
-        .map((k) => k.prefix)
-        .reverse(),
-    );
+    expect(prefixes).toEqual((await store.listKeys("acme")).map((k) => k.prefix).reverse());
     expect(prefixes).not.toContain(otherKeyPrefix);
     expect(await page.locator("#new-key-account").count()).toBe(0); // no account to choose
     expect(await horizontalOverflow(page)).toBe(0);

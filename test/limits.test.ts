@@ -8,7 +8,8 @@ import { brotliCompressSync, deflateSync, gzipSync } from "node:zlib";
 import { Command } from "commander";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { Admission } from "../src/accounts/admission.js";
-import { AccountStore } from "../src/accounts/store.js";
+import { SqliteStore } from "../src/accounts/sqlite-store.js";
+import type { AccountStore } from "../src/accounts/store.js";
 import { buildApp, type FastifyInstance, type ServedModel } from "../src/api/app.js";
 import { accountGate } from "../src/api/gate.js";
 import { registerKeysCommand } from "../src/cli/keys.js";
@@ -119,14 +120,14 @@ async function start(
 beforeEach(async () => {
   home = await mkdtemp(join(tmpdir(), "decisiond-limits-"));
   vi.stubEnv("DECISIOND_HOME", home);
-  store = AccountStore.open(join(home, "decisiond.db"));
+  store = SqliteStore.open(join(home, "decisiond.db"));
   model = new StubModel();
 });
 
 afterEach(async () => {
   for (const open of latches.splice(0)) open();
   await app?.close();
-  store.close();
+  await store.close();
   vi.unstubAllEnvs();
   await rm(home, { recursive: true, force: true });
 });
@@ -194,7 +195,7 @@ function expectError(reply: Reply, status: number, errorType: string): void {
 describe("one request in flight per account", () => {
   it("200 parallel requests: exactly one in flight, every other one a 429, the account usable right after", async () => {
     await start();
-    const { key } = store.createKey("team-a");
+    const { key } = await store.createKey("team-a");
     const hold = latch();
     model.impl = async (request) => {
       await hold.promise;
@@ -231,13 +232,13 @@ describe("one request in flight per account", () => {
     expect(next.body.answers.refund).toEqual({ type: "noul", noul: 0.75 });
     expect(model.maxInFlight).toBe(1);
     // Only admitted calls reach the ledger.
-    expect(store.calls("team-a").map((c) => c.status)).toEqual([200, 200]);
+    expect((await store.calls("team-a")).map((c) => c.status)).toEqual([200, 200]);
   });
 
   it("two accounts run side by side", async () => {
     await start();
-    const a = store.createKey("team-a").key;
-    const b = store.createKey("team-b").key;
+    const a = (await store.createKey("team-a")).key;
+    const b = (await store.createKey("team-b")).key;
     const hold = latch();
     model.impl = async (request) => {
       await hold.promise;
@@ -257,8 +258,8 @@ describe("one request in flight per account", () => {
 
   it("two keys of one account share its one slot", async () => {
     await start();
-    const k1 = store.createKey("team-a", "one").key;
-    const k2 = store.createKey("team-a", "two").key;
+    const k1 = (await store.createKey("team-a", "one")).key;
+    const k2 = (await store.createKey("team-a", "two")).key;
     const hold = latch();
     model.impl = async (request) => {
       await hold.promise;
@@ -273,7 +274,7 @@ describe("one request in flight per account", () => {
 
   it("with a bounded wait, the next request waits for the slot instead of a 429", async () => {
     await start({ waitMs: 60_000 });
-    const { key } = store.createKey("team-a");
+    const { key } = await store.createKey("team-a");
     const hold = latch();
     model.impl = async (request) => {
       await hold.promise;
@@ -293,7 +294,7 @@ describe("one request in flight per account", () => {
 
   it("a wait that runs out is a 429", async () => {
     await start({ waitMs: 50 });
-    const { key } = store.createKey("team-a");
+    const { key } = await store.createKey("team-a");
     const hold = latch();
     model.impl = async (request) => {
       await hold.promise;
@@ -309,12 +310,12 @@ describe("one request in flight per account", () => {
 
   it("a request refused before the model (bad input) frees the slot", async () => {
     await start();
-    const { key } = store.createKey("team-a");
+    const { key } = await store.createKey("team-a");
     expect((await post(key, "{not json")).status).toBe(400);
     expect((await post(key, { ...REQUEST, model: "nope" })).status).toBe(422);
     expect((await post(key, "x".repeat(10), { "content-type": "text/plain" })).status).toBe(415);
     expect((await post(key)).status).toBe(200);
-    expect(store.calls("team-a").map((c) => [c.status, c.model ?? null])).toEqual([
+    expect((await store.calls("team-a")).map((c) => [c.status, c.model ?? null])).toEqual([
       [400, null],
       [422, null],
       [415, null],
@@ -324,7 +325,7 @@ describe("one request in flight per account", () => {
 
   it("a client that goes away frees the slot at once; its call is charged when the model lets go", async () => {
     await start();
-    const { key } = store.createKey("team-a");
+    const { key } = await store.createKey("team-a");
     // A model that does not stop when asked (a long prefill cannot be interrupted).
     const hold = latch();
     let abortSeen = false;
@@ -350,14 +351,14 @@ describe("one request in flight per account", () => {
     model.impl = async (request) => answer(request);
     expect((await post(key)).status).toBe(200);
     expect(model.inFlight).toBe(1);
-    expect(store.calls("team-a").map((c) => c.status)).toEqual([200]);
+    expect((await store.calls("team-a")).map((c) => c.status)).toEqual([200]);
 
     hold.open();
-    await vi.waitFor(() => expect(store.calls("team-a")).toHaveLength(2), {
+    await vi.waitFor(async () => expect(await store.calls("team-a")).toHaveLength(2), {
       timeout: 30_000,
       interval: 10,
     });
-    expect(store.calls("team-a")[1]).toMatchObject({
+    expect((await store.calls("team-a"))[1]).toMatchObject({
       status: 499,
       inputTokens: 40,
       outputTokens: 2,
@@ -369,7 +370,7 @@ describe("one request in flight per account", () => {
 describe("API keys", () => {
   it("a missing, unknown, malformed or revoked key gets 401 authentication_error", async () => {
     await start();
-    const { key, record } = store.createKey("team-a");
+    const { key, record } = await store.createKey("team-a");
     expect((await post(key)).status).toBe(200);
 
     const missing = await post(undefined);
@@ -406,7 +407,7 @@ describe("API keys", () => {
 
   it("keys list shows last use; the key itself is never stored", async () => {
     await start();
-    const { key } = store.createKey("team-a", "ci");
+    const { key } = await store.createKey("team-a", "ci");
     await post(key);
     const { stdout } = await cli("keys", "list", "--json");
     const [listed] = JSON.parse(stdout);
@@ -424,7 +425,7 @@ describe("API keys", () => {
 describe("allowance", () => {
   it("a spent allowance gets 429 allowance_exhausted; lifting it admits again; usage reports it", async () => {
     await start();
-    const { key } = store.createKey("team-a");
+    const { key } = await store.createKey("team-a");
     await cli("accounts", "set-allowance", "team-a", "--tokens", "20", "--period", "day");
     expect((await post(key)).status).toBe(200); // 11 tokens
     expect((await post(key)).status).toBe(200); // 22 tokens: admitted while 9 were left
@@ -461,7 +462,7 @@ describe("limits and bad input", () => {
   let key: string;
   beforeEach(async () => {
     await start();
-    key = store.createKey("team-a").key;
+    key = (await store.createKey("team-a")).key;
   });
 
   it("a 17 MiB body gets 413, with or without Content-Length", async () => {
@@ -609,7 +610,7 @@ describe("limits and bad input", () => {
     const fault = logs.map((l) => JSON.parse(l)).find((l) => l.msg === "internal fault");
     expect(fault).toMatchObject({ reqId: id, level: 50 });
     expect(fault.err.message).toBe("the engine fell over");
-    expect(store.calls("team-a").map((c) => c.status)).toEqual([500]);
+    expect((await store.calls("team-a")).map((c) => c.status)).toEqual([500]);
   });
 
   it("bad input never gets a 5xx", async () => {
@@ -651,7 +652,7 @@ describe("auth off", () => {
 describe("request ids, logs and the OpenAPI document", () => {
   it("every response carries x-request-id", async () => {
     await start();
-    const { key } = store.createKey("team-a");
+    const { key } = await store.createKey("team-a");
     const responses = await Promise.all([
       fetch(`${url}/healthz`),
       fetch(`${url}/v1/models`),
@@ -671,7 +672,7 @@ describe("request ids, logs and the OpenAPI document", () => {
 
   it("logs hold no keys and no state contents, even at trace level", async () => {
     await start({ logLevel: "trace" });
-    const { key } = store.createKey("team-a");
+    const { key } = await store.createKey("team-a");
     const secret = "SECRET-STATE-d41d8cd98f00";
     expect((await post(key, { ...REQUEST, state: { note: secret } })).status).toBe(200);
     expect((await post(key, { ...REQUEST, model: secret })).status).toBe(422);
@@ -686,7 +687,7 @@ describe("request ids, logs and the OpenAPI document", () => {
 
   it("GET /openapi.json is OpenAPI 3.1 from the validating schemas: real requests and answers validate against it", async () => {
     await start();
-    const { key } = store.createKey("team-a");
+    const { key } = await store.createKey("team-a");
     const doc = (await (await fetch(`${url}/openapi.json`)).json()) as any;
     expect(doc.openapi).toBe("3.1.0");
     const op = doc.paths["/v1/systemone"].post;

@@ -12,7 +12,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { Admission } from "../src/accounts/admission.js";
-import { AccountStore } from "../src/accounts/store.js";
+import { SqliteStore } from "../src/accounts/sqlite-store.js";
+import type { AccountStore } from "../src/accounts/store.js";
 import { accountGate } from "../src/api/gate.js";
 import { DEFAULT_PUBLIC_NAME, type Service } from "../src/server.js";
 import { startTestService } from "./support/service.js";
@@ -31,9 +32,9 @@ let key: string;
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), "decisiond-sdk-"));
-  store = AccountStore.open(join(dir, "decisiond.db"));
+  store = SqliteStore.open(join(dir, "decisiond.db"));
   admission = new Admission(store);
-  key = store.createKey("sdk", "vitest").key;
+  key = (await store.createKey("sdk", "vitest")).key;
   service = await startTestService({ gate: accountGate(admission) });
 });
 
@@ -97,14 +98,17 @@ describe("@typesafe-ai/sdk", () => {
     expect(urgency.score).toBeCloseTo(up["1"]! + 2 * up["2"]!, 6);
     expect(urgency.confidence).toBeGreaterThanOrEqual(0);
 
-    const [call] = store.calls("sdk");
+    const [call] = await store.calls("sdk");
     expect(call).toMatchObject({
       status: 200,
       model: DEFAULT_PUBLIC_NAME,
       inputTokens: data.usage.input_tokens,
       outputTokens: data.usage.output_tokens,
     });
-    expect(store.usage("sdk")[0]).toMatchObject({ calls: 1, inputTokens: data.usage.input_tokens });
+    expect((await store.usage("sdk"))[0]).toMatchObject({
+      calls: 1,
+      inputTokens: data.usage.input_tokens,
+    });
   });
 
   it("lists the models", async () => {
@@ -135,7 +139,7 @@ describe("@typesafe-ai/sdk", () => {
   });
 
   it("raises RateLimitError while the account has a request in flight (retries off); the account works after", async () => {
-    const account = store.findAccount("sdk")!;
+    const account = (await store.findAccount("sdk"))!;
     const first = client().systemOne({
       state: {
         ...TICKET,
@@ -160,6 +164,6 @@ describe("@typesafe-ai/sdk", () => {
     const answered = await first;
     expect(answered.answers.refund.type).toBe("noul");
     expect(admission.busy(account.id)).toBe(false);
-    expect(store.calls("sdk").map((c) => c.status)).toEqual([200, 422, 200]);
+    expect((await store.calls("sdk")).map((c) => c.status)).toEqual([200, 422, 200]);
   });
 });

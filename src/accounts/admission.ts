@@ -1,14 +1,16 @@
-import type { Account, AccountStore } from "./store.js";
+import type { Account, AccountLock, AccountStore, AllowanceState } from "./store.js";
 
 /**
  * Admission of a call: the key → its account, the account's allowance, and one call in flight
  * per account. It knows nothing of HTTP; the API layer turns an {@link AdmissionError} into a
  * status and headers.
  *
- * Concurrency is counted in this process (a map from account to its one slot). Between the check
- * and the claim of a slot nothing yields (better-sqlite3 is synchronous), so the rule holds under
- * any number of parallel requests. Several server processes sharing one store would each allow one
- * call per account.
+ * One call in flight per account, in two steps: a slot in this process (a map from account to its
+ * one slot, claimed without yielding between check and claim, with a queue of waiters), then the
+ * store's lock on the account, which spans replicas on PostgreSQL (an advisory lock that dies with
+ * its connection). The allowance is reserved before the model runs ({@link Permit.reserve}) and
+ * settled in the ledger after, so no call runs past it.
+ * Why: docs/decisions/040-replicas-on-postgresql.md
  */
 
 /** Why a call was refused. */
@@ -29,7 +31,7 @@ export class AdmissionError extends Error {
   }
 }
 
-/** Token counts of a finished call. */
+/** Token counts of a call. */
 export interface CallUsage {
   readonly input_tokens: number;
   readonly output_tokens: number;
@@ -40,21 +42,29 @@ export interface Permit {
   readonly account: Account;
   readonly keyId: number;
   /**
+   * Reserves the call's tokens (known once the request is tokenized, before the model runs)
+   * against the account's allowance, atomically across replicas.
+   * @throws {AdmissionError} `allowance` when they would take the account past its allowance:
+   *   the call must not run.
+   */
+  reserve(usage: CallUsage): Promise<void>;
+  /**
    * The call no longer needs the account's slot: the model is done (`usage`) or the call failed
    * or never reached it (`undefined`). Frees the slot at once. Later calls are ignored.
    */
   settle(usage: CallUsage | undefined): void;
   /**
    * How the call was answered: the HTTP status (499 when the client went away first) and the
-   * model that answered. The ledger row is written once the call is both settled and finished.
-   * Later calls are ignored. @throws when the store cannot be written.
+   * model that answered. The ledger row (which settles the reservation) is written once the call
+   * is both settled and finished; the promise resolves when it is written, or at once when it
+   * waits for the settle. Later calls are ignored. @throws when the store cannot be written.
    */
-  finish(outcome: { status: number; model: string | undefined }): void;
+  finish(outcome: { status: number; model: string | undefined }): Promise<void>;
   /**
    * The client went away: frees the account's slot now, though the model may still be finishing
-   * the call (it is charged once settled). Without this, a client that gives up and retries would
-   * be refused until the abandoned computation ends; the engine runs one computation at a time,
-   * so the retry waits behind it rather than adding to it.
+   * the call (it is charged once settled; its reservation keeps the allowance safe meanwhile).
+   * Without this, a client that gives up and retries would be refused until the abandoned
+   * computation ends.
    */
   release(): void;
 }
@@ -66,8 +76,12 @@ export interface AdmissionOptions {
    * refused at once while another call of the account is in flight.
    */
   readonly waitMs?: number;
+  /** How often a waiting call asks the store again for a lock held by another replica, ms. Default 50. */
+  readonly pollMs?: number;
   /** The clock. Default `Date.now`. */
   readonly now?: () => number;
+  /** Told about a ledger row that could not be written when no caller awaits it. Default: none. */
+  readonly onError?: (error: unknown) => void;
 }
 
 interface Waiter {
@@ -89,7 +103,9 @@ const RETRY_MAX_MS = 60_000;
 export class Admission {
   private readonly slots = new Map<number, Slot>();
   private readonly waitMs: number;
+  private readonly pollMs: number;
   private readonly now: () => number;
+  private readonly onError: (error: unknown) => void;
   /** A running average of call durations, for Retry-After. */
   private typicalMs = 1000;
 
@@ -98,26 +114,42 @@ export class Admission {
     options: AdmissionOptions = {},
   ) {
     this.waitMs = Math.max(0, options.waitMs ?? 0);
+    this.pollMs = Math.max(1, options.pollMs ?? 50);
     this.now = options.now ?? Date.now;
+    this.onError = options.onError ?? (() => {});
   }
 
-  /** Whether an account has a call in flight. */
+  /** Whether an account has a call in flight in this process. */
   busy(accountId: number): boolean {
     return this.slots.has(accountId);
+  }
+
+  /** Accounts with a call in flight in this process. */
+  get inFlight(): number {
+    return this.slots.size;
+  }
+
+  /** Calls waiting in this process for their account's slot. */
+  get waiting(): number {
+    let n = 0;
+    for (const slot of this.slots.values()) n += slot.waiters.length;
+    return n;
   }
 
   /**
    * Admits a call presenting `key`.
    * @throws {AdmissionError} for a missing, unknown or revoked key, a spent allowance, or an
-   *   account with a call in flight (after waiting up to `waitMs` for it).
+   *   account with a call in flight here or on another replica (after waiting up to `waitMs`).
+   * @example const permit = await admission.admit(key); await permit.reserve(usage); … permit.settle(usage);
    */
   async admit(key: string | undefined): Promise<Permit> {
+    const arrived = this.now();
     if (key === undefined || key === "")
       throw refuse({
         kind: "authentication",
         message: "missing API key: send it as Authorization: Bearer <key>",
       });
-    const found = this.store.findKey(key);
+    const found = await this.store.findKey(key);
     if (!found) throw refuse({ kind: "authentication", message: "invalid API key" });
     if (found.key.revokedAt !== undefined)
       throw refuse({
@@ -125,7 +157,7 @@ export class Admission {
         message: `API key ${found.key.prefix}… was revoked on ${new Date(found.key.revokedAt).toISOString()}`,
       });
     const account = found.account;
-    this.checkAllowance(account);
+    await this.checkAllowance(account);
 
     const slot = this.slots.get(account.id);
     if (!slot) {
@@ -134,82 +166,108 @@ export class Admission {
       await this.waitFor(slot, account);
       // The slot was handed over; the call before may have spent the allowance.
       try {
-        this.checkAllowance(this.store.accountById(account.id) ?? account);
+        await this.checkAllowance((await this.store.accountById(account.id)) ?? account);
       } catch (error) {
         this.release(account.id);
         throw error;
       }
     }
+    let lock: AccountLock | undefined;
     try {
-      this.store.touchKey(found.key.id);
+      lock = await this.lockAcrossReplicas(account.id, arrived + this.waitMs);
+      if (!lock) throw this.busyElsewhereError(account);
+      await this.store.touchKey(found.key.id);
     } catch (error) {
+      void lock?.release();
       this.release(account.id);
       throw error;
     }
-    return this.permit(account, found.key.id);
+    return this.permit(account, found.key.id, lock);
   }
 
-  private permit(account: Account, keyId: number): Permit {
+  /** The store's lock on the account, asked again every `pollMs` until `deadline` (ms). */
+  private async lockAcrossReplicas(
+    accountId: number,
+    deadline: number,
+  ): Promise<AccountLock | undefined> {
+    for (;;) {
+      const lock = await this.store.tryLockAccount(accountId);
+      if (lock) return lock;
+      const left = deadline - this.now();
+      if (left <= 0) return undefined;
+      await new Promise((resolve) => setTimeout(resolve, Math.min(this.pollMs, left)));
+    }
+  }
+
+  private permit(account: Account, keyId: number, lock: AccountLock): Permit {
     const started = this.now();
     let settled = false;
     let usage: CallUsage | undefined;
     let outcome: { status: number; model: string | undefined } | undefined;
-    let recorded = false;
-    let released = false;
+    let recording: Promise<void> | undefined;
+    let releasedAt: number | undefined;
+    let reservationId: number | undefined;
     const release = () => {
-      if (released) return;
-      released = true;
+      if (releasedAt !== undefined) return;
+      releasedAt = this.now();
       this.release(account.id);
+      void lock.release();
     };
-    const record = () => {
-      if (!settled || !outcome || recorded) return;
-      recorded = true;
-      this.store.recordCall({
-        accountId: account.id,
-        keyId,
-        at: this.now(),
-        inputTokens: usage?.input_tokens ?? 0,
-        outputTokens: usage?.output_tokens ?? 0,
-        model: outcome.model,
-        status: outcome.status,
-      });
+    const record = (): Promise<void> => {
+      if (!settled || !outcome) return Promise.resolve();
+      recording ??= this.store.recordCall(
+        {
+          accountId: account.id,
+          keyId,
+          at: releasedAt ?? this.now(),
+          startedAt: started,
+          inputTokens: usage?.input_tokens ?? 0,
+          outputTokens: usage?.output_tokens ?? 0,
+          model: outcome.model,
+          status: outcome.status,
+        },
+        reservationId,
+      );
+      return recording;
     };
     return {
       account,
       keyId,
+      reserve: async (u) => {
+        const tokens = u.input_tokens + u.output_tokens;
+        const reservation = await this.store.reserveTokens(account, tokens);
+        if (!reservation.ok)
+          throw refuse(overrunRefusal(account, reservation.state, tokens, this.now()));
+        reservationId = reservation.id;
+      },
       settle: (u) => {
         if (settled) return;
         settled = true;
         usage = u;
         if (u) this.typicalMs = 0.8 * this.typicalMs + 0.2 * (this.now() - started);
         release();
-        record();
+        record().catch(this.onError);
       },
       finish: (o) => {
-        if (outcome) return;
+        if (outcome) return Promise.resolve();
         outcome = o;
-        record();
+        return record();
       },
       release,
     };
   }
 
   /** Refuses when the account's allowance for the current period is spent. */
-  private checkAllowance(account: Account): void {
-    const state = this.store.allowanceState(account);
+  private async checkAllowance(account: Account): Promise<void> {
+    const state = await this.store.allowanceState(account);
     if (!state || state.remaining > 0) return;
-    const period = { day: "today (UTC)", month: "this month (UTC)", total: "in total" }[
-      state.period
-    ];
     throw refuse({
       kind: "allowance",
       message:
-        `account "${account.name}" has used its allowance: ${state.used} of ${state.tokens} tokens ${period}` +
-        (state.renewsAt !== undefined
-          ? `; it renews at ${new Date(state.renewsAt).toISOString()}`
-          : ""),
-      retryAfterMs:
-        state.renewsAt !== undefined ? Math.max(1000, state.renewsAt - this.now()) : undefined,
+        `account "${account.name}" has used its allowance: ${state.used} of ${state.tokens} tokens ${periodText(state)}` +
+        (state.reserved > 0 ? ` (${state.reserved} more reserved by a call in flight)` : "") +
+        renewsText(state),
+      retryAfterMs: retryAfterOf(state, this.now()),
     });
   }
 
@@ -231,7 +289,16 @@ export class Admission {
 
   private busyError(slot: Slot, account: Account): AdmissionError {
     const expected = this.typicalMs * (1 + slot.waiters.length) - (this.now() - slot.since);
-    const retryAfterMs = Math.round(Math.min(RETRY_MAX_MS, Math.max(RETRY_MIN_MS, expected)));
+    return this.concurrencyError(account, expected);
+  }
+
+  /** The account's lock is held by another replica. */
+  private busyElsewhereError(account: Account): AdmissionError {
+    return this.concurrencyError(account, this.typicalMs / 2);
+  }
+
+  private concurrencyError(account: Account, expectedMs: number): AdmissionError {
+    const retryAfterMs = Math.round(Math.min(RETRY_MAX_MS, Math.max(RETRY_MIN_MS, expectedMs)));
     return refuse({
       kind: "concurrency",
       message:
@@ -254,6 +321,37 @@ export class Admission {
     slot.since = this.now();
     next.grant();
   }
+}
+
+function periodText(state: AllowanceState): string {
+  return { day: "today (UTC)", month: "this month (UTC)", total: "in total" }[state.period];
+}
+
+function renewsText(state: AllowanceState): string {
+  return state.renewsAt !== undefined
+    ? `; it renews at ${new Date(state.renewsAt).toISOString()}`
+    : "";
+}
+
+function retryAfterOf(state: AllowanceState, now: number): number | undefined {
+  return state.renewsAt !== undefined ? Math.max(1000, state.renewsAt - now) : undefined;
+}
+
+/** The refusal of a call whose `tokens` would take the account past its allowance. */
+function overrunRefusal(
+  account: Account,
+  state: AllowanceState,
+  tokens: number,
+  now: number,
+): AdmissionRefusal {
+  return {
+    kind: "allowance",
+    message:
+      `this call needs ${tokens} tokens but account "${account.name}" has ${state.remaining} of its ${state.tokens} left ${periodText(state)}` +
+      (state.reserved > 0 ? ` (${state.reserved} reserved by calls in flight)` : "") +
+      `: it was not run${renewsText(state)}`,
+    retryAfterMs: retryAfterOf(state, now),
+  };
 }
 
 function refuse(refusal: AdmissionRefusal): AdmissionError {

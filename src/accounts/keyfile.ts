@@ -53,11 +53,11 @@ export interface FirstKey {
  * key locks the service until `decisiond keys create`.
  * @returns the new key, to be shown once, or `undefined`.
  */
-export function ensureFirstKey(
+export async function ensureFirstKey(
   store: AccountStore,
   keyFile: string = apiKeyFilePath(),
-): FirstKey | undefined {
-  const created = store.createKeyIfNone(FIRST_ACCOUNT, "created on first start");
+): Promise<FirstKey | undefined> {
+  const created = await store.createKeyIfNone(FIRST_ACCOUNT, "created on first start");
   if (!created) return undefined;
   const { key, record } = created;
   writeApiKeyFile(key, keyFile);

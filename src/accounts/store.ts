@@ -1,72 +1,23 @@
-import Database from "better-sqlite3";
-import { closeSync, mkdirSync, openSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import { decisiondHome } from "../models/home.js";
 import { allowanceWindow, type Allowance, type AllowancePeriod } from "./allowance.js";
-import {
-  apiKeyPrefix,
-  generateApiKey,
-  hashApiKey,
-  hashesEqual,
-  isWellFormedApiKey,
-} from "./keys.js";
 
 /**
- * The accounts store: accounts, API keys (hashed) and the usage ledger, in one SQLite file
- * (`$DECISIOND_HOME/decisiond.db`) through better-sqlite3.
- *
- * The file is in WAL mode, so a running server and the `decisiond keys` / `usage` commands can
- * use it at the same time: a key revoked from the command line is refused on the server's next
- * request. The schema is versioned with `PRAGMA user_version`; {@link MIGRATIONS} brings an older
- * file up to date when it is opened. Times are milliseconds since the Unix epoch (UTC).
+ * The accounts store: accounts, API keys (hashed), the usage ledger, allowance reservations and
+ * the per-account admission lock, behind one asynchronous interface with two backends:
+ * {@link import("./sqlite-store.js").SqliteStore} (one file, one machine; the default) and
+ * {@link import("./postgres-store.js").PostgresStore} (several replicas on one database).
+ * Both pass the same suite (test/store.test.ts). Times are milliseconds since the Unix epoch (UTC).
+ * Why PostgreSQL and an advisory lock: docs/decisions/040-replicas-on-postgresql.md
  */
 
-/** The store's file name inside the decisiond home. */
+/** The SQLite file's name inside the decisiond home. */
 export const STORE_FILE = "decisiond.db";
 
-/** Where the store lives: `$DECISIOND_HOME/decisiond.db` (default `~/.cache/decisiond/decisiond.db`). */
+/** Where the SQLite store lives: `$DECISIOND_HOME/decisiond.db` (default `~/.cache/decisiond/decisiond.db`). */
 export function defaultStorePath(env: NodeJS.ProcessEnv = process.env): string {
   return join(decisiondHome(env), STORE_FILE);
 }
-
-/**
- * Schema migrations; entry i takes the file from `user_version` i to i + 1. Append only: never
- * edit a migration that has shipped.
- */
-export const MIGRATIONS: readonly string[] = [
-  `
-  CREATE TABLE accounts (
-    id               INTEGER PRIMARY KEY,
-    name             TEXT NOT NULL UNIQUE,
-    created_at       INTEGER NOT NULL,
-    allowance_tokens INTEGER CHECK (allowance_tokens IS NULL OR allowance_tokens >= 0),
-    allowance_period TEXT CHECK (allowance_period IN ('day', 'month', 'total')),
-    CHECK ((allowance_tokens IS NULL) = (allowance_period IS NULL))
-  );
-  CREATE TABLE api_keys (
-    id           INTEGER PRIMARY KEY,
-    account_id   INTEGER NOT NULL REFERENCES accounts(id),
-    prefix       TEXT NOT NULL,
-    hash         BLOB NOT NULL UNIQUE,
-    label        TEXT,
-    created_at   INTEGER NOT NULL,
-    last_used_at INTEGER,
-    revoked_at   INTEGER
-  );
-  CREATE INDEX api_keys_prefix ON api_keys(prefix);
-  CREATE TABLE usage (
-    id            INTEGER PRIMARY KEY,
-    account_id    INTEGER NOT NULL REFERENCES accounts(id),
-    key_id        INTEGER REFERENCES api_keys(id),
-    at            INTEGER NOT NULL,
-    input_tokens  INTEGER NOT NULL,
-    output_tokens INTEGER NOT NULL,
-    model         TEXT,
-    status        INTEGER NOT NULL
-  );
-  CREATE INDEX usage_account_at ON usage(account_id, at);
-  `,
-];
 
 /** An account: who keys belong to, and what usage is counted against. */
 export interface Account {
@@ -94,7 +45,10 @@ export interface ApiKeyRecord {
 export interface UsageRow {
   readonly accountId: number;
   readonly keyId: number | undefined;
+  /** When the call let go of its account's slot (the model was done, or the client left). */
   readonly at: number;
+  /** When the call was admitted; `undefined` in rows written before schema 2. */
+  readonly startedAt?: number | undefined;
   readonly inputTokens: number;
   readonly outputTokens: number;
   /** The model that answered, when the request named one the server has. */
@@ -102,6 +56,16 @@ export interface UsageRow {
   /** The HTTP status the call was answered with (499: the client went away first). */
   readonly status: number;
 }
+
+/** An allowance as of now: tokens used in the current period, reserved by calls in flight, left. */
+export type AllowanceState = Allowance & {
+  readonly used: number;
+  /** Tokens held by admitted calls not yet in the ledger (see {@link AccountStore.reserveTokens}). */
+  readonly reserved: number;
+  /** `tokens − used − reserved`, at least 0. */
+  readonly remaining: number;
+  readonly renewsAt: number | undefined;
+};
 
 /** An account's usage, as `decisiond usage` reports it. */
 export interface AccountUsage {
@@ -111,13 +75,7 @@ export interface AccountUsage {
   readonly inputTokens: number;
   readonly outputTokens: number;
   readonly lastCallAt: number | undefined;
-  readonly allowance:
-    | (Allowance & {
-        readonly used: number;
-        readonly remaining: number;
-        readonly renewsAt: number | undefined;
-      })
-    | undefined;
+  readonly allowance: AllowanceState | undefined;
 }
 
 /** One UTC day of an account's ledger. */
@@ -131,131 +89,61 @@ export interface DailyUsage {
   readonly outputTokens: number;
 }
 
+/**
+ * An account's admission lock, held while one of its calls is in flight. With PostgreSQL it is a
+ * session-level advisory lock on a connection of its own, so the database frees it when the
+ * replica holding it dies or loses its connection.
+ */
+export interface AccountLock {
+  /** Frees the lock; never throws (a lock whose connection failed is freed by the database). */
+  release(): Promise<void>;
+}
+
+/** What {@link AccountStore.reserveTokens} answers. */
+export type Reservation =
+  | { readonly ok: true; readonly id: number | undefined }
+  | { readonly ok: false; readonly state: AllowanceState };
+
 /** Thrown for requests the store refuses (unknown account, duplicate name, bad value). */
 export class StoreError extends Error {
   override readonly name = "StoreError";
 }
 
-/** Account names: a letter or digit, then up to 63 letters, digits, `.`, `_` or `-`. */
-const ACCOUNT_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
-
-interface AccountRow {
-  id: number;
-  name: string;
-  created_at: number;
-  allowance_tokens: number | null;
-  allowance_period: AllowancePeriod | null;
-}
-
-interface KeyRow {
-  id: number;
-  account_id: number;
-  account_name: string;
-  prefix: string;
-  hash: Buffer;
-  label: string | null;
-  created_at: number;
-  last_used_at: number | null;
-  revoked_at: number | null;
-}
-
-/** Options of {@link AccountStore.open}. */
+/** Options every backend takes. */
 export interface StoreOptions {
   /** The clock; tests move it. Default `Date.now`. */
   readonly now?: () => number;
 }
 
-/** The accounts store over one SQLite file. Synchronous: better-sqlite3 calls do not yield. */
-export class AccountStore {
-  private readonly now: () => number;
+/** How long a reservation holds tokens when its call is never recorded (its replica died), ms. */
+export const RESERVATION_TTL_MS = 10 * 60_000;
 
-  private constructor(
-    private readonly db: Database.Database,
-    options: StoreOptions,
-  ) {
-    this.now = options.now ?? Date.now;
-  }
-
-  /**
-   * Opens (creating when missing) the store at `path` and migrates it to the current schema.
-   * @throws {StoreError} when the file was written by a newer decisiond (its schema is unknown).
-   */
-  static open(path: string = defaultStorePath(), options: StoreOptions = {}): AccountStore {
-    mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
-    // Owner-only: SQLite gives the -wal and -shm files the database file's mode.
-    if (path !== ":memory:") closeSync(openSync(path, "a", 0o600));
-    const db = new Database(path);
-    try {
-      db.pragma("journal_mode = WAL");
-      db.pragma("synchronous = NORMAL");
-      db.pragma("foreign_keys = ON");
-      db.pragma("busy_timeout = 5000");
-      migrate(db);
-    } catch (error) {
-      db.close();
-      throw error;
-    }
-    return new AccountStore(db, options);
-  }
-
-  /** The schema version of the open file. */
-  get schemaVersion(): number {
-    return this.db.pragma("user_version", { simple: true }) as number;
-  }
-
-  close(): void {
-    this.db.close();
-  }
+/**
+ * The store. Every method may reject with the backend's error when the database cannot be
+ * reached; the ones that name an account or key reject with {@link StoreError} when it is unknown.
+ */
+export interface AccountStore {
+  /** `sqlite` or `postgres`. */
+  readonly kind: "sqlite" | "postgres";
+  /** The schema version the database is at. */
+  schemaVersion(): Promise<number>;
+  /** Resolves when the database answers a trivial query (for `/readyz`). */
+  ping(): Promise<void>;
+  close(): Promise<void>;
 
   /** @throws {StoreError} on a bad or taken name. */
-  createAccount(name: string): Account {
-    checkAccountName(name);
-    if (this.findAccount(name)) throw new StoreError(`account "${name}" already exists`);
-    const id = this.db
-      .prepare("INSERT INTO accounts (name, created_at) VALUES (?, ?)")
-      .run(name, this.now()).lastInsertRowid;
-    return this.accountById(Number(id))!;
-  }
-
+  createAccount(name: string): Promise<Account>;
   /** The account called `name`, created when missing. @throws {StoreError} on a bad name. */
-  ensureAccount(name: string): { account: Account; created: boolean } {
-    const existing = this.findAccount(name);
-    return existing
-      ? { account: existing, created: false }
-      : { account: this.createAccount(name), created: true };
-  }
-
-  findAccount(name: string): Account | undefined {
-    const row = this.db.prepare("SELECT * FROM accounts WHERE name = ?").get(name) as
-      AccountRow | undefined;
-    return row && toAccount(row);
-  }
-
-  accountById(id: number): Account | undefined {
-    const row = this.db.prepare("SELECT * FROM accounts WHERE id = ?").get(id) as
-      AccountRow | undefined;
-    return row && toAccount(row);
-  }
-
-  listAccounts(): Account[] {
-    return (this.db.prepare("SELECT * FROM accounts ORDER BY name").all() as AccountRow[]).map(
-      toAccount,
-    );
-  }
-
+  ensureAccount(name: string): Promise<{ account: Account; created: boolean }>;
+  findAccount(name: string): Promise<Account | undefined>;
+  accountById(id: number): Promise<Account | undefined>;
+  /** Every account, by name. */
+  listAccounts(): Promise<Account[]>;
   /**
    * Sets (or with `undefined` removes) an account's allowance.
    * @throws {StoreError} for an unknown account or a negative or fractional token count.
    */
-  setAllowance(name: string, allowance: Allowance | undefined): Account {
-    const account = this.requireAccount(name);
-    if (allowance && !(Number.isSafeInteger(allowance.tokens) && allowance.tokens >= 0))
-      throw new StoreError(`an allowance is a whole number of tokens ≥ 0, got ${allowance.tokens}`);
-    this.db
-      .prepare("UPDATE accounts SET allowance_tokens = ?, allowance_period = ? WHERE id = ?")
-      .run(allowance?.tokens ?? null, allowance?.period ?? null, account.id);
-    return this.accountById(account.id)!;
-  }
+  setAllowance(name: string, allowance: Allowance | undefined): Promise<Account>;
 
   /**
    * Creates a key for an account (creating the account when missing).
@@ -264,278 +152,108 @@ export class AccountStore {
   createKey(
     accountName: string,
     label?: string,
-  ): { key: string; record: ApiKeyRecord; accountCreated: boolean } {
-    return this.db.transaction(() => {
-      const { account, created } = this.ensureAccount(accountName);
-      const key = generateApiKey();
-      const id = this.db
-        .prepare(
-          "INSERT INTO api_keys (account_id, prefix, hash, label, created_at) VALUES (?, ?, ?, ?, ?)",
-        )
-        .run(
-          account.id,
-          apiKeyPrefix(key),
-          hashApiKey(key),
-          label ?? null,
-          this.now(),
-        ).lastInsertRowid;
-      return { key, record: this.keyById(Number(id))!, accountCreated: created };
-    })();
-  }
-
+  ): Promise<{ key: string; record: ApiKeyRecord; accountCreated: boolean }>;
   /**
-   * {@link createKey} when the store has never had a key (revoked ones count), in one immediate
-   * transaction, so two processes starting at once create one key between them.
+   * {@link createKey} when the store has never had a key (revoked ones count), atomically, so two
+   * processes starting at once create one key between them.
    */
   createKeyIfNone(
     accountName: string,
     label?: string,
-  ): { key: string; record: ApiKeyRecord } | undefined {
-    return this.db
-      .transaction(() => (this.countKeys() > 0 ? undefined : this.createKey(accountName, label)))
-      .immediate();
-  }
-
-  keyById(id: number): ApiKeyRecord | undefined {
-    const row = this.db.prepare(`${KEY_SELECT} WHERE k.id = ?`).get(id) as KeyRow | undefined;
-    return row && toKeyRecord(row);
-  }
-
+  ): Promise<{ key: string; record: ApiKeyRecord } | undefined>;
+  keyById(id: number): Promise<ApiKeyRecord | undefined>;
   /** Keys, oldest first, of one account or of all. @throws {StoreError} for an unknown account. */
-  listKeys(accountName?: string): ApiKeyRecord[] {
-    if (accountName === undefined)
-      return (this.db.prepare(`${KEY_SELECT} ORDER BY k.id`).all() as KeyRow[]).map(toKeyRecord);
-    const account = this.requireAccount(accountName);
-    return (
-      this.db
-        .prepare(`${KEY_SELECT} WHERE k.account_id = ? ORDER BY k.id`)
-        .all(account.id) as KeyRow[]
-    ).map(toKeyRecord);
-  }
-
+  listKeys(accountName?: string): Promise<ApiKeyRecord[]>;
   /** How many keys were ever created, revoked ones included. */
-  countKeys(): number {
-    return (this.db.prepare("SELECT count(*) AS n FROM api_keys").get() as { n: number }).n;
-  }
-
+  countKeys(): Promise<number>;
   /**
-   * Revokes a key; requests with it are refused from then on.
+   * Revokes a key; requests with it are refused from then on, on every replica.
    * @returns the record, and whether it was already revoked. @throws {StoreError} for an unknown id.
    */
-  revokeKey(id: number): { record: ApiKeyRecord; alreadyRevoked: boolean } {
-    const before = this.keyById(id);
-    if (!before) throw new StoreError(`no key with id ${id} (see decisiond keys list)`);
-    if (before.revokedAt !== undefined) return { record: before, alreadyRevoked: true };
-    this.db.prepare("UPDATE api_keys SET revoked_at = ? WHERE id = ?").run(this.now(), id);
-    return { record: this.keyById(id)!, alreadyRevoked: false };
-  }
-
+  revokeKey(id: number): Promise<{ record: ApiKeyRecord; alreadyRevoked: boolean }>;
   /**
    * The record of a presented key, revoked ones included (the caller decides), or `undefined`.
    * Rows are found by the key's prefix and the hashes compared with `crypto.timingSafeEqual`.
    */
-  findKey(key: string): { key: ApiKeyRecord; account: Account } | undefined {
-    if (!isWellFormedApiKey(key)) return undefined;
-    const hash = hashApiKey(key);
-    const rows = this.db
-      .prepare(`${KEY_SELECT} WHERE k.prefix = ?`)
-      .all(apiKeyPrefix(key)) as KeyRow[];
-    const row = rows.find((r) => hashesEqual(r.hash, hash));
-    if (!row) return undefined;
-    return { key: toKeyRecord(row), account: this.accountById(row.account_id)! };
-  }
-
+  findKey(key: string): Promise<{ key: ApiKeyRecord; account: Account } | undefined>;
   /** Records that a key was used now. */
-  touchKey(id: number): void {
-    this.db.prepare("UPDATE api_keys SET last_used_at = ? WHERE id = ?").run(this.now(), id);
-  }
+  touchKey(id: number): Promise<void>;
 
-  /** Appends one call to the ledger. */
-  recordCall(row: UsageRow): void {
-    this.db
-      .prepare(
-        "INSERT INTO usage (account_id, key_id, at, input_tokens, output_tokens, model, status) VALUES (?, ?, ?, ?, ?, ?, ?)",
-      )
-      .run(
-        row.accountId,
-        row.keyId ?? null,
-        row.at,
-        row.inputTokens,
-        row.outputTokens,
-        row.model ?? null,
-        row.status,
-      );
-  }
-
+  /**
+   * Appends one call to the ledger and, in the same transaction, drops its reservation
+   * (`reservationId` from {@link reserveTokens}), so the tokens are never counted twice or lost.
+   */
+  recordCall(row: UsageRow, reservationId?: number): Promise<void>;
   /** Ledger rows of an account, oldest first (for tests and exports). */
-  calls(accountName: string): UsageRow[] {
-    const account = this.requireAccount(accountName);
-    return (
-      this.db.prepare("SELECT * FROM usage WHERE account_id = ? ORDER BY id").all(account.id) as {
-        account_id: number;
-        key_id: number | null;
-        at: number;
-        input_tokens: number;
-        output_tokens: number;
-        model: string | null;
-        status: number;
-      }[]
-    ).map((r) => ({
-      accountId: r.account_id,
-      keyId: r.key_id ?? undefined,
-      at: r.at,
-      inputTokens: r.input_tokens,
-      outputTokens: r.output_tokens,
-      model: r.model ?? undefined,
-      status: r.status,
-    }));
-  }
-
+  calls(accountName: string): Promise<UsageRow[]>;
   /** Tokens (input + output) an account has used since `since` (ms). */
-  tokensUsedSince(accountId: number, since: number): number {
-    const row = this.db
-      .prepare(
-        "SELECT coalesce(sum(input_tokens + output_tokens), 0) AS n FROM usage WHERE account_id = ? AND at >= ?",
-      )
-      .get(accountId, since) as { n: number };
-    return row.n;
-  }
-
+  tokensUsedSince(accountId: number, since: number): Promise<number>;
   /**
    * An account's calls and tokens per UTC day, for the days from `since` (ms, any time of its day)
    * to now, oldest first; days without calls are left out.
    */
-  dailyUsage(accountId: number, since: number): DailyUsage[] {
-    const start = since - (((since % DAY_MS) + DAY_MS) % DAY_MS);
-    return (
-      this.db
-        .prepare(
-          `SELECT at - (at % ${DAY_MS}) AS day,
-                  count(*) AS calls,
-                  coalesce(sum(status >= 400), 0) AS failed,
-                  coalesce(sum(input_tokens), 0) AS input,
-                  coalesce(sum(output_tokens), 0) AS output
-             FROM usage WHERE account_id = ? AND at >= ?
-            GROUP BY day ORDER BY day`,
-        )
-        .all(accountId, start) as {
-        day: number;
-        calls: number;
-        failed: number;
-        input: number;
-        output: number;
-      }[]
-    ).map((r) => ({
-      day: r.day,
-      calls: r.calls,
-      failedCalls: r.failed,
-      inputTokens: r.input,
-      outputTokens: r.output,
-    }));
-  }
+  dailyUsage(accountId: number, since: number): Promise<DailyUsage[]>;
+  /** An account's allowance as of now; `undefined` when it has none. */
+  allowanceState(account: Account): Promise<AllowanceState | undefined>;
+  /** Usage per account (all of them, or one). @throws {StoreError} for an unknown account. */
+  usage(accountName?: string): Promise<AccountUsage[]>;
 
   /**
-   * An account's allowance as of now: the period's window, tokens used in it and what is left;
-   * `undefined` when the account has no allowance.
+   * Reserves `tokens` of an account's allowance for a call about to run, atomically with the
+   * check that used + reserved + `tokens` ≤ the allowance. Accounts without an allowance get
+   * `{ ok: true, id: undefined }` and nothing is written. A reservation not settled by
+   * {@link recordCall} or {@link cancelReservation} stops counting after {@link RESERVATION_TTL_MS}.
+   * @returns the reservation's id, or the allowance state that refuses it.
    */
-  allowanceState(account: Account): AccountUsage["allowance"] {
-    if (!account.allowance) return undefined;
-    const window = allowanceWindow(account.allowance.period, this.now());
-    const used = this.tokensUsedSince(account.id, window.start);
-    return {
-      ...account.allowance,
-      used,
-      remaining: Math.max(0, account.allowance.tokens - used),
-      renewsAt: window.end,
-    };
-  }
+  reserveTokens(account: Account, tokens: number): Promise<Reservation>;
+  /** Drops a reservation whose call will not be recorded. */
+  cancelReservation(id: number): Promise<void>;
 
-  /** Usage per account (all of them, or one). @throws {StoreError} for an unknown account. */
-  usage(accountName?: string): AccountUsage[] {
-    const accounts =
-      accountName === undefined ? this.listAccounts() : [this.requireAccount(accountName)];
-    const totals = this.db.prepare(
-      `SELECT count(*) AS calls,
-              coalesce(sum(status >= 400), 0) AS failed,
-              coalesce(sum(input_tokens), 0) AS input,
-              coalesce(sum(output_tokens), 0) AS output,
-              max(at) AS last
-         FROM usage WHERE account_id = ?`,
-    );
-    return accounts.map((account) => {
-      const t = totals.get(account.id) as {
-        calls: number;
-        failed: number;
-        input: number;
-        output: number;
-        last: number | null;
-      };
-      return {
-        account: account.name,
-        calls: t.calls,
-        failedCalls: t.failed,
-        inputTokens: t.input,
-        outputTokens: t.output,
-        lastCallAt: t.last ?? undefined,
-        allowance: this.allowanceState(account),
-      };
-    });
-  }
-
-  private requireAccount(name: string): Account {
-    const account = this.findAccount(name);
-    if (!account) throw new StoreError(`no account "${name}"`);
-    return account;
-  }
+  /**
+   * Takes an account's admission lock without waiting.
+   * @returns the lock, or `undefined` when another process holds it. The SQLite backend has no
+   *   other process to share with and always grants it (the admission's in-process slot decides).
+   */
+  tryLockAccount(accountId: number): Promise<AccountLock | undefined>;
 }
 
-/** Milliseconds in a UTC day (the ledger's times are UTC; days have no leap seconds in it). */
-const DAY_MS = 86_400_000;
+/** Account names: a letter or digit, then up to 63 letters, digits, `.`, `_` or `-`. */
+const ACCOUNT_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 
-const KEY_SELECT = `SELECT k.*, a.name AS account_name FROM api_keys k JOIN accounts a ON a.id = k.account_id`;
-
-function migrate(db: Database.Database): void {
-  const version = db.pragma("user_version", { simple: true }) as number;
-  if (version > MIGRATIONS.length)
-    throw new StoreError(
-      `the store has schema version ${version}, newer than this decisiond knows (${MIGRATIONS.length}); upgrade decisiond`,
-    );
-  for (let v = version; v < MIGRATIONS.length; v++) {
-    db.transaction(() => {
-      db.exec(MIGRATIONS[v]!);
-      db.pragma(`user_version = ${v + 1}`);
-    })();
-  }
-}
-
-function checkAccountName(name: string): void {
+/** @throws {StoreError} on a name that is not an account name. */
+export function checkAccountName(name: string): void {
   if (!ACCOUNT_NAME.test(name))
     throw new StoreError(
       `bad account name "${name}": use up to 64 letters, digits, ".", "_" or "-", starting with a letter or digit`,
     );
 }
 
-function toAccount(row: AccountRow): Account {
+/** @throws {StoreError} on a token count that is not a whole number ≥ 0. */
+export function checkAllowance(allowance: Allowance | undefined): void {
+  if (allowance && !(Number.isSafeInteger(allowance.tokens) && allowance.tokens >= 0))
+    throw new StoreError(`an allowance is a whole number of tokens ≥ 0, got ${allowance.tokens}`);
+}
+
+/** Milliseconds in a UTC day (the ledger's times are UTC; days have no leap seconds in it). */
+export const DAY_MS = 86_400_000;
+
+/**
+ * The allowance state from an account's allowance and the tokens used and reserved in its
+ * current window (`window` from {@link allowanceWindow}).
+ */
+export function allowanceStateOf(
+  allowance: Allowance,
+  used: number,
+  reserved: number,
+  renewsAt: number | undefined,
+): AllowanceState {
   return {
-    id: row.id,
-    name: row.name,
-    createdAt: row.created_at,
-    allowance:
-      row.allowance_tokens !== null && row.allowance_period !== null
-        ? { tokens: row.allowance_tokens, period: row.allowance_period }
-        : undefined,
+    ...allowance,
+    used,
+    reserved,
+    remaining: Math.max(0, allowance.tokens - used - reserved),
+    renewsAt,
   };
 }
 
-function toKeyRecord(row: KeyRow): ApiKeyRecord {
-  return {
-    id: row.id,
-    accountId: row.account_id,
-    accountName: row.account_name,
-    prefix: row.prefix,
-    label: row.label ?? undefined,
-    createdAt: row.created_at,
-    lastUsedAt: row.last_used_at ?? undefined,
-    revokedAt: row.revoked_at ?? undefined,
-  };
-}
+export { allowanceWindow, type AllowancePeriod };

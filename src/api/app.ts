@@ -2,15 +2,18 @@ import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest }
 import { randomUUID } from "node:crypto";
 import { consolePlugin, type ConsoleOptions } from "../console/plugin.js";
 import { StateTooLongError } from "../decision/decide.js";
+import type { DecideHooks } from "../decision/decide.js";
 import type { DecisionMedia, DecisionRequest, DecisionResult } from "../decision/types.js";
 import { PromptTextError } from "../engine/types.js";
 import { MediaInputError } from "../media/errors.js";
 import { decodeRequestMedia, type MediaOptions } from "../media/request.js";
 import { installDecompression } from "./decompress.js";
-import { detailsFromZod, HttpError, validationError } from "./errors.js";
+import { apiError, detailsFromZod, HttpError, validationError } from "./errors.js";
 import { isCommonRequest } from "./fast-check.js";
 import { admittedTicket, installGate } from "./gate.js";
 import { parseJsonBody } from "./json.js";
+import { Lifecycle } from "./lifecycle.js";
+import { createMetrics } from "./metrics.js";
 import { openApiDocument } from "./openapi.js";
 import { SystemOneRequestSchema } from "./schemas.js";
 import { toDecisionRequest } from "./translate.js";
@@ -31,7 +34,11 @@ export interface ServedModel {
   /**
    * Answers a request. @throws {StateTooLongError} when it does not fit the context (→ 422).
    */
-  decide(request: DecisionRequest, signal?: AbortSignal): Promise<DecisionResult>;
+  decide(
+    request: DecisionRequest,
+    signal?: AbortSignal,
+    hooks?: DecideHooks,
+  ): Promise<DecisionResult>;
 }
 
 /**
@@ -48,8 +55,16 @@ export interface Gate {
 export interface GateTicket {
   /** The model is done with the call (or it failed): frees the account's slot. Later calls are ignored. */
   settle(usage: { input_tokens: number; output_tokens: number } | undefined): void;
-  /** How the call was answered (once, before the reply is written; 499 when the client left). */
-  finish?(outcome: { status: number; model: string | undefined }): void;
+  /**
+   * How the call was answered (once, before the reply is written; 499 when the client left);
+   * resolves when its ledger row is written.
+   */
+  finish?(outcome: { status: number; model: string | undefined }): Promise<void> | void;
+  /**
+   * Reserves the call's tokens against the account's allowance before the model runs.
+   * @throws {HttpError} 429 `allowance_exhausted` when the call would overrun it.
+   */
+  reserve?(usage: { input_tokens: number; output_tokens: number }): Promise<void>;
   /** The client went away before its answer: free the account's slot now (usage still follows via settle). */
   release?(): void;
 }
@@ -70,14 +85,32 @@ export interface AppOptions {
   readonly version?: string;
   /** The web console under `/console` (src/console/); none when absent. */
   readonly console?: ConsoleOptions;
+  /**
+   * What `/readyz` checks, by name (e.g. `store`, `engine`): each resolves when its dependency
+   * answers. Default none.
+   */
+  readonly readiness?: Readonly<Record<string, () => Promise<void>>>;
+  /** Drain state shared with the process (SIGTERM); default a fresh one. */
+  readonly lifecycle?: Lifecycle;
+  /** Decision requests waiting for their account's slot, for `decisiond_queue_depth`. */
+  readonly queueDepth?: () => number;
 }
+
+/** A request id sent by a load balancer or client that we adopt: 1–128 safe characters. */
+const INCOMING_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** How long `/readyz` waits for each check, ms. */
+const READY_CHECK_MS = 2000;
 
 /** 16 MiB, the default request body limit. */
 export const DEFAULT_BODY_LIMIT = 16 * 1024 * 1024;
 
 /**
- * Builds the Fastify app: `POST /v1/systemone`, `GET /v1/models`, `GET /healthz`. Every response
- * carries `x-request-id` (and `x-typesafe-request-id`, read by the official clients); bad input
+ * Builds the Fastify app: `POST /v1/systemone`, `GET /v1/models`, `GET /healthz` (alive),
+ * `GET /readyz` (dependencies answer, not draining), `GET /metrics` (Prometheus text). Every
+ * response carries `x-request-id` (the incoming `x-request-id` when it is a safe token, so a load
+ * balancer's id follows the request; else a new UUID), which every log line of the request names
+ * as `reqId` (and `x-typesafe-request-id`, read by the official clients); bad input
  * gets a 4xx with a body that says what and where; an internal fault gets a 500 naming the
  * request id, and is logged.
  */
@@ -95,8 +128,21 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
               ? { stream: options.logger.stream }
               : {}),
           },
-    genReqId: () => randomUUID(),
+    requestIdHeader: false,
+    genReqId: (raw) => {
+      const incoming = raw.headers["x-request-id"];
+      return typeof incoming === "string" && INCOMING_REQUEST_ID.test(incoming)
+        ? incoming
+        : randomUUID();
+    },
   });
+  const lifecycle = options.lifecycle ?? new Lifecycle();
+  const metrics = createMetrics({
+    inFlight: () => lifecycle.active,
+    queueDepth: options.queueDepth ?? (() => 0),
+    draining: () => lifecycle.draining,
+  });
+  const errorTypes = new WeakMap<object, string>();
 
   // When the request arrived (performance.now() ms), for Server-Timing `app` below: Fastify's own
   // `reply.elapsedTime` is 0 when request logging is off.
@@ -131,6 +177,39 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     },
   );
 
+  // Metrics of every answered request: count by status and error type, latency by route.
+  app.addHook("onSend", async (request, reply, payload) => {
+    if (reply.statusCode >= 400 && typeof payload === "string")
+      errorTypes.set(request, errorTypeOf(payload));
+    return payload;
+  });
+  app.addHook("onResponse", async (request, reply) => {
+    const route = request.routeOptions.url ?? "unmatched";
+    metrics.requests.inc({
+      route,
+      status: String(reply.statusCode),
+      error_type: errorTypes.get(request) ?? "",
+    });
+    metrics.duration.observe({ route }, reply.elapsedTime / 1000);
+  });
+
+  // Drain: decision requests are counted in and out; while draining they get 503 before
+  // admission, so the load balancer retries them on another replica.
+  app.addHook("onRequest", async (request, reply) => {
+    if (request.method !== "POST" || request.routeOptions.url !== "/v1/systemone") return;
+    if (lifecycle.draining) {
+      void reply.header("connection", "close");
+      throw apiError(
+        503,
+        "shutting_down",
+        "this decisiond replica is shutting down and takes no new requests; retry (another replica will answer)",
+        { "retry-after": "1" },
+      );
+    }
+    lifecycle.enter();
+    reply.raw.once("close", () => lifecycle.leave());
+  });
+
   app.setNotFoundHandler((request, reply) => {
     void reply.code(404).send({
       detail: { error_type: "not_found", message: `no route ${request.method} ${request.url}` },
@@ -139,7 +218,10 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
 
   app.setErrorHandler((error: Error & { statusCode?: number; code?: string }, request, reply) => {
     if (error instanceof HttpError) {
-      void reply.code(error.statusCode).headers(error.headers).send(error.body);
+      void reply
+        .code(error.statusCode)
+        .headers(error.headers)
+        .send(withRequestId(error.body, request.id));
       return;
     }
     const status = error.statusCode ?? 500;
@@ -148,6 +230,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       return;
     }
     request.log.error({ err: error }, "internal fault");
+    if (request.routeOptions.url === "/v1/systemone") metrics.engineErrors.inc();
     void reply.code(500).send({
       detail: {
         error_type: "internal_error",
@@ -169,6 +252,33 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     status: "ok",
     models: options.models.map((m) => m.names[0]),
   }));
+
+  // Ready: not draining, and every dependency (store, engine) answers within READY_CHECK_MS.
+  app.get("/readyz", async (_request, reply) => {
+    const checks: Record<string, string> = {};
+    await Promise.all(
+      Object.entries(options.readiness ?? {}).map(async ([name, check]) => {
+        try {
+          await withTimeout(
+            check(),
+            READY_CHECK_MS,
+            `${name} did not answer within ${READY_CHECK_MS} ms`,
+          );
+          checks[name] = "ok";
+        } catch (error) {
+          checks[name] = error instanceof Error ? error.message : String(error);
+        }
+      }),
+    );
+    const ready = !lifecycle.draining && Object.values(checks).every((c) => c === "ok");
+    void reply.code(ready ? 200 : 503);
+    return { status: ready ? "ready" : lifecycle.draining ? "draining" : "not_ready", checks };
+  });
+
+  app.get("/metrics", async (_request, reply) => {
+    void reply.header("content-type", metrics.registry.contentType);
+    return metrics.registry.metrics();
+  });
 
   const openapi = openApiDocument({
     version: options.version ?? "0.0.0",
@@ -199,6 +309,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
         result = await model.decide(
           { ...toDecisionRequest(body), ...(media ? { media } : {}) },
           controller.signal,
+          ticket?.reserve ? { beforeScore: ticket.reserve } : undefined,
         );
         // W3C Server-Timing: time spent in the engine and readout (ms), so a client can tell it
         // from the HTTP, JSON and media work around it (bench/run.mjs uses it).
@@ -227,6 +338,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
         throw error;
       }
       usage = result.usage;
+      metrics.tokens.inc({ direction: "input" }, result.usage.input_tokens);
+      metrics.tokens.inc({ direction: "output" }, result.usage.output_tokens);
       request.log.info(
         {
           model: name,
@@ -243,6 +356,37 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   });
 
   return app;
+}
+
+/** An error body with the request id added to its `detail` object (422 lists are left as they are). */
+function withRequestId(body: unknown, requestId: string): unknown {
+  if (typeof body !== "object" || body === null) return body;
+  const detail = (body as { detail?: unknown }).detail;
+  if (typeof detail !== "object" || detail === null || Array.isArray(detail)) return body;
+  return { ...body, detail: { ...detail, request_id: requestId } };
+}
+
+/** The `error_type` of an error body (`validation_error` for a 422 list), "" when it has none. */
+function errorTypeOf(payload: string): string {
+  try {
+    const detail = (JSON.parse(payload) as { detail?: unknown }).detail;
+    if (Array.isArray(detail)) return "validation_error";
+    const type = (detail as { error_type?: unknown } | undefined)?.error_type;
+    return typeof type === "string" ? type : "";
+  } catch {
+    return "";
+  }
+}
+
+/** `promise`, or a rejection with `message` after `ms`. */
+function withTimeout<T>(promise: Promise<T>, ms: number, message: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    promise,
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(message)), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
 }
 
 /** Validates a parsed body and resolves its model. @throws {HttpError} 422 with `detail[]`. */

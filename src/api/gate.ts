@@ -16,11 +16,24 @@ export const GATED_ROUTE = { method: "POST", url: "/v1/systemone" } as const;
 export function accountGate(admission: Admission): Gate {
   return {
     async admit(request) {
+      let permit;
       try {
-        return await admission.admit(bearerKey(request.headers.authorization));
+        permit = await admission.admit(bearerKey(request.headers.authorization));
       } catch (error) {
         throw error instanceof AdmissionError ? refusalError(error.refusal) : error;
       }
+      return {
+        settle: permit.settle,
+        finish: permit.finish,
+        release: permit.release,
+        reserve: async (usage) => {
+          try {
+            await permit.reserve(usage);
+          } catch (error) {
+            throw error instanceof AdmissionError ? refusalError(error.refusal) : error;
+          }
+        },
+      };
     },
   };
 }
@@ -100,9 +113,9 @@ export function installGate(
   const gated = (request: FastifyRequest) =>
     request.method === GATED_ROUTE.method && request.routeOptions.url === GATED_ROUTE.url;
 
-  const finish = (request: FastifyRequest, ticket: GateTicket, status: number) => {
+  const finish = async (request: FastifyRequest, ticket: GateTicket, status: number) => {
     try {
-      ticket.finish?.({ status, model: modelOf(request.body) });
+      await ticket.finish?.({ status, model: modelOf(request.body) });
     } catch (error) {
       request.log.error({ err: error }, "could not record the call in the usage ledger");
     }
@@ -112,12 +125,12 @@ export function installGate(
     // The route settles itself once the model lets go; anything earlier never reached it.
     if (!handling.has(request)) ticket.settle(undefined);
     if (reply.raw.writableFinished) {
-      finish(request, ticket, reply.statusCode);
+      void finish(request, ticket, reply.statusCode);
       return;
     }
     // The client left first: its slot is free now, its usage is charged when the route settles.
     ticket.release?.();
-    finish(request, ticket, 499);
+    void finish(request, ticket, 499);
   };
 
   app.addHook("onRequest", async (request, reply) => {
@@ -141,7 +154,8 @@ export function installGate(
     const ticket = tickets.get(request);
     if (ticket) {
       ticket.settle(undefined); // no-op after the route's own settle
-      finish(request, ticket, reply.statusCode);
+      // The ledger row is written before the answer leaves: every answer a client got is charged.
+      await finish(request, ticket, reply.statusCode);
     }
     return payload;
   });

@@ -1,14 +1,15 @@
-import { InvalidArgumentError, type Command } from "commander";
+import { InvalidArgumentError, Option, type Command } from "commander";
 import Table from "cli-table3";
-import { AccountStore, defaultStorePath } from "../accounts/store.js";
+import { openStore, parseStoreUrl } from "../accounts/open.js";
+import type { AccountStore } from "../accounts/store.js";
 import { keyView } from "../console/views.js";
 
 /** The JSON fields' ISO times, shared with the console's views (`null` for never). */
 export { isoTime } from "../console/views.js";
 
 /**
- * `decisiond keys create|list|revoke`: API keys in the accounts store at
- * `$DECISIOND_HOME/decisiond.db`. They work while `serve` runs: a revoked key is refused on its
+ * `decisiond keys create|list|revoke`: API keys in the accounts store (`--store`, default
+ * `sqlite:$DECISIOND_HOME/decisiond.db`). They work while `serve` runs: a revoked key is refused on its
  * next request.
  */
 export function registerKeysCommand(program: Command): void {
@@ -22,9 +23,10 @@ export function registerKeysCommand(program: Command): void {
     .requiredOption("--account <name>", "the account the key belongs to")
     .option("--label <label>", "a note to tell keys apart, e.g. who holds it")
     .option("--json", "print {id, account, prefix, label, created_at, key} as JSON")
-    .action((flags: { account: string; label?: string; json?: boolean }) =>
-      withStore((store) => {
-        const { key, record, accountCreated } = store.createKey(flags.account, flags.label);
+    .addOption(storeOption())
+    .action((flags: { account: string; label?: string; json?: boolean; store?: string }) =>
+      withStore(flags.store, async (store) => {
+        const { key, record, accountCreated } = await store.createKey(flags.account, flags.label);
         if (flags.json) {
           out(JSON.stringify({ ...keyView(record), key }));
           return;
@@ -42,9 +44,10 @@ export function registerKeysCommand(program: Command): void {
     .description("list keys: id, account, prefix, label, created, last used, revoked")
     .option("--account <name>", "only this account's keys")
     .option("--json", "print a JSON array")
-    .action((flags: { account?: string; json?: boolean }) =>
-      withStore((store) => {
-        const records = store.listKeys(flags.account);
+    .addOption(storeOption())
+    .action((flags: { account?: string; json?: boolean; store?: string }) =>
+      withStore(flags.store, async (store) => {
+        const records = await store.listKeys(flags.account);
         if (flags.json) {
           out(JSON.stringify(records.map(keyView)));
           return;
@@ -74,9 +77,10 @@ export function registerKeysCommand(program: Command): void {
     .command("revoke")
     .description("revoke a key by its id (see keys list); requests with it get 401 from then on")
     .argument("<id>", "the key's id", keyId)
-    .action((id: number) =>
-      withStore((store) => {
-        const { record, alreadyRevoked } = store.revokeKey(id);
+    .addOption(storeOption())
+    .action((id: number, flags: { store?: string }) =>
+      withStore(flags.store, async (store) => {
+        const { record, alreadyRevoked } = await store.revokeKey(id);
         err(
           alreadyRevoked
             ? `key ${id} (${record.prefix}…, account "${record.accountName}") was already revoked on ${time(record.revokedAt)}`
@@ -93,13 +97,24 @@ function keyId(value: string): number {
   return n;
 }
 
-/** Opens the store, runs `fn`, closes the store. */
-export function withStore<T>(fn: (store: AccountStore) => T): T {
-  const store = AccountStore.open(defaultStorePath());
+/** `--store URL` (env `DECISIOND_STORE`): `sqlite:PATH` (default) or `postgres://user@host:port/db`. */
+export function storeOption(): Option {
+  return new Option(
+    "--store <url>",
+    "accounts store: sqlite:PATH or postgres://user@host:port/db (env DECISIOND_STORE; default sqlite:$DECISIOND_HOME/decisiond.db)",
+  ).env("DECISIOND_STORE");
+}
+
+/** Opens the store at `url` (see {@link parseStoreUrl}), runs `fn`, closes the store. */
+export async function withStore<T>(
+  url: string | undefined,
+  fn: (store: AccountStore) => Promise<T>,
+): Promise<T> {
+  const store = await openStore(parseStoreUrl(url));
   try {
-    return fn(store);
+    return await fn(store);
   } finally {
-    store.close();
+    await store.close();
   }
 }
 

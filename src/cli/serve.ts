@@ -4,7 +4,8 @@ import { isIP } from "node:net";
 import { resolve } from "node:path";
 import { Admission } from "../accounts/admission.js";
 import { ensureFirstKey } from "../accounts/keyfile.js";
-import { AccountStore, defaultStorePath } from "../accounts/store.js";
+import { describeStore, openStore, parseStoreUrl } from "../accounts/open.js";
+import type { AccountStore } from "../accounts/store.js";
 import type { Gate } from "../api/app.js";
 import { accountGate } from "../api/gate.js";
 import { checkAdminToken, type ConsoleOptions } from "../console/plugin.js";
@@ -13,6 +14,7 @@ import { resolveAdapter } from "../models/adapters.js";
 import { DEFAULT_MODEL, findModel } from "../models/catalogue.js";
 import { ensureEntry, ensureModel } from "../models/pull.js";
 import { startService } from "../server.js";
+import { storeOption } from "./keys.js";
 import { byteSize, oneOf, port, positiveInt, readoutOf, type ReadoutFlags } from "./options.js";
 
 /** Options of `decisiond serve` after parsing (flags win over environment variables). */
@@ -36,6 +38,8 @@ interface ServeFlags extends ReadoutFlags {
   admissionWait: number;
   console: "on" | "off";
   adminTokenFile?: string;
+  store?: string;
+  drainTimeout: number;
 }
 
 /**
@@ -72,31 +76,50 @@ function milliseconds(value: string): number {
 }
 
 /**
- * The admission gate of `serve`: with auth on, the accounts store at `$DECISIOND_HOME/decisiond.db`
- * (on first start an account and key are created and the key is written to the key file and
- * printed once); with auth off, none, which is refused unless `host` is loopback.
- * @throws {Error} for `--auth off` on a non-loopback host.
+ * The admission gate of `serve`: with auth on, the accounts store of `--store` (default the SQLite
+ * file `$DECISIOND_HOME/decisiond.db`; on first start an account and key are created and the key
+ * is written to the key file and printed once); with auth off, none, which is refused unless
+ * `host` is loopback.
+ * @throws {Error} for `--auth off` on a non-loopback host, a bad `--store`, or a store that
+ *   cannot be opened.
  */
-export function openServeGate(
-  flags: Pick<ServeFlags, "auth" | "host" | "admissionWait">,
+export async function openServeGate(
+  flags: Pick<ServeFlags, "auth" | "host" | "admissionWait" | "store">,
   print: (line: string) => void,
-): { gate: Gate | undefined; store: AccountStore | undefined } {
+): Promise<{
+  gate: Gate | undefined;
+  store: AccountStore | undefined;
+  admission: Admission | undefined;
+}> {
   checkAuthHost(flags);
   if (flags.auth === "off") {
     print("decisiond: auth is off: requests need no API key (loopback only)");
-    return { gate: undefined, store: undefined };
+    return { gate: undefined, store: undefined, admission: undefined };
   }
-  const store = AccountStore.open(defaultStorePath());
+  const location = parseStoreUrl(flags.store);
+  let store: AccountStore;
   try {
-    const first = ensureFirstKey(store);
+    store = await openStore(location);
+  } catch (error) {
+    throw new Error(
+      `cannot open the accounts store ${describeStore(location)}: ${(error as Error).message}`,
+    );
+  }
+  try {
+    const first = await ensureFirstKey(store);
     if (first)
       print(
         `decisiond: first start: created account "${first.account}" and its API key (shown this once):\n\n  ${first.key}\n\n` +
           `decisiond: the key is written to ${first.keyFile} (mode 0600); manage keys with \`decisiond keys\``,
       );
-    return { gate: accountGate(new Admission(store, { waitMs: flags.admissionWait })), store };
+    const admission = new Admission(store, {
+      waitMs: flags.admissionWait,
+      onError: (error) =>
+        print(`decisiond: could not record a call in the usage ledger: ${String(error)}`),
+    });
+    return { gate: accountGate(admission), store, admission };
   } catch (error) {
-    store.close();
+    await store.close();
     throw error;
   }
 }
@@ -279,6 +302,13 @@ export function registerServeCommand(program: Command): void {
       oneOf<"on" | "off">("on", "off"),
       (env.DECISIOND_CONSOLE as "on" | "off" | undefined) ?? "on",
     )
+    .addOption(storeOption())
+    .option(
+      "--drain-timeout <ms>",
+      "on SIGTERM, how long requests in flight may take to finish before the process exits anyway (env DECISIOND_DRAIN_TIMEOUT)",
+      milliseconds,
+      env.DECISIOND_DRAIN_TIMEOUT ? milliseconds(env.DECISIOND_DRAIN_TIMEOUT) : 30_000,
+    )
     .option(
       "--admin-token-file <path>",
       "file holding the console's admin token (env DECISIOND_ADMIN_TOKEN_FILE, or the token itself in DECISIOND_ADMIN_TOKEN); none: admin sign-in is off",
@@ -307,7 +337,7 @@ export function registerServeCommand(program: Command): void {
       if (mmprojPath && !existsSync(mmprojPath))
         throw new Error(`no such projector file: ${mmprojPath}`);
       const adapterPath = resolveAdapter(flags.adapter, entry);
-      const { gate, store } = openServeGate(flags, print);
+      const { gate, store, admission } = await openServeGate(flags, print);
       const consoleOptions = serveConsole(flags, adminToken, store, print);
       const service = await startService({
         modelPath,
@@ -332,8 +362,10 @@ export function registerServeCommand(program: Command): void {
         logger: { level: flags.logLevel },
         ...(gate ? { gate } : {}),
         ...(consoleOptions ? { console: consoleOptions } : {}),
-      }).catch((error: unknown) => {
-        store?.close();
+        ...(store ? { readiness: { store: () => store.ping() } } : {}),
+        ...(admission ? { queueDepth: () => admission.waiting } : {}),
+      }).catch(async (error: unknown) => {
+        await store?.close();
         throw error;
       });
       const vision = service.engine.model.vision
@@ -349,13 +381,29 @@ export function registerServeCommand(program: Command): void {
         process.stderr.write(
           `decisiond: console at ${service.url}/console/ (sign in with an API key${consoleOptions.adminToken ? " or the admin token" : ""})\n`,
         );
-      const stop = () => {
-        void service.close().then(() => {
-          store?.close();
-          process.exit(0);
-        });
+      if (store) process.stderr.write(`decisiond: accounts store ${store.kind}\n`);
+      // Graceful drain: stop admitting (503, /readyz 503), answer what is in flight, then exit 0.
+      let stopping = false;
+      const stop = (signal: string) => {
+        if (stopping) return;
+        stopping = true;
+        process.stderr.write(`decisiond: ${signal}: draining (up to ${flags.drainTimeout} ms)\n`);
+        void service
+          .drain(flags.drainTimeout)
+          .then(async (drained) => {
+            if (!drained)
+              process.stderr.write("decisiond: drain timed out; closing with requests in flight\n");
+            await service.close();
+            await store?.close();
+            process.stderr.write("decisiond: stopped\n");
+            process.exit(0);
+          })
+          .catch((error: unknown) => {
+            process.stderr.write(`decisiond: error while stopping: ${String(error)}\n`);
+            process.exit(1);
+          });
       };
-      process.once("SIGINT", stop);
-      process.once("SIGTERM", stop);
+      process.once("SIGINT", () => stop("SIGINT"));
+      process.once("SIGTERM", () => stop("SIGTERM"));
     });
 }

@@ -2,7 +2,7 @@ import { InvalidArgumentError, type Command } from "commander";
 import { ALLOWANCE_PERIODS, type AllowancePeriod } from "../accounts/allowance.js";
 import type { AccountUsage } from "../accounts/store.js";
 import { allowanceView } from "../console/views.js";
-import { err, isoTime, out, table, time, withStore } from "./keys.js";
+import { err, isoTime, out, storeOption, table, time, withStore } from "./keys.js";
 
 /**
  * `decisiond usage [--account NAME]` (calls and tokens from the ledger, and each allowance) and
@@ -14,9 +14,10 @@ export function registerUsageCommands(program: Command): void {
     .description("calls and tokens per account, and what is left of each allowance")
     .option("--account <name>", "only this account")
     .option("--json", "print a JSON array")
-    .action((flags: { account?: string; json?: boolean }) =>
-      withStore((store) => {
-        const rows = store.usage(flags.account);
+    .addOption(storeOption())
+    .action((flags: { account?: string; json?: boolean; store?: string }) =>
+      withStore(flags.store, async (store) => {
+        const rows = await store.usage(flags.account);
         if (flags.json) {
           out(JSON.stringify(rows.map(usageJson)));
           return;
@@ -64,9 +65,10 @@ export function registerUsageCommands(program: Command): void {
     .command("list")
     .description("list accounts and their allowances")
     .option("--json", "print a JSON array")
-    .action((flags: { json?: boolean }) =>
-      withStore((store) => {
-        const list = store.listAccounts();
+    .addOption(storeOption())
+    .action((flags: { json?: boolean; store?: string }) =>
+      withStore(flags.store, async (store) => {
+        const list = await store.listAccounts();
         if (flags.json) {
           out(
             JSON.stringify(
@@ -83,14 +85,20 @@ export function registerUsageCommands(program: Command): void {
           err("no accounts");
           return;
         }
+        const liveKeys = await Promise.all(
+          list.map(
+            async (a) =>
+              (await store.listKeys(a.name)).filter((k) => k.revokedAt === undefined).length,
+          ),
+        );
         out(
           table(
             ["account", "created", "allowance", "keys"],
-            list.map((a) => [
+            list.map((a, i) => [
               a.name,
               time(a.createdAt),
               a.allowance ? allowanceText(a.allowance) : "none",
-              store.listKeys(a.name).filter((k) => k.revokedAt === undefined).length,
+              liveKeys[i]!,
             ]),
           ),
         );
@@ -101,9 +109,10 @@ export function registerUsageCommands(program: Command): void {
     .command("create")
     .description("create an account (keys create also creates a missing one)")
     .argument("<name>", "letters, digits, '.', '_' or '-'")
-    .action((name: string) =>
-      withStore((store) => {
-        store.createAccount(name);
+    .addOption(storeOption())
+    .action((name: string, flags: { store?: string }) =>
+      withStore(flags.store, async (store) => {
+        await store.createAccount(name);
         err(`created account "${name}"`);
       }),
     );
@@ -117,23 +126,33 @@ export function registerUsageCommands(program: Command): void {
     .option("--tokens <n>", "tokens per period", positiveIntOrZero)
     .option("--period <period>", `one of ${ALLOWANCE_PERIODS.join(", ")}`, period)
     .option("--none", "remove the allowance (no limit)")
-    .action((name: string, flags: { tokens?: number; period?: AllowancePeriod; none?: boolean }) =>
-      withStore((store) => {
-        if (flags.none) {
-          if (flags.tokens !== undefined || flags.period !== undefined)
-            throw new InvalidArgumentError("--none takes neither --tokens nor --period");
-          store.setAllowance(name, undefined);
-          err(`account "${name}" has no allowance now (no limit)`);
-          return;
-        }
-        if (flags.tokens === undefined || flags.period === undefined)
-          throw new InvalidArgumentError("give --tokens N and --period day|month|total, or --none");
-        const account = store.setAllowance(name, { tokens: flags.tokens, period: flags.period });
-        const state = store.allowanceState(account)!;
-        err(
-          `account "${name}": ${allowanceText(state)}; used ${state.used}, left ${state.remaining}`,
-        );
-      }),
+    .addOption(storeOption())
+    .action(
+      (
+        name: string,
+        flags: { tokens?: number; period?: AllowancePeriod; none?: boolean; store?: string },
+      ) =>
+        withStore(flags.store, async (store) => {
+          if (flags.none) {
+            if (flags.tokens !== undefined || flags.period !== undefined)
+              throw new InvalidArgumentError("--none takes neither --tokens nor --period");
+            await store.setAllowance(name, undefined);
+            err(`account "${name}" has no allowance now (no limit)`);
+            return;
+          }
+          if (flags.tokens === undefined || flags.period === undefined)
+            throw new InvalidArgumentError(
+              "give --tokens N and --period day|month|total, or --none",
+            );
+          const account = await store.setAllowance(name, {
+            tokens: flags.tokens,
+            period: flags.period,
+          });
+          const state = (await store.allowanceState(account))!;
+          err(
+            `account "${name}": ${allowanceText(state)}; used ${state.used}, left ${state.remaining}`,
+          );
+        }),
     );
 }
 

@@ -49,54 +49,61 @@ export async function consoleApi(app: FastifyInstance, options: ConsoleApiOption
   }));
 
   /** The store and the caller of a request. @throws {@link HttpError} 404 without accounts, 401. */
-  const signedIn = (request: FastifyRequest): { store: AccountStore; principal: Principal } => {
+  const signedIn = async (
+    request: FastifyRequest,
+  ): Promise<{ store: AccountStore; principal: Principal }> => {
     if (!store)
       throw apiError(
         404,
         "accounts_off",
         "the server runs without accounts (--auth off): there are no keys or usage to manage",
       );
-    return { store, principal: authenticate(request.headers.authorization, { store, adminToken }) };
+    return {
+      store,
+      principal: await authenticate(request.headers.authorization, { store, adminToken }),
+    };
   };
 
   app.get("/session", async (request) => {
-    const { principal } = signedIn(request);
+    const { principal } = await signedIn(request);
     return principal.role === "admin"
       ? { role: "admin" }
       : { role: "account", account: principal.account.name, key: keyView(principal.key) };
   });
 
   app.get("/accounts", async (request) => {
-    const { store, principal } = signedIn(request);
+    const { store, principal } = await signedIn(request);
     const accounts =
       principal.role === "admin"
-        ? store.listAccounts()
-        : [store.accountById(principal.account.id)!];
+        ? await store.listAccounts()
+        : [(await store.accountById(principal.account.id))!];
     return {
-      accounts: accounts.map((account) =>
-        accountView(
-          account,
-          store.allowanceState(account),
-          store.listKeys(account.name).filter((k) => k.revokedAt === undefined).length,
+      accounts: await Promise.all(
+        accounts.map(async (account) =>
+          accountView(
+            account,
+            await store.allowanceState(account),
+            (await store.listKeys(account.name)).filter((k) => k.revokedAt === undefined).length,
+          ),
         ),
       ),
     };
   });
 
   app.get("/keys", async (request) => {
-    const { store, principal } = signedIn(request);
+    const { store, principal } = await signedIn(request);
     const query = parseOr422(KeysQuery, request.query, "query");
     const account = accountInScope(principal, query.account, {
       loc: ["query", "account"],
       required: false,
     });
-    if (account !== undefined && !store.findAccount(account))
+    if (account !== undefined && !(await store.findAccount(account)))
       throw apiError(404, "not_found", `no account "${account}"`);
-    return { keys: store.listKeys(account).map(keyView) };
+    return { keys: (await store.listKeys(account)).map(keyView) };
   });
 
   app.post("/keys", async (request, reply) => {
-    const { store, principal } = signedIn(request);
+    const { store, principal } = await signedIn(request);
     const body = parseOr422(CreateKeyBody, request.body, "body");
     const account = accountInScope(principal, body.account, {
       loc: ["body", "account"],
@@ -105,7 +112,7 @@ export async function consoleApi(app: FastifyInstance, options: ConsoleApiOption
     let created;
     try {
       // The admin may name a new account: it is created, as `decisiond keys create` does.
-      created = store.createKey(account, body.label);
+      created = await store.createKey(account, body.label);
     } catch (error) {
       if (error instanceof StoreError)
         throw validationError([
@@ -126,10 +133,10 @@ export async function consoleApi(app: FastifyInstance, options: ConsoleApiOption
   });
 
   app.post("/keys/:id/revoke", async (request) => {
-    const { store, principal } = signedIn(request);
+    const { store, principal } = await signedIn(request);
     const { id } = parseOr422(KeyParams, request.params, "path");
-    keyInScope(principal, store, id);
-    const { record, alreadyRevoked } = store.revokeKey(id);
+    await keyInScope(principal, store, id);
+    const { record, alreadyRevoked } = await store.revokeKey(id);
     request.log.info(
       { key: record.prefix, account: record.accountName, by: principal.role },
       "console: key revoked",
@@ -138,18 +145,18 @@ export async function consoleApi(app: FastifyInstance, options: ConsoleApiOption
   });
 
   app.get("/usage", async (request) => {
-    const { store, principal } = signedIn(request);
+    const { store, principal } = await signedIn(request);
     const query = parseOr422(UsageQuery, request.query, "query");
     const name = accountInScope(principal, query.account, {
       loc: ["query", "account"],
       required: true,
     })!;
-    const account = store.findAccount(name);
+    const account = await store.findAccount(name);
     if (!account) throw apiError(404, "not_found", `no account "${name}"`);
     const at = now();
     const since = at - (query.days - 1) * 86_400_000;
-    const days = dayViews(store.dailyUsage(account.id, since), at, query.days);
-    const [all] = store.usage(name);
+    const days = dayViews(await store.dailyUsage(account.id, since), at, query.days);
+    const [all] = await store.usage(name);
     return {
       account: name,
       days,
@@ -165,7 +172,7 @@ export async function consoleApi(app: FastifyInstance, options: ConsoleApiOption
         input_tokens: all!.inputTokens,
         output_tokens: all!.outputTokens,
       },
-      allowance: allowanceView(store.allowanceState(account)),
+      allowance: allowanceView(await store.allowanceState(account)),
     };
   });
 }

@@ -62,22 +62,25 @@ function unauthorized(message: string): HttpError {
  * @throws {@link HttpError} 401 for a missing, malformed, unknown or revoked credential, or an admin
  *   token when none is configured.
  */
-export function authenticate(header: string | undefined, credentials: Credentials): Principal {
+export async function authenticate(
+  header: string | undefined,
+  credentials: Credentials,
+): Promise<Principal> {
   const credential = bearerKey(header);
   if (credential === undefined)
     throw unauthorized("sign in: send an API key or the admin token as Authorization: Bearer …");
   if (credential.startsWith(KEY_SCHEME)) {
-    const found = credentials.store.findKey(credential);
+    const found = await credentials.store.findKey(credential);
     if (!found) throw unauthorized("invalid API key");
     if (found.key.revokedAt !== undefined)
       throw unauthorized(
         `API key ${found.key.prefix}… was revoked on ${new Date(found.key.revokedAt).toISOString()}`,
       );
-    credentials.store.touchKey(found.key.id);
+    await credentials.store.touchKey(found.key.id);
     return {
       role: "account",
       account: found.account,
-      key: credentials.store.keyById(found.key.id) ?? found.key,
+      key: (await credentials.store.keyById(found.key.id)) ?? found.key,
     };
   }
   if (credentials.adminToken === undefined)
@@ -129,8 +132,12 @@ export function accountInScope(
  * principal. A key of another account is reported as missing, like one that does not exist.
  * @throws {@link HttpError} 404 when there is no such key in scope.
  */
-export function keyInScope(principal: Principal, store: AccountStore, id: number): ApiKeyRecord {
-  const record = store.keyById(id);
+export async function keyInScope(
+  principal: Principal,
+  store: AccountStore,
+  id: number,
+): Promise<ApiKeyRecord> {
+  const record = await store.keyById(id);
   if (!record || (principal.role === "account" && record.accountId !== principal.account.id))
     throw apiError(
       404,

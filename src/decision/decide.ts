@@ -38,7 +38,7 @@ import {
   TEMPLATE_MARKER,
   TUNED_SYSTEM_MESSAGE,
 } from "./prompt.js";
-import type { Answer, DecisionRequest, DecisionResult, Question } from "./types.js";
+import type { Answer, DecisionRequest, DecisionResult, Question, Usage } from "./types.js";
 
 /**
  * Option-order debiasing: the label log-probabilities of a choice are averaged over several
@@ -162,6 +162,33 @@ export interface Plan {
   readonly contrast?: { readonly branch: number; readonly trie: LabelTrie };
   /** Prefix plus the longest branch path, the most the context must hold. */
   readonly neededTokens: number;
+}
+
+/** Hooks into {@link Decider.decide}. */
+export interface DecideHooks {
+  /**
+   * Called once the request is planned and before the model runs, with the usage the call will
+   * report (it is fixed by the plan); a rejection stops the call before any model work (an
+   * allowance that would be overrun).
+   */
+  beforeScore?(usage: Usage): Promise<void>;
+}
+
+/**
+ * The usage a plan's call reports: input tokens = prefix + image positions + every branch's
+ * tokens; output tokens = the label positions read out (one per label-trie position per view).
+ */
+export function usageOf(plan: Plan): Usage {
+  let outputTokens = 0;
+  for (const q of plan.questions)
+    for (const view of q.views) outputTokens += triePositions(view.trie);
+  return {
+    input_tokens:
+      plan.prefix.length +
+      plan.mediaTokens +
+      plan.branches.reduce((sum, b) => sum + branchTotalTokens(b), 0),
+    output_tokens: outputTokens,
+  };
 }
 
 /** Thrown by {@link Decider.plan} when a request does not fit the model's context. */
@@ -335,8 +362,15 @@ export class Decider {
    * Answers every question of a request, reading the state once.
    * @throws {StateTooLongError} see {@link plan}; engine errors pass through.
    */
-  async decide(request: DecisionRequest, signal?: AbortSignal): Promise<DecisionResult> {
+  async decide(
+    request: DecisionRequest,
+    signal?: AbortSignal,
+    hooks?: DecideHooks,
+  ): Promise<DecisionResult> {
     const plan = this.plan(request);
+    const usage = usageOf(plan);
+    // The request's usage is known from its plan: the caller may refuse it before the model runs.
+    await hooks?.beforeScore?.(usage);
     // Priors first, so the engine's last prefix is this request's state (a repeat reuses it).
     const priors =
       this.options.contentFree === false ? undefined : await this.priorsOf(plan, signal);
@@ -349,7 +383,6 @@ export class Decider {
       signal,
     );
     const answers: Record<string, Answer> = {};
-    let outputTokens = 0;
     // What the state alone says about Yes/No, less the content-free prior (question contrast).
     const statePush = plan.contrast
       ? normalised(readTrie(plan.contrast.trie, result.branches[plan.contrast.branch]!, 2)).map(
@@ -359,7 +392,6 @@ export class Decider {
     for (const q of plan.questions) {
       const perOrder = q.views.map((view, v) => {
         const score = result.branches[q.firstBranch + v]!;
-        outputTokens += triePositions(view.trie);
         const byPosition = normalised(readTrie(view.trie, score, q.labelCount));
         const prior = priors?.[q.firstBranch + v];
         // Map positions back to option indices, less the content-free prior of each position.
@@ -377,13 +409,9 @@ export class Decider {
       const temperature = temperatureFor(this.options.calibration, q.question.type, q.labelCount);
       answers[q.id] = assemble(q.question, softmax(averaged, temperature));
     }
-    const inputTokens =
-      plan.prefix.length +
-      plan.mediaTokens +
-      plan.branches.reduce((sum, b) => sum + branchTotalTokens(b), 0);
     return {
       answers,
-      usage: { input_tokens: inputTokens, output_tokens: outputTokens },
+      usage,
       stats: {
         evaluatedTokens: result.evaluatedTokens,
         cachedPrefixTokens: result.cachedPrefixTokens,

@@ -146,6 +146,12 @@ export interface Engine {
   score(request: ScoreRequest, signal?: AbortSignal): Promise<ScoreResult>;
   /** Releases the model and its context. */
   close(): Promise<void>;
+  /**
+   * Resolves when the engine can take requests (a remote engine: its server answers its health
+   * check); rejects with a message saying why not. Absent: ready whenever it is open (in-process).
+   * `/readyz` asks it.
+   */
+  ready?(signal?: AbortSignal): Promise<void>;
 }
 
 /** Thrown when a request does not fit into the model's context. Nothing is ever truncated. */

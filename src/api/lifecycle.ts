@@ -1,0 +1,48 @@
+/**
+ * The service's lifecycle as the HTTP layer sees it: decision requests being handled, and
+ * whether the service drains (SIGTERM: new decision requests get 503 `shutting_down`, `/readyz`
+ * answers 503 so the load balancer stops sending, and the process exits once what is in flight
+ * is answered).
+ */
+export class Lifecycle {
+  private activeCount = 0;
+  private drainingSince: number | undefined;
+  private readonly idleWaiters: (() => void)[] = [];
+
+  /** Decision requests being handled now. */
+  get active(): number {
+    return this.activeCount;
+  }
+
+  /** Whether {@link drain} was called. */
+  get draining(): boolean {
+    return this.drainingSince !== undefined;
+  }
+
+  /** A decision request arrived and was let in. */
+  enter(): void {
+    this.activeCount++;
+  }
+
+  /** A decision request was answered (or its client left). */
+  leave(): void {
+    this.activeCount = Math.max(0, this.activeCount - 1);
+    if (this.activeCount === 0) for (const wake of this.idleWaiters.splice(0)) wake();
+  }
+
+  /**
+   * Stops letting decision requests in and resolves once none is in flight, or after `timeoutMs`.
+   * @returns whether every request in flight was answered before the time-out.
+   */
+  drain(timeoutMs: number): Promise<boolean> {
+    this.drainingSince ??= Date.now();
+    if (this.activeCount === 0) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => resolve(false), timeoutMs);
+      this.idleWaiters.push(() => {
+        clearTimeout(timer);
+        resolve(true);
+      });
+    });
+  }
+}

@@ -1,0 +1,283 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Writable } from "node:stream";
+import parsePrometheusTextFormat from "parse-prometheus-text-format";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { Admission } from "../src/accounts/admission.js";
+import { SqliteStore } from "../src/accounts/sqlite-store.js";
+import { buildApp, type FastifyInstance, type ServedModel } from "../src/api/app.js";
+import { accountGate } from "../src/api/gate.js";
+import { Lifecycle } from "../src/api/lifecycle.js";
+import type { DecideHooks } from "../src/decision/decide.js";
+import type { DecisionRequest, DecisionResult } from "../src/decision/types.js";
+import { postJson } from "./support/service.js";
+
+/**
+ * The operations surface on the real HTTP stack without a model: /readyz, /metrics (read back
+ * with a Prometheus text-format parser), the SIGTERM drain, request ids, and the allowance
+ * reserved before the model runs. A stand-in model reports a fixed usage through the Decider's
+ * `beforeScore` hook, as the real one does; test/replicas.test.ts repeats these on the real model.
+ */
+
+const USAGE = { input_tokens: 40, output_tokens: 2 };
+
+class StubModel implements ServedModel {
+  readonly names = ["stub-1"];
+  readonly aliases = ["jev-latest"];
+  readonly description = "a stand-in model";
+  readonly releaseDate = "2026-01-01";
+  readonly acceptsImages = false;
+  readonly acceptsVideos = false;
+  /** Calls that got past `beforeScore` (the model would have run). */
+  ran = 0;
+  hold: Promise<void> | undefined;
+
+  decide = async (
+    request: DecisionRequest,
+    _signal?: AbortSignal,
+    hooks?: DecideHooks,
+  ): Promise<DecisionResult> => {
+    await hooks?.beforeScore?.(USAGE);
+    this.ran++;
+    await this.hold;
+    const answers: DecisionResult["answers"] = {};
+    for (const [id] of request.questions) answers[id] = { type: "noul", noul: 0.5 };
+    return { answers, usage: USAGE, stats: { evaluatedTokens: 42, cachedPrefixTokens: 0 } };
+  };
+}
+
+let dir: string;
+let store: SqliteStore;
+let model: StubModel;
+let app: FastifyInstance;
+let url: string;
+let lifecycle: Lifecycle;
+let admission: Admission;
+let logs: string[];
+let storeReady: () => Promise<void>;
+
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), "decisiond-ops-"));
+  store = SqliteStore.open(join(dir, "decisiond.db"));
+  model = new StubModel();
+  lifecycle = new Lifecycle();
+  admission = new Admission(store, { waitMs: 60_000 });
+  logs = [];
+  storeReady = () => store.ping();
+  app = await buildApp({
+    models: [model],
+    gate: accountGate(admission),
+    lifecycle,
+    queueDepth: () => admission.waiting,
+    readiness: { store: () => storeReady() },
+    logger: {
+      level: "info",
+      stream: new Writable({
+        write(chunk: Buffer, _encoding, callback) {
+          logs.push(chunk.toString());
+          callback();
+        },
+      }),
+    },
+  });
+  await app.listen({ host: "127.0.0.1", port: 0 });
+  const address = app.server.address();
+  url = `http://127.0.0.1:${typeof address === "object" && address ? address.port : 0}`;
+});
+
+afterEach(async () => {
+  await app.close();
+  await store.close();
+  await rm(dir, { recursive: true, force: true });
+});
+
+const BODY = {
+  model: "stub-1",
+  state: "a state",
+  questions: { q: { type: "noul", instructions: "Is it?" } },
+};
+const post = (key: string | undefined, headers: Record<string, string> = {}) =>
+  postJson(`${url}/v1/systemone`, BODY, {
+    ...(key ? { authorization: `Bearer ${key}` } : {}),
+    ...headers,
+  });
+
+/** The /metrics text and its families as the parser reads them. */
+async function scrape() {
+  const res = await fetch(`${url}/metrics`);
+  expect(res.headers.get("content-type")).toMatch(/^text\/plain; version=0\.0\.4/);
+  const text = await res.text();
+  return Object.assign(new Map(parsePrometheusTextFormat(text).map((f) => [f.name, f])), { text });
+}
+
+function held(): () => void {
+  let open!: () => void;
+  model.hold = new Promise<void>((resolve) => (open = resolve));
+  return open;
+}
+
+describe("/readyz", () => {
+  it("is ready when every check answers, and says which one does not", async () => {
+    const ok = await fetch(`${url}/readyz`);
+    expect(ok.status).toBe(200);
+    expect(await ok.json()).toEqual({ status: "ready", checks: { store: "ok" } });
+    storeReady = () => Promise.reject(new Error("connection refused"));
+    const down = await fetch(`${url}/readyz`);
+    expect(down.status).toBe(503);
+    expect(await down.json()).toEqual({
+      status: "not_ready",
+      checks: { store: "connection refused" },
+    });
+    expect((await fetch(`${url}/healthz`)).status).toBe(200);
+  });
+});
+
+describe("drain", () => {
+  it("answers what is in flight, refuses new requests with 503, and reports when idle", async () => {
+    const { key } = await store.createKey("acme");
+    const other = (await store.createKey("beta")).key;
+    const open = held();
+    const first = post(key);
+    await expect.poll(() => model.ran).toBe(1);
+    let drained: boolean | undefined;
+    const drain = lifecycle.drain(60_000).then((d) => (drained = d));
+    const refused = await post(other);
+    expect(refused.status).toBe(503);
+    expect(refused.headers.get("retry-after")).toBe("1");
+    expect(refused.body.detail).toMatchObject({ error_type: "shutting_down" });
+    const ready = await fetch(`${url}/readyz`);
+    expect(ready.status).toBe(503);
+    expect(((await ready.json()) as { status: string }).status).toBe("draining");
+    expect(drained).toBeUndefined();
+    open();
+    expect((await first).status).toBe(200);
+    await drain;
+    expect(drained).toBe(true);
+    expect(model.ran).toBe(1);
+    expect((await store.calls("acme")).map((c) => c.status)).toEqual([200]);
+  });
+
+  it("gives up after its time-out", async () => {
+    const { key } = await store.createKey("acme");
+    const open = held();
+    const first = post(key);
+    await expect.poll(() => model.ran).toBe(1);
+    expect(await lifecycle.drain(50)).toBe(false);
+    open();
+    await first;
+  });
+});
+
+describe("/metrics", () => {
+  it("counts requests by status and error type, latency, tokens, in flight and queue depth", async () => {
+    const { key } = await store.createKey("acme");
+    expect((await post(key)).status).toBe(200);
+    expect((await post(key)).status).toBe(200);
+    expect((await post("dsk_" + "x".repeat(40))).status).toBe(401);
+    const bad = await postJson(
+      `${url}/v1/systemone`,
+      { model: "stub-1" },
+      {
+        authorization: `Bearer ${key}`,
+      },
+    );
+    expect(bad.status).toBe(422);
+
+    // One call held in the model, one waiting behind it for the account's slot.
+    const open = held();
+    const running = post(key);
+    await expect.poll(() => model.ran).toBe(3);
+    const waiting = post(key);
+    await expect.poll(() => admission.waiting).toBe(1);
+    let families = await scrape();
+    expect(families.get("decisiond_requests_in_flight")!.metrics[0]!.value).toBe("2");
+    expect(families.get("decisiond_queue_depth")!.metrics[0]!.value).toBe("1");
+    open();
+    expect((await running).status).toBe(200);
+    expect((await waiting).status).toBe(200);
+
+    families = await scrape();
+    const requests = families.get("decisiond_requests_total")!;
+    expect(requests.type).toBe("COUNTER");
+    const count = (status: string, errorType: string) =>
+      Number(
+        requests.metrics.find(
+          (m) =>
+            m.labels?.route === "/v1/systemone" &&
+            m.labels.status === status &&
+            m.labels.error_type === errorType,
+        )?.value ?? 0,
+      );
+    expect(count("200", "")).toBe(4);
+    expect(count("401", "authentication_error")).toBe(1);
+    expect(count("422", "validation_error")).toBe(1);
+    const duration = families.get("decisiond_request_duration_seconds")!;
+    expect(duration.type).toBe("HISTOGRAM");
+    // The parser keeps a histogram's buckets but not its labels: its series are read as text.
+    expect(families.text).toContain(
+      'decisiond_request_duration_seconds_count{route="/v1/systemone"} 6\n',
+    );
+    expect(families.text).toContain(
+      'decisiond_request_duration_seconds_bucket{le="+Inf",route="/v1/systemone"} 6\n',
+    );
+    const tokens = families.get("decisiond_tokens_total")!;
+    const byDirection = Object.fromEntries(
+      tokens.metrics.map((m) => [m.labels!.direction, Number(m.value)]),
+    );
+    expect(byDirection).toEqual({ input: 4 * 40, output: 4 * 2 });
+    expect(families.get("decisiond_requests_in_flight")!.metrics[0]!.value).toBe("0");
+    expect(families.get("decisiond_engine_errors_total")!.metrics[0]!.value).toBe("0");
+    expect(families.get("decisiond_draining")!.metrics[0]!.value).toBe("0");
+    expect(families.has("process_cpu_seconds_total")).toBe(true);
+  });
+
+  it("counts a fault in the model as an engine error", async () => {
+    const { key } = await store.createKey("acme");
+    model.hold = Promise.reject(new Error("the engine went away"));
+    model.hold.catch(() => {});
+    const res = await post(key);
+    expect(res.status).toBe(500);
+    const families = await scrape();
+    expect(families.get("decisiond_engine_errors_total")!.metrics[0]!.value).toBe("1");
+  });
+});
+
+describe("request ids", () => {
+  it("keep a load balancer's id in the answer, the error body and every log line", async () => {
+    const res = await post(undefined, { "x-request-id": "lb-1234.abc" });
+    expect(res.status).toBe(401);
+    expect(res.headers.get("x-request-id")).toBe("lb-1234.abc");
+    expect(res.body.detail.request_id).toBe("lb-1234.abc");
+    const lines = logs.map((l) => JSON.parse(l) as { reqId?: string; msg: string });
+    const mine = lines.filter((l) => l.reqId === "lb-1234.abc");
+    expect(mine.map((l) => l.msg)).toEqual(["incoming request", "request completed"]);
+    for (const line of lines.filter(
+      (l) => l.msg.startsWith("request") || l.msg.startsWith("incoming"),
+    ))
+      expect(line.reqId).toBeDefined();
+    // An id that is not a safe token is replaced by a fresh UUID.
+    const odd = await post(undefined, { "x-request-id": "a b<script>" });
+    expect(odd.headers.get("x-request-id")).toMatch(/^[0-9a-f-]{36}$/);
+  });
+});
+
+describe("allowance", () => {
+  it("refuses a call that would overrun it before the model runs", async () => {
+    const { key } = await store.createKey("acme");
+    await store.setAllowance("acme", { tokens: 100, period: "day" });
+    expect((await post(key)).status).toBe(200); // 42 used
+    expect((await post(key)).status).toBe(200); // 84 used, 16 left
+    const refused = await post(key); // needs 42
+    expect(refused.status).toBe(429);
+    expect(refused.body.detail.error_type).toBe("allowance_exhausted");
+    expect(refused.body.detail.message).toBe(
+      'this call needs 42 tokens but account "acme" has 16 of its 100 left today (UTC): it was not run; ' +
+        `it renews at ${new Date(new Date().setUTCHours(24, 0, 0, 0)).toISOString()}`,
+    );
+    expect(refused.headers.get("retry-after")).toMatch(/^\d+$/);
+    expect(model.ran).toBe(2);
+    const [usage] = await store.usage("acme");
+    expect(usage!.allowance).toMatchObject({ used: 84, reserved: 0, remaining: 16 });
+  });
+});
