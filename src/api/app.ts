@@ -105,6 +105,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     receivedAt.set(request, performance.now());
     reply.header("x-request-id", request.id);
     reply.header("x-typesafe-request-id", request.id);
+    // An unknown route is answered before its body is read: no upload, decompression or parse.
+    if (request.is404) return reply.code(404).send(notFoundBody(request));
   });
 
   // W3C Server-Timing `app`: milliseconds from the request's arrival to its response being
@@ -132,9 +134,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   );
 
   app.setNotFoundHandler((request, reply) => {
-    void reply.code(404).send({
-      detail: { error_type: "not_found", message: `no route ${request.method} ${request.url}` },
-    });
+    void reply.code(404).send(notFoundBody(request));
   });
 
   app.setErrorHandler((error: Error & { statusCode?: number; code?: string }, request, reply) => {
@@ -330,6 +330,13 @@ function servedModelName(
 /** The name a response reports: the requested one when listed, else the model's first (aliases). */
 function answeredName(model: ServedModel, requested: string): string {
   return model.names.includes(requested) ? requested : model.names[0]!;
+}
+
+/** The 404 body of a request to no route. */
+function notFoundBody(request: FastifyRequest) {
+  return {
+    detail: { error_type: "not_found", message: `no route ${request.method} ${request.url}` },
+  };
 }
 
 /** Bodies of Fastify's own 4xx errors (size, media type, empty body), in the API's error shape. */

@@ -1,0 +1,175 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { request as httpRequest } from "node:http";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Writable } from "node:stream";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { Admission } from "../src/accounts/admission.js";
+import { AccountStore } from "../src/accounts/store.js";
+import { buildApp, type AppOptions, type FastifyInstance } from "../src/api/app.js";
+import { accountGate } from "../src/api/gate.js";
+import { postJson } from "./support/service.js";
+import { StubModel } from "./support/stub-model.js";
+
+/**
+ * Issue 31 (hardening): what an outside probe broke, on the real HTTP stack (Fastify on a loopback
+ * port, the real accounts store and gate) with a stand-in model.
+ */
+
+let home: string;
+let store: AccountStore;
+let model: StubModel;
+let app: FastifyInstance;
+let url: string;
+let logs: string[];
+let key: string;
+
+async function start(options: Partial<AppOptions> & { waitMs?: number } = {}): Promise<void> {
+  logs = [];
+  const stream = new Writable({
+    write(chunk: Buffer, _encoding, callback) {
+      logs.push(chunk.toString());
+      callback();
+    },
+  });
+  const { waitMs, ...rest } = options;
+  app = await buildApp({
+    models: [model],
+    gate: accountGate(new Admission(store, { waitMs: waitMs ?? 0 })),
+    logger: { level: "info", stream },
+    console: { store, adminToken: undefined },
+    ...rest,
+  });
+  await app.listen({ host: "127.0.0.1", port: 0 });
+  const address = app.server.address();
+  url = `http://127.0.0.1:${typeof address === "object" && address ? address.port : 0}`;
+}
+
+beforeEach(async () => {
+  home = await mkdtemp(join(tmpdir(), "decisiond-harden-"));
+  store = AccountStore.open(join(home, "decisiond.db"));
+  key = store.createKey("team-a").key;
+  model = new StubModel();
+});
+
+afterEach(async () => {
+  await app?.close();
+  store.close();
+  await rm(home, { recursive: true, force: true });
+});
+
+const REQUEST = {
+  model: "stub-1",
+  state: { ticket: "I was charged twice" },
+  questions: {
+    refund: { type: "noul", instructions: "Does the customer want a refund?" },
+    team: {
+      type: "choice",
+      instructions: "Which team?",
+      criteria: { billing: null, tech: "bugs" },
+    },
+    urgency: { type: "score", instructions: "How urgent?", criteria: ["low", "high"] },
+  },
+};
+
+function post(
+  body: unknown = REQUEST,
+  headers: Record<string, string> = {},
+  path = "/v1/systemone",
+) {
+  return postJson(`${url}${path}`, body, { authorization: `Bearer ${key}`, ...headers });
+}
+
+/**
+ * Sends headers announcing `declaredLength` bytes and only the first bytes of the body, and
+ * resolves with the status of the reply, which must come while the body is still incomplete.
+ */
+function partialPost(
+  path: string,
+  headers: Record<string, string>,
+  firstBytes: Buffer,
+  declaredLength: number,
+): Promise<{ status: number; body: any }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(`${url}${path}`, {
+      method: "POST",
+      headers: { ...headers, "content-length": String(declaredLength) },
+    });
+    req.on("response", (res) => {
+      let text = "";
+      res.on("data", (c: Buffer) => (text += c.toString()));
+      res.on("end", () => {
+        req.destroy();
+        resolve({ status: res.statusCode!, body: JSON.parse(text) });
+      });
+    });
+    req.on("error", reject);
+    req.write(firstBytes); // and never the rest
+  });
+}
+
+/** A zstd frame whose header declares a 1.875 GiB window, followed by `blocks` 1-byte RLE blocks. */
+function zstdWindowBomb(blocks: number): Buffer {
+  const parts = [Buffer.from([0x28, 0xb5, 0x2f, 0xfd, 0x00, (20 << 3) | 7])];
+  for (let i = 0; i < blocks; i++) {
+    const header = (1 << 3) | (1 << 1) | (i === blocks - 1 ? 1 : 0); // RLE, 1 byte
+    parts.push(Buffer.from([header & 0xff, (header >> 8) & 0xff, (header >> 16) & 0xff, 0x20]));
+  }
+  return Buffer.concat(parts);
+}
+
+describe("item 1: compressed bodies and bodies that are never read", () => {
+  it("a 70-byte zstd frame declaring a 1.9 GiB window is refused before it is allocated", async () => {
+    await start();
+    const bomb = zstdWindowBomb(16);
+    expect(bomb.length).toBe(70);
+    const before = process.memoryUsage().rss;
+    const reply = await post(bomb, { "content-encoding": "zstd" });
+    const grown = process.memoryUsage().rss - before;
+    expect(reply.status).toBe(400);
+    expect(reply.body.detail.error_type).toBe("invalid_body_encoding");
+    expect(reply.body.detail.message).toMatch(/window/);
+    expect(grown).toBeLessThan(256 * 1024 * 1024);
+    expect(model.entered).toBe(0);
+  });
+
+  it("a frame that declares more content than the body limit gets 413; one with too many blocks 400", async () => {
+    await start({ bodyLimit: 64 * 1024 });
+    // Single segment, 4-byte content size of 1 MiB.
+    const declared = Buffer.from([0x28, 0xb5, 0x2f, 0xfd, 0xa0, 0, 0, 0x10, 0, 0x01, 0, 0, 0x20]);
+    const big = await post(declared, { "content-encoding": "zstd" });
+    expect(big.status).toBe(413);
+    expect(big.body.detail.error_type).toBe("request_too_large");
+    // 1 KiB window, thousands of empty raw blocks.
+    const parts = [Buffer.from([0x28, 0xb5, 0x2f, 0xfd, 0x00, 0x00])];
+    for (let i = 0; i < 5000; i++) parts.push(Buffer.from([0, 0, 0]));
+    parts.push(Buffer.from([1, 0, 0]));
+    const many = await post(Buffer.concat(parts), { "content-encoding": "zstd" });
+    expect(many.status).toBe(400);
+    expect(many.body.detail.message).toMatch(/blocks/);
+  });
+
+  it("a console route refuses a request without a credential before reading its body", async () => {
+    await start();
+    const reply = await partialPost(
+      "/console/api/keys",
+      { "content-type": "application/json", "content-encoding": "zstd" },
+      zstdWindowBomb(4),
+      10_000_000,
+    );
+    expect(reply.status).toBe(401);
+    expect(reply.body.detail.error_type).toBe("authentication_error");
+  });
+
+  it("an unknown route answers 404 without reading its body", async () => {
+    await start();
+    const reply = await partialPost(
+      "/no/such/route",
+      { "content-type": "application/json", "content-encoding": "zstd" },
+      zstdWindowBomb(4),
+      10_000_000,
+    );
+    expect(reply.status).toBe(404);
+    expect(reply.body.detail.error_type).toBe("not_found");
+  });
+});
