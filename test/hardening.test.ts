@@ -173,3 +173,117 @@ describe("item 1: compressed bodies and bodies that are never read", () => {
     expect(reply.body.detail.error_type).toBe("not_found");
   });
 });
+
+/** JSON text of a value nested `depth` arrays deep around a string. */
+function nested(depth: number): string {
+  return "[".repeat(depth) + '"x"' + "]".repeat(depth);
+}
+
+/** REQUEST as JSON text with `state` replaced by JSON text (JSON.stringify cannot nest 10,000 deep). */
+function withState(state: string, extra = ""): string {
+  return JSON.stringify(REQUEST)
+    .replace('{"model"', `{${extra}"model"`)
+    .replace('{"ticket":"I was charged twice"}', state);
+}
+
+describe("items 3 and 7: deep nesting, Infinity and __proto__ are refused with a 422 where they are", () => {
+  it("a state or instructions 10,000 deep gets 422 too_deep at its loc, not 500", async () => {
+    await start();
+    const deepState = await post(withState(nested(10_000)));
+    expect(deepState.status).toBe(422);
+    expect(deepState.body.detail[0].type).toBe("too_deep");
+    expect(deepState.body.detail[0].loc.slice(0, 3)).toEqual(["body", "state", 0]);
+    const deepInstructions = await post(
+      `{"model":"stub-1","state":"s","questions":{"refund":{"type":"noul","instructions":{"why":${nested(10_000)}}}}}`,
+    );
+    expect(deepInstructions.status).toBe(422);
+    expect(deepInstructions.body.detail[0].loc.slice(0, 5)).toEqual([
+      "body",
+      "questions",
+      "refund",
+      "instructions",
+      "why",
+    ]);
+    // With an unknown field the body skips the fast check and goes to zod: same answer.
+    const viaZod = await post(withState(nested(10_000), '"extra":1,'));
+    expect(viaZod.status).toBe(422);
+    expect(viaZod.body.detail[0].type).toBe("too_deep");
+    expect(model.entered).toBe(0);
+    // 60 deep is fine.
+    expect((await post(withState(nested(60)))).status).toBe(200);
+  });
+
+  it("1e999999 (Infinity) gets 422 from both validators", async () => {
+    await start();
+    const raw = JSON.stringify(REQUEST).replace('"I was charged twice"', "1e999999");
+    const fast = await post(raw);
+    expect(fast.status).toBe(422);
+    expect(fast.body.detail[0]).toMatchObject({
+      loc: ["body", "state", "ticket"],
+      type: "finite_number",
+    });
+    const viaZod = await post(raw.replace('{"model"', '{"extra": 1, "model"'));
+    expect(viaZod.status).toBe(422);
+    expect(viaZod.body.detail[0].loc).toEqual(["body", "state", "ticket"]);
+    expect(model.entered).toBe(0);
+  });
+
+  it("__proto__ as a question or option id is refused with 422, never dropped", async () => {
+    await start();
+    const question = await post(
+      '{"model":"stub-1","state":"s","questions":{"ok":{"type":"noul","instructions":"q?"},"__proto__":{"type":"noul","instructions":"dropped?"}}}',
+    );
+    expect(question.status).toBe(422);
+    expect(question.body.detail[0].loc).toEqual(["body", "questions", "__proto__"]);
+    const option = await post(
+      '{"model":"stub-1","state":"s","extra":1,"questions":{"team":{"type":"choice","criteria":{"a":null,"b":null,"__proto__":"c"}}}}',
+    );
+    expect(option.status).toBe(422);
+    expect(option.body.detail[0].loc).toEqual([
+      "body",
+      "questions",
+      "team",
+      "criteria",
+      "__proto__",
+    ]);
+    expect(model.entered).toBe(0);
+  });
+});
+
+describe("item 11: conformance of error shapes and score levels", () => {
+  it("invalid JSON gets 422 with detail[] (json_invalid at the offset), not 400", async () => {
+    await start();
+    const reply = await post('{"model": "stub-1",\n "state": [1,, 2]}');
+    expect(reply.status).toBe(422);
+    // Node 20's JSON.parse names no position for this error; its excerpt says where.
+    expect(reply.body.detail).toEqual([
+      { loc: ["body"], msg: expect.stringMatching(/\[1,, 2\]/), type: "json_invalid" },
+    ]);
+    const truncated = await post('{"model": "stub-1"');
+    expect(truncated.body.detail).toEqual([
+      { loc: ["body", 18], msg: expect.stringMatching(/end of the body/), type: "json_invalid" },
+    ]);
+  });
+
+  it("a null score level is accepted; an object level comes back in legend as the object", async () => {
+    await start();
+    const levels = ["Calm", null, { label: "Furious", note: "shouting" }];
+    const reply = await post({
+      ...REQUEST,
+      questions: { anger: { type: "score", instructions: "How angry?", criteria: levels } },
+    });
+    expect(reply.status).toBe(200);
+    expect(reply.body.answers.anger.legend).toEqual({
+      "0": "Calm",
+      "1": "",
+      "2": { label: "Furious", note: "shouting" },
+    });
+    // Through zod (an unknown field) too.
+    const viaZod = await post({
+      ...REQUEST,
+      extra: true,
+      questions: { anger: { type: "score", criteria: levels } },
+    });
+    expect(viaZod.status).toBe(200);
+  });
+});

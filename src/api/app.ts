@@ -10,7 +10,8 @@ import { installDecompression } from "./decompress.js";
 import { detailsFromZod, HttpError, validationError } from "./errors.js";
 import { isCommonRequest } from "./fast-check.js";
 import { admittedTicket, installGate } from "./gate.js";
-import { parseJsonBody } from "./json.js";
+import { emptyBodyError, parseJsonBody } from "./json.js";
+import { jsonShapeProblems } from "./json-shape.js";
 import { openApiDocument } from "./openapi.js";
 import { SystemOneRequestSchema } from "./schemas.js";
 import { toDecisionRequest } from "./translate.js";
@@ -142,6 +143,11 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       void reply.code(error.statusCode).headers(error.headers).send(error.body);
       return;
     }
+    if (error.code === "FST_ERR_CTP_EMPTY_JSON_BODY") {
+      const empty = emptyBodyError();
+      void reply.code(empty.statusCode).send(empty.body);
+      return;
+    }
     const status = error.statusCode ?? 500;
     if (status >= 400 && status < 500) {
       void reply.code(status).send(clientErrorBody(error, bodyLimit));
@@ -254,6 +260,9 @@ function validate(
     throw validationError([
       { loc: ["body"], msg: "The body should be a JSON object", type: "model_attributes_type" },
     ]);
+  // Depth, finite numbers and reserved ids first: both validators below rely on them.
+  const shape = jsonShapeProblems(raw);
+  if (shape.length > 0) throw validationError(shape);
   // The common body passes a compiled check that zod would accept it unchanged (./fast-check.ts);
   // any other goes through zod, which also words the 422 details.
   const parsed = isCommonRequest(raw)
@@ -355,10 +364,6 @@ function clientErrorBody(error: Error & { statusCode?: number; code?: string }, 
           error_type: "unsupported_media_type",
           message: "the body must be JSON sent with Content-Type: application/json",
         },
-      };
-    case "FST_ERR_CTP_EMPTY_JSON_BODY":
-      return {
-        detail: { error_type: "invalid_json", message: "the body is empty; send a JSON object" },
       };
     default:
       return { detail: { error_type: "invalid_request", message: error.message } };

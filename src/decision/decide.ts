@@ -33,12 +33,11 @@ import {
   renderMediaText,
   renderQuestion,
   renderStateBlock,
-  renderText,
   SYSTEM_MESSAGE,
   TEMPLATE_MARKER,
   TUNED_SYSTEM_MESSAGE,
 } from "./prompt.js";
-import type { Answer, DecisionRequest, DecisionResult, Question } from "./types.js";
+import type { Answer, DecisionRequest, DecisionResult, Question, TextValue } from "./types.js";
 
 /**
  * Option-order debiasing: the label log-probabilities of a choice are averaged over several
@@ -575,10 +574,12 @@ export function assemble(question: Question, probabilities: number[]): Answer {
       return { type: "noul", noul: probabilities[0]! };
     case "score": {
       const record: Record<string, number> = {};
-      const legend: Record<string, string> = {};
+      // The level as the request gave it (structured text stays structured, as the official
+      // clients type it); an undescribed (null) level as "", since the clients want no null here.
+      const legend: Record<string, TextValue> = {};
       question.levels.forEach((level, i) => {
         record[String(i)] = probabilities[i]!;
-        legend[String(i)] = renderText(level);
+        legend[String(i)] = level ?? "";
       });
       return {
         type: "score",

@@ -119,7 +119,12 @@ export const decideOutputShape = {
         z.object({
           type: z.literal("score"),
           score: z.number().describe("expected level, Σ i·pᵢ"),
-          legend: z.record(z.string(), z.string()).describe('"0".."n−1" → level description'),
+          legend: z
+            .record(
+              z.string(),
+              z.union([z.string(), z.record(z.string(), z.json()), z.array(z.json())]),
+            )
+            .describe('"0".."n−1" → level description, as the question gave it'),
           probabilities: Probabilities.describe('"0".."n−1" → probability'),
           confidence: z.number(),
         }),

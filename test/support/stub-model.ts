@@ -25,7 +25,7 @@ export function stubAnswer(
         confidence: 1,
       };
     } else {
-      const legend = Object.fromEntries(q.levels.map((l, i) => [String(i), l]));
+      const legend = Object.fromEntries(q.levels.map((l, i) => [String(i), l ?? ""]));
       answers[id] = {
         type: "score",
         score: 0,
