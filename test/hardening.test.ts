@@ -287,3 +287,29 @@ describe("item 11: conformance of error shapes and score levels", () => {
     expect(viaZod.status).toBe(200);
   });
 });
+
+describe("content types and encodings found by the fuzz suite", () => {
+  it("a charset parameter on application/json is accepted", async () => {
+    await start();
+    for (const type of [
+      "application/json; charset=utf-8",
+      "application/json;charset=UTF-8",
+      "Application/JSON",
+    ]) {
+      const reply = await post(JSON.stringify(REQUEST), { "content-type": type });
+      expect({ type, status: reply.status }).toEqual({ type, status: 200 });
+    }
+  });
+
+  it("a corrupt compressed body with a content type no route parses gets 415, and the server stays up", async () => {
+    await start();
+    for (const encoding of ["gzip", "zstd", "br", "deflate"]) {
+      const reply = await post(Buffer.from("definitely not compressed"), {
+        "content-type": "text/plain",
+        "content-encoding": encoding,
+      });
+      expect({ encoding, status: reply.status }).toEqual({ encoding, status: 415 });
+    }
+    expect((await post()).status).toBe(200);
+  });
+});

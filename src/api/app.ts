@@ -10,7 +10,7 @@ import { installDecompression } from "./decompress.js";
 import { detailsFromZod, HttpError, validationError } from "./errors.js";
 import { isCommonRequest } from "./fast-check.js";
 import { admittedTicket, installGate } from "./gate.js";
-import { emptyBodyError, parseJsonBody } from "./json.js";
+import { emptyBodyError, JSON_CONTENT_TYPE, parseJsonBody } from "./json.js";
 import { jsonShapeProblems } from "./json-shape.js";
 import { openApiDocument } from "./openapi.js";
 import { SystemOneRequestSchema } from "./schemas.js";
@@ -123,7 +123,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   installDecompression(app, bodyLimit);
   app.removeAllContentTypeParsers();
   app.addContentTypeParser(
-    /^application\/([\w.+-]*\+)?json$/,
+    JSON_CONTENT_TYPE,
     { parseAs: "string", bodyLimit },
     (_request, body, done) => {
       try {

@@ -3,6 +3,7 @@ import { Decompress as ZstdStream } from "fzstd";
 import { Transform, type TransformCallback } from "node:stream";
 import { createBrotliDecompress, createGunzip, createInflate } from "node:zlib";
 import { apiError, HttpError } from "./errors.js";
+import { JSON_CONTENT_TYPE } from "./json.js";
 import { ZstdFrameError, ZstdFrameGuard } from "./zstd-frames.js";
 
 /**
@@ -28,6 +29,9 @@ export function installDecompression(app: FastifyInstance, bodyLimit: number): v
       .map((c) => c.trim().toLowerCase())
       .filter((c) => c !== "" && c !== "identity");
     if (codings.length === 0) return payload;
+    // A body no parser takes is answered 415 unread: decoding it would be wasted work, and its
+    // decoding errors would come after the reply.
+    if (!JSON_CONTENT_TYPE.test(request.headers["content-type"] ?? "")) return payload;
     if (codings.length > 1 || !(CONTENT_ENCODINGS as readonly string[]).includes(codings[0]!))
       throw apiError(
         415,
@@ -63,6 +67,8 @@ export function installDecompression(app: FastifyInstance, bodyLimit: number): v
       ),
     );
     limited.on("limit", () => stop(tooLarge()));
+    // An error after Fastify stopped reading (it answered already) must not go unhandled.
+    limited.on("error", () => {});
     payload.pipe(decoder).pipe(limited);
     return limited;
   });

@@ -1,6 +1,12 @@
 import { validationError } from "./errors.js";
 
 /**
+ * The content types parsed as JSON: `application/json` and `application/<x>+json`, any case,
+ * with or without parameters (`; charset=utf-8`). Fastify tests it against the whole header.
+ */
+export const JSON_CONTENT_TYPE = /^application\/([\w.+-]*\+)?json\s*(;|$)/i;
+
+/**
  * Parses a JSON request body.
  * @throws {HttpError} 422 with `detail[]` (FastAPI's shape, the API's convention for a body it
  *   cannot use): `type: "json_invalid"` at `loc: ["body", <character offset>]`, whose `msg` says
