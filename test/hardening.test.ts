@@ -35,7 +35,7 @@ async function start(options: Partial<AppOptions> & { waitMs?: number } = {}): P
   const { waitMs, ...rest } = options;
   app = await buildApp({
     models: [model],
-    gate: accountGate(new Admission(store, { waitMs: waitMs ?? 0 })),
+    gate: accountGate(new Admission(store, { waitMs: waitMs ?? 0 }), store),
     logger: { level: "info", stream },
     console: { store, adminToken: undefined },
     ...rest,
@@ -311,5 +311,150 @@ describe("content types and encodings found by the fuzz suite", () => {
       expect({ encoding, status: reply.status }).toEqual({ encoding, status: 415 });
     }
     expect((await post()).status).toBe(200);
+  });
+});
+
+/** Resolves when `signal` aborts. */
+function aborted(signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve) => {
+    if (!signal) return;
+    if (signal.aborted) resolve();
+    else signal.addEventListener("abort", () => resolve(), { once: true });
+  });
+}
+
+describe("item 5: overload, deadlines and hang-ups", () => {
+  it("a full queue answers 503 overloaded with Retry-After; the queue frees as work ends", async () => {
+    await start({ queue: { capacity: 2, deadlineMs: 0 } });
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    model.impl = async (request) => {
+      await held;
+      return (await import("./support/stub-model.js")).stubAnswer(request);
+    };
+    const keyB = store.createKey("team-b").key;
+    const first = post();
+    const second = postJson(`${url}/v1/systemone`, REQUEST, { authorization: `Bearer ${keyB}` });
+    await expect.poll(() => model.inFlight).toBe(2);
+    const keyC = store.createKey("team-c").key;
+    const third = await postJson(`${url}/v1/systemone`, REQUEST, {
+      authorization: `Bearer ${keyC}`,
+    });
+    expect(third.status).toBe(503);
+    expect(third.body.detail.error_type).toBe("overloaded");
+    expect(third.headers.get("retry-after")).toMatch(/^[1-9]\d*$/);
+    expect(model.entered).toBe(2);
+    release();
+    expect((await first).status).toBe(200);
+    expect((await second).status).toBe(200);
+    expect(
+      (await postJson(`${url}/v1/systemone`, REQUEST, { authorization: `Bearer ${keyC}` })).status,
+    ).toBe(200);
+  });
+
+  it("past its deadline a request gets 503 deadline_exceeded and the engine's signal aborts", async () => {
+    await start({ queue: { deadlineMs: 300 } });
+    let seen: AbortSignal | undefined;
+    model.impl = async (_request, signal) => {
+      seen = signal;
+      await aborted(signal);
+      throw signal!.reason;
+    };
+    const reply = await post();
+    expect(reply.status).toBe(503);
+    expect(reply.body.detail.error_type).toBe("deadline_exceeded");
+    expect(seen?.aborted).toBe(true);
+    expect(logs.join("")).not.toMatch(/internal fault/);
+  });
+
+  it("a client hang-up aborts the engine's signal and is logged at info, not as an internal fault", async () => {
+    await start();
+    let seen: AbortSignal | undefined;
+    model.impl = async (_request, signal) => {
+      seen = signal;
+      await aborted(signal);
+      throw signal!.reason;
+    };
+    const controller = new AbortController();
+    const gone = fetch(`${url}/v1/systemone`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `Bearer ${key}` },
+      body: JSON.stringify(REQUEST),
+      signal: controller.signal,
+    }).catch(() => "aborted");
+    await expect.poll(() => model.inFlight).toBe(1);
+    controller.abort();
+    expect(await gone).toBe("aborted");
+    await expect.poll(() => seen?.aborted).toBe(true);
+    await expect.poll(() => model.inFlight).toBe(0);
+    const lines = logs.map((l) => JSON.parse(l));
+    expect(lines.filter((l) => l.level >= 50)).toEqual([]);
+    expect(lines.find((l) => /closed the connection/.test(l.msg))).toMatchObject({ level: 30 });
+    await expect.poll(() => store.calls("team-a").map((c) => c.status)).toEqual([499]);
+  });
+});
+
+describe("item 6: slow bodies time out and hold no slot", () => {
+  it("a body that never completes gets 408 at the request timeout, and the account's slot stays free", async () => {
+    await start({ requestTimeoutMs: 1000 });
+    const slow = partialPost(
+      "/v1/systemone",
+      { "content-type": "application/json", authorization: `Bearer ${key}` },
+      Buffer.from('{"model": "stub-1", "state": "'),
+      100_000,
+    ).catch((error: Error) => ({ status: 0, body: error.message }));
+    // While the upload hangs, the same account is answered: no slot was taken for it.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect((await post()).status).toBe(200);
+    const reply = await slow;
+    expect(reply.status).toBe(408);
+    expect(model.entered).toBe(1);
+  });
+});
+
+describe("item 7: --auth off checks the Host header (DNS rebinding)", () => {
+  it("without a gate, a request whose Host is not a loopback name gets 403", async () => {
+    await start({ gate: undefined });
+    const port = new URL(url).port;
+    const send = (host: string) =>
+      new Promise<number>((resolve, reject) => {
+        const req = httpRequest(`${url}/v1/systemone`, {
+          method: "POST",
+          headers: { host, "content-type": "application/json" },
+        });
+        req.on("response", (res) => {
+          res.resume();
+          resolve(res.statusCode!);
+        });
+        req.on("error", reject);
+        req.end(JSON.stringify(REQUEST));
+      });
+    for (const host of [`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`, "localhost"])
+      expect({ host, status: await send(host) }).toEqual({ host, status: 200 });
+    for (const host of [`evil.example:${port}`, `evil.localhost:${port}`, "10.0.0.1"])
+      expect({ host, status: await send(host) }).toEqual({ host, status: 403 });
+  });
+
+  it("with a gate (keys required) any Host is answered", async () => {
+    await start();
+    const reply = await post(REQUEST, { host: "decisiond.example.com" });
+    expect(reply.status).toBe(200);
+  });
+});
+
+describe("item 7: the ffprobe error names no server path", () => {
+  it("a video ffprobe cannot read gets a message without the temporary file's path", async () => {
+    const { sampleVideo, VideoError } = await import("../src/media/video.js");
+    const { toolsAvailable } = await import("../src/media/tools.js");
+    if (!(await toolsAvailable())) throw new Error("ffprobe/ffmpeg are needed for this test");
+    const error = await sampleVideo(Buffer.from("this is not a video at all"), {
+      frames: 2,
+      maxSeconds: 60,
+    }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(VideoError);
+    const message = (error as Error).message;
+    expect(message).toMatch(/not a readable video/);
+    expect(message).not.toContain(tmpdir());
+    expect(message).not.toMatch(/decisiond-video-|input\.mp4/);
   });
 });

@@ -7,14 +7,24 @@ import { PromptTextError } from "../engine/types.js";
 import { MediaInputError } from "../media/errors.js";
 import { decodeRequestMedia, type MediaOptions } from "../media/request.js";
 import { installDecompression } from "./decompress.js";
-import { detailsFromZod, HttpError, validationError } from "./errors.js";
+import { apiError, detailsFromZod, HttpError, validationError } from "./errors.js";
 import { isCommonRequest } from "./fast-check.js";
 import { admittedTicket, installGate } from "./gate.js";
+import { requireLoopbackHost } from "./host.js";
 import { emptyBodyError, JSON_CONTENT_TYPE, parseJsonBody } from "./json.js";
 import { jsonShapeProblems } from "./json-shape.js";
 import { openApiDocument } from "./openapi.js";
 import { SystemOneRequestSchema } from "./schemas.js";
 import { toDecisionRequest } from "./translate.js";
+import { DeadlineError, WorkQueue, type WorkQueueOptions } from "./work-queue.js";
+
+/** The reason a request's signal aborts when its client hangs up. */
+class ClientGoneError extends Error {
+  override readonly name = "ClientGoneError";
+  constructor() {
+    super("the client closed the connection before its answer");
+  }
+}
 
 /** A model the service answers with, as the API layer sees it. */
 export interface ServedModel {
@@ -37,11 +47,17 @@ export interface ServedModel {
 
 /**
  * Admission of a request before it reaches the model (authentication, per-account concurrency,
- * allowance). `admit` runs in `onRequest`, before the body is read (see ./gate.ts), and throws an
- * {@link HttpError} to refuse; the returned ticket is settled once with the usage of the call (or
+ * allowance). `authenticate` runs in `onRequest`, before the body is read, and `admit` once the
+ * body is complete (see ./gate.ts); each throws an {@link HttpError} to refuse; the returned ticket is settled once with the usage of the call (or
  * `undefined` when it failed or never reached the model).
  */
 export interface Gate {
+  /**
+   * Checks the request's credential in `onRequest`, before its body is read; throws an
+   * {@link HttpError} (401) to refuse. Optional: without it the credential is checked by `admit`.
+   */
+  authenticate?(request: FastifyRequest): Promise<void>;
+  /** Admits the request once its body is complete and parsed (`preHandler`). */
   admit(request: FastifyRequest): Promise<GateTicket>;
 }
 
@@ -71,7 +87,22 @@ export interface AppOptions {
   readonly version?: string;
   /** The web console under `/console` (src/console/); none when absent. */
   readonly console?: ConsoleOptions;
+  /** The bound on decisions waiting for the model, and their deadline (./work-queue.ts). */
+  readonly queue?: WorkQueueOptions;
+  /**
+   * Longest time to receive a whole request (headers and body), in ms; past it the server
+   * answers 408 and closes the connection. Default {@link DEFAULT_REQUEST_TIMEOUT_MS}.
+   */
+  readonly requestTimeoutMs?: number;
+  /**
+   * Answer only requests whose Host header names loopback (./host.ts): for a server without
+   * authentication, against DNS rebinding. Default: on when there is no gate.
+   */
+  readonly loopbackHostOnly?: boolean;
 }
+
+/** 30 s, the default time to receive a whole request. */
+export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
 
 /** 16 MiB, the default request body limit. */
 export const DEFAULT_BODY_LIMIT = 16 * 1024 * 1024;
@@ -84,8 +115,13 @@ export const DEFAULT_BODY_LIMIT = 16 * 1024 * 1024;
  */
 export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const bodyLimit = options.bodyLimit ?? DEFAULT_BODY_LIMIT;
+  const requestTimeout = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
   const app = Fastify({
     bodyLimit,
+    // A slow body times out (408) instead of holding a connection; Node checks every
+    // `connectionsCheckingInterval` ms, so the check runs often enough for the timeout to hold.
+    requestTimeout,
+    http: { connectionsCheckingInterval: Math.max(250, Math.min(requestTimeout / 4, 5000)) },
     logger:
       options.logger === false
         ? false
@@ -120,6 +156,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     return payload;
   });
 
+  if (options.loopbackHostOnly ?? options.gate === undefined) requireLoopbackHost(app);
   installDecompression(app, bodyLimit);
   app.removeAllContentTypeParsers();
   app.addContentTypeParser(
@@ -163,6 +200,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     });
   });
 
+  const queue = new WorkQueue(options.queue);
+
   const byName = new Map<string, ServedModel>();
   for (const model of options.models)
     for (const name of [...model.names, ...(model.aliases ?? [])]) byName.set(name, model);
@@ -192,24 +231,33 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   app.post("/v1/systemone", async (request, reply) => {
     const ticket = admittedTicket(request);
     let usage: DecisionResult["usage"] | undefined;
+    // The engine's work once it lets go, when the client was answered before that.
+    let abandoned: Promise<DecisionResult | undefined> | undefined;
+    let done: Promise<DecisionResult | undefined> | undefined;
     try {
       const { body, model, name } = validate(request.body, byName);
+      // Aborted when the client hangs up: the engine drops the work (src/api/work-queue.ts).
       const controller = new AbortController();
-      reply.raw.on("close", () => {
-        if (!reply.raw.writableEnded) controller.abort();
-      });
+      const hangUp = () => {
+        if (!reply.raw.writableEnded) controller.abort(new ClientGoneError());
+      };
+      if (reply.raw.destroyed) hangUp();
+      else reply.raw.on("close", hangUp);
       let result: DecisionResult;
       try {
         const media = await requestMedia(body, model);
         const started = performance.now();
-        result = await model.decide(
-          { ...toDecisionRequest(body), ...(media ? { media } : {}) },
+        result = await queue.run(
+          (signal) =>
+            model.decide({ ...toDecisionRequest(body), ...(media ? { media } : {}) }, signal),
           controller.signal,
+          (work) => (done = work),
         );
         // W3C Server-Timing: time spent in the engine and readout (ms), so a client can tell it
         // from the HTTP, JSON and media work around it (bench/run.mjs uses it).
         reply.header("server-timing", `decide;dur=${(performance.now() - started).toFixed(2)}`);
       } catch (error) {
+        if (error instanceof ClientGoneError || error instanceof DeadlineError) abandoned = done;
         if (error instanceof PromptTextError)
           throw validationError([
             {
@@ -218,6 +266,19 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
               type: "value_error",
             },
           ]);
+        if (error instanceof ClientGoneError) {
+          request.log.info(
+            "the client closed the connection before its answer; its work was cancelled",
+          );
+          // Nothing to send on a closed connection; the gate records the call as 499 and
+          // charges its usage once the engine lets go.
+          reply.hijack();
+          return;
+        }
+        if (error instanceof DeadlineError)
+          throw apiError(503, "deadline_exceeded", `${error.message}; retry later`, {
+            "retry-after": String(Math.max(1, Math.ceil(queue.deadlineMs / 4000))),
+          });
         if (error instanceof StateTooLongError)
           throw validationError([
             {
@@ -244,7 +305,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       );
       return { model: name, answers: result.answers, usage: result.usage };
     } finally {
-      ticket?.settle(usage);
+      if (abandoned) void abandoned.then((late) => ticket?.settle(late?.usage));
+      else ticket?.settle(usage);
     }
   });
 
