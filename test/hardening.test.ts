@@ -458,3 +458,39 @@ describe("item 7: the ffprobe error names no server path", () => {
     expect(message).not.toMatch(/decisiond-video-|input\.mp4/);
   });
 });
+
+describe("item 9: decisiond ask", () => {
+  it("a colon inside an option (a URL, a time) stays in the option; a question may hold ': '", async () => {
+    const { parseQuestionSpec } = await import("../src/cli/ask.js");
+    expect(
+      parseQuestionSpec("choice", "src=Where to look?:docs=https://example.com/a,faq=see 10:30"),
+    ).toEqual([
+      "src",
+      {
+        type: "choice",
+        instructions: "Where to look?",
+        criteria: { docs: "https://example.com/a", faq: "see 10:30" },
+      },
+    ]);
+    expect(parseQuestionSpec("score", "t=When: roughly?:9:00,noon")).toEqual([
+      "t",
+      { type: "score", instructions: "When: roughly?", criteria: ["9:00", "noon"] },
+    ]);
+  });
+
+  it("--image promises no GIF (the server refuses it)", async () => {
+    const { Command } = await import("commander");
+    const { registerAskCommand } = await import("../src/cli/ask.js");
+    const program = new Command().exitOverride();
+    const ask = registerAskCommand(program);
+    expect(ask.helpInformation()).not.toMatch(/GIF/i);
+  });
+
+  it("the 422 for an image sent to a text-only model says how to serve a vision model", async () => {
+    await start();
+    const reply = await post({ ...REQUEST, images: ["data:image/png;base64,AAAA"] });
+    expect(reply.status).toBe(422);
+    expect(reply.body.detail[0].loc).toEqual(["body", "images"]);
+    expect(reply.body.detail[0].msg).toMatch(/decisiond serve --model smolvlm-256m-instruct/);
+  });
+});

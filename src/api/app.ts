@@ -358,11 +358,24 @@ function validate(
     ]);
   if (body.images && !model.acceptsImages)
     throw validationError([
-      { loc: ["body", "images"], msg: `model ${name} does not accept images`, type: "value_error" },
+      {
+        loc: ["body", "images"],
+        msg:
+          `model ${name} does not accept images: it is a text-only model. Serve a vision model to ` +
+          "send images, e.g. `decisiond serve --model smolvlm-256m-instruct` (its projector is " +
+          "pulled with it), or a GGUF with its projector: `decisiond serve --model FILE.gguf --mmproj MMPROJ.gguf`",
+        type: "value_error",
+      },
     ]);
   if (body.videos && !model.acceptsVideos)
     throw validationError([
-      { loc: ["body", "videos"], msg: `model ${name} does not accept videos`, type: "value_error" },
+      {
+        loc: ["body", "videos"],
+        msg:
+          `model ${name} does not accept videos: it is a text-only model. Serve a vision model to ` +
+          "send videos, e.g. `decisiond serve --model smolvlm-256m-instruct`",
+        type: "value_error",
+      },
     ]);
   return { body, model, name };
 }
