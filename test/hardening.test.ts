@@ -494,3 +494,21 @@ describe("item 9: decisiond ask", () => {
     expect(reply.body.detail[0].msg).toMatch(/decisiond serve --model smolvlm-256m-instruct/);
   });
 });
+
+describe("item 10: the README says how to raise the official clients' 10 s timeout", () => {
+  it("names the JS SDK's `timeout` (ms) and the Python SDK's `timeout` (s), whose default is still 10 s", async () => {
+    const { readFile } = await import("node:fs/promises");
+    const readme = await readFile(new URL("../README.md", import.meta.url), "utf8");
+    const types = await readFile(
+      new URL("../node_modules/@typesafe-ai/sdk/dist/index.d.mts", import.meta.url),
+      "utf8",
+    );
+    // If the SDK's default changes, the README's advice must be revisited.
+    expect(types).toMatch(/timeout\?: number;/);
+    expect(types).toMatch(/Default: 10000\./);
+    const section = readme.slice(readme.indexOf("raise their 10 s timeout"));
+    expect(section).toMatch(/new TypeSafeClient\(\{[^}]*timeout: 120_000 \}\)/);
+    expect(section).toMatch(/systemOne\(request, \{ timeout: 120_000 \}\)/);
+    expect(section).toMatch(/TypeSafeClient\(base_url=[^)]*timeout=120\.0\)/);
+  });
+});
