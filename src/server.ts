@@ -67,6 +67,12 @@ export interface ServiceOptions {
   /** Bytes of the engine's prefix cache; 0 turns it off. Default: the engine's (512 MiB). */
   readonly prefixCacheBytes?: number;
   readonly bodyLimit?: number;
+  /** Decisions admitted at once (running + waiting) before 503; default the app's (16). */
+  readonly queueCapacity?: number;
+  /** Longest a decision may take, in ms (0: none); default the app's (120 s). */
+  readonly deadlineMs?: number;
+  /** Longest time to receive a whole request, in ms; default the app's (30 s). */
+  readonly requestTimeoutMs?: number;
   readonly debias?: DebiasMode;
   /**
    * Choice labels, contextual calibration, in-context examples, question contrast. Default: the
@@ -159,6 +165,11 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     ...(options.queueDepth ? { queueDepth: options.queueDepth } : {}),
     models: [served],
     ...(options.bodyLimit ? { bodyLimit: options.bodyLimit } : {}),
+    queue: {
+      ...(options.queueCapacity ? { capacity: options.queueCapacity } : {}),
+      ...(options.deadlineMs !== undefined ? { deadlineMs: options.deadlineMs } : {}),
+    },
+    ...(options.requestTimeoutMs ? { requestTimeoutMs: options.requestTimeoutMs } : {}),
     ...(options.logger !== undefined ? { logger: options.logger } : {}),
     ...(options.gate ? { gate: options.gate } : {}),
     ...(options.console ? { console: options.console } : {}),

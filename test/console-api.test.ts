@@ -297,7 +297,7 @@ describe("validation", () => {
       headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
       payload: "{",
     });
-    expect(notJson.statusCode).toBe(400);
+    expect(notJson.statusCode).toBe(422);
   });
 });
 

@@ -41,7 +41,7 @@ function answer(
         confidence: 1,
       };
     } else {
-      const legend = Object.fromEntries(q.levels.map((l, i) => [String(i), l]));
+      const legend = Object.fromEntries(q.levels.map((l, i) => [String(i), l ?? ""]));
       answers[id] = {
         type: "score",
         score: 0,
@@ -108,7 +108,7 @@ async function start(
   });
   app = await buildApp({
     models: [model],
-    gate: accountGate(new Admission(store, { waitMs: options.waitMs ?? 0 })),
+    gate: accountGate(new Admission(store, { waitMs: options.waitMs ?? 0 }), store),
     logger: { level: options.logLevel ?? "info", stream },
     ...(options.bodyLimit ? { bodyLimit: options.bodyLimit } : {}),
   });
@@ -311,14 +311,13 @@ describe("one request in flight per account", () => {
   it("a request refused before the model (bad input) frees the slot", async () => {
     await start();
     const { key } = await store.createKey("team-a");
-    expect((await post(key, "{not json")).status).toBe(400);
+    expect((await post(key, "{not json")).status).toBe(422);
     expect((await post(key, { ...REQUEST, model: "nope" })).status).toBe(422);
     expect((await post(key, "x".repeat(10), { "content-type": "text/plain" })).status).toBe(415);
     expect((await post(key)).status).toBe(200);
+    // A body that does not parse never took the slot, so it has no ledger row (issue 31, item 6).
     expect((await store.calls("team-a")).map((c) => [c.status, c.model ?? null])).toEqual([
-      [400, null],
       [422, null],
-      [415, null],
       [200, "stub-1"],
     ]);
   });
@@ -497,14 +496,17 @@ describe("limits and bad input", () => {
     expect((await post(key)).status).toBe(200);
   });
 
-  it("malformed JSON gets 400 saying where", async () => {
+  it("malformed JSON gets 422 json_invalid saying where (the API's detail[] shape)", async () => {
     const reply = await post(key, '{"model": "stub-1",\n "state": [1, 2,, 3]}');
-    expectError(reply, 400, "invalid_json");
-    expect(reply.body.detail.message).toMatch(/line 2, column \d+/);
+    expect(reply.status).toBe(422);
+    expect(reply.body.detail[0]).toMatchObject({ type: "json_invalid" });
+    expect(reply.body.detail[0].msg).toMatch(/line 2, column \d+|2,, 3/);
     const truncated = await post(key, '{"model": "stub-1"');
-    expectError(truncated, 400, "invalid_json");
-    expect(truncated.body.detail.message).toMatch(/end of the body|line 1/);
-    expectError(await post(key, ""), 400, "invalid_json");
+    expect(truncated.status).toBe(422);
+    expect(truncated.body.detail[0].msg).toMatch(/end of the body|line 1/);
+    const empty = await post(key, "");
+    expect(empty.status).toBe(422);
+    expect(empty.body.detail[0]).toMatchObject({ loc: ["body"], type: "missing" });
   });
 
   it("a wrong content type gets 415", async () => {
@@ -676,7 +678,7 @@ describe("request ids, logs and the OpenAPI document", () => {
     const secret = "SECRET-STATE-d41d8cd98f00";
     expect((await post(key, { ...REQUEST, state: { note: secret } })).status).toBe(200);
     expect((await post(key, { ...REQUEST, model: secret })).status).toBe(422);
-    expect((await post(key, `{"state": "${secret}"`)).status).toBe(400);
+    expect((await post(key, `{"state": "${secret}"`)).status).toBe(422);
     await post(`dsk_${secret}`);
     const text = logs.join("");
     expect(logs.length).toBeGreaterThan(4);

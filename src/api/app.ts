@@ -11,12 +11,23 @@ import { installDecompression } from "./decompress.js";
 import { apiError, detailsFromZod, HttpError, validationError } from "./errors.js";
 import { isCommonRequest } from "./fast-check.js";
 import { admittedTicket, installGate } from "./gate.js";
-import { parseJsonBody } from "./json.js";
+import { requireLoopbackHost } from "./host.js";
+import { emptyBodyError, JSON_CONTENT_TYPE, parseJsonBody } from "./json.js";
+import { jsonShapeProblems } from "./json-shape.js";
 import { Lifecycle } from "./lifecycle.js";
 import { createMetrics } from "./metrics.js";
 import { openApiDocument } from "./openapi.js";
 import { SystemOneRequestSchema } from "./schemas.js";
 import { toDecisionRequest } from "./translate.js";
+import { DeadlineError, WorkQueue, type WorkQueueOptions } from "./work-queue.js";
+
+/** The reason a request's signal aborts when its client hangs up. */
+class ClientGoneError extends Error {
+  override readonly name = "ClientGoneError";
+  constructor() {
+    super("the client closed the connection before its answer");
+  }
+}
 
 /** A model the service answers with, as the API layer sees it. */
 export interface ServedModel {
@@ -43,11 +54,17 @@ export interface ServedModel {
 
 /**
  * Admission of a request before it reaches the model (authentication, per-account concurrency,
- * allowance). `admit` runs in `onRequest`, before the body is read (see ./gate.ts), and throws an
- * {@link HttpError} to refuse; the returned ticket is settled once with the usage of the call (or
+ * allowance). `authenticate` runs in `onRequest`, before the body is read, and `admit` once the
+ * body is complete (see ./gate.ts); each throws an {@link HttpError} to refuse; the returned ticket is settled once with the usage of the call (or
  * `undefined` when it failed or never reached the model).
  */
 export interface Gate {
+  /**
+   * Checks the request's credential in `onRequest`, before its body is read; throws an
+   * {@link HttpError} (401) to refuse. Optional: without it the credential is checked by `admit`.
+   */
+  authenticate?(request: FastifyRequest): Promise<void>;
+  /** Admits the request once its body is complete and parsed (`preHandler`). */
   admit(request: FastifyRequest): Promise<GateTicket>;
 }
 
@@ -94,6 +111,18 @@ export interface AppOptions {
   readonly lifecycle?: Lifecycle;
   /** Decision requests waiting for their account's slot, for `decisiond_queue_depth`. */
   readonly queueDepth?: () => number;
+  /** The bound on decisions waiting for the model, and their deadline (./work-queue.ts). */
+  readonly queue?: WorkQueueOptions;
+  /**
+   * Longest time to receive a whole request (headers and body), in ms; past it the server
+   * answers 408 and closes the connection. Default {@link DEFAULT_REQUEST_TIMEOUT_MS}.
+   */
+  readonly requestTimeoutMs?: number;
+  /**
+   * Answer only requests whose Host header names loopback (./host.ts): for a server without
+   * authentication, against DNS rebinding. Default: on when there is no gate.
+   */
+  readonly loopbackHostOnly?: boolean;
 }
 
 /** A request id sent by a load balancer or client that we adopt: 1–128 safe characters. */
@@ -101,6 +130,9 @@ const INCOMING_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /** How long `/readyz` waits for each check, ms. */
 const READY_CHECK_MS = 2000;
+
+/** 30 s, the default time to receive a whole request. */
+export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
 
 /** 16 MiB, the default request body limit. */
 export const DEFAULT_BODY_LIMIT = 16 * 1024 * 1024;
@@ -116,8 +148,13 @@ export const DEFAULT_BODY_LIMIT = 16 * 1024 * 1024;
  */
 export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   const bodyLimit = options.bodyLimit ?? DEFAULT_BODY_LIMIT;
+  const requestTimeout = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
   const app = Fastify({
     bodyLimit,
+    // A slow body times out (408) instead of holding a connection; Node checks every
+    // `connectionsCheckingInterval` ms, so the check runs often enough for the timeout to hold.
+    requestTimeout,
+    http: { connectionsCheckingInterval: Math.max(250, Math.min(requestTimeout / 4, 5000)) },
     logger:
       options.logger === false
         ? false
@@ -151,6 +188,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     receivedAt.set(request, performance.now());
     reply.header("x-request-id", request.id);
     reply.header("x-typesafe-request-id", request.id);
+    // An unknown route is answered before its body is read: no upload, decompression or parse.
+    if (request.is404) return reply.code(404).send(notFoundBody(request));
   });
 
   // W3C Server-Timing `app`: milliseconds from the request's arrival to its response being
@@ -163,10 +202,11 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     return payload;
   });
 
+  if (options.loopbackHostOnly ?? options.gate === undefined) requireLoopbackHost(app);
   installDecompression(app, bodyLimit);
   app.removeAllContentTypeParsers();
   app.addContentTypeParser(
-    /^application\/([\w.+-]*\+)?json$/,
+    JSON_CONTENT_TYPE,
     { parseAs: "string", bodyLimit },
     (_request, body, done) => {
       try {
@@ -211,9 +251,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   });
 
   app.setNotFoundHandler((request, reply) => {
-    void reply.code(404).send({
-      detail: { error_type: "not_found", message: `no route ${request.method} ${request.url}` },
-    });
+    void reply.code(404).send(notFoundBody(request));
   });
 
   app.setErrorHandler((error: Error & { statusCode?: number; code?: string }, request, reply) => {
@@ -222,6 +260,11 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
         .code(error.statusCode)
         .headers(error.headers)
         .send(withRequestId(error.body, request.id));
+      return;
+    }
+    if (error.code === "FST_ERR_CTP_EMPTY_JSON_BODY") {
+      const empty = emptyBodyError();
+      void reply.code(empty.statusCode).send(empty.body);
       return;
     }
     const status = error.statusCode ?? 500;
@@ -239,6 +282,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       },
     });
   });
+
+  const queue = new WorkQueue(options.queue);
 
   const byName = new Map<string, ServedModel>();
   for (const model of options.models)
@@ -296,25 +341,37 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   app.post("/v1/systemone", async (request, reply) => {
     const ticket = admittedTicket(request);
     let usage: DecisionResult["usage"] | undefined;
+    // The engine's work once it lets go, when the client was answered before that.
+    let abandoned: Promise<DecisionResult | undefined> | undefined;
+    let done: Promise<DecisionResult | undefined> | undefined;
     try {
       const { body, model, name } = validate(request.body, byName);
+      // Aborted when the client hangs up: the engine drops the work (src/api/work-queue.ts).
       const controller = new AbortController();
-      reply.raw.on("close", () => {
-        if (!reply.raw.writableEnded) controller.abort();
-      });
+      const hangUp = () => {
+        if (!reply.raw.writableEnded) controller.abort(new ClientGoneError());
+      };
+      if (reply.raw.destroyed) hangUp();
+      else reply.raw.on("close", hangUp);
       let result: DecisionResult;
       try {
         const media = await requestMedia(body, model);
         const started = performance.now();
-        result = await model.decide(
-          { ...toDecisionRequest(body), ...(media ? { media } : {}) },
+        result = await queue.run(
+          (signal) =>
+            model.decide(
+              { ...toDecisionRequest(body), ...(media ? { media } : {}) },
+              signal,
+              ticket?.reserve ? { beforeScore: ticket.reserve } : undefined,
+            ),
           controller.signal,
-          ticket?.reserve ? { beforeScore: ticket.reserve } : undefined,
+          (work) => (done = work),
         );
         // W3C Server-Timing: time spent in the engine and readout (ms), so a client can tell it
         // from the HTTP, JSON and media work around it (bench/run.mjs uses it).
         reply.header("server-timing", `decide;dur=${(performance.now() - started).toFixed(2)}`);
       } catch (error) {
+        if (error instanceof ClientGoneError || error instanceof DeadlineError) abandoned = done;
         if (error instanceof PromptTextError)
           throw validationError([
             {
@@ -323,6 +380,19 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
               type: "value_error",
             },
           ]);
+        if (error instanceof ClientGoneError) {
+          request.log.info(
+            "the client closed the connection before its answer; its work was cancelled",
+          );
+          // Nothing to send on a closed connection; the gate records the call as 499 and
+          // charges its usage once the engine lets go.
+          reply.hijack();
+          return;
+        }
+        if (error instanceof DeadlineError)
+          throw apiError(503, "deadline_exceeded", `${error.message}; retry later`, {
+            "retry-after": String(Math.max(1, Math.ceil(queue.deadlineMs / 4000))),
+          });
         if (error instanceof StateTooLongError)
           throw validationError([
             {
@@ -351,7 +421,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       );
       return { model: name, answers: result.answers, usage: result.usage };
     } finally {
-      ticket?.settle(usage);
+      if (abandoned) void abandoned.then((late) => ticket?.settle(late?.usage));
+      else ticket?.settle(usage);
     }
   });
 
@@ -398,6 +469,9 @@ function validate(
     throw validationError([
       { loc: ["body"], msg: "The body should be a JSON object", type: "model_attributes_type" },
     ]);
+  // Depth, finite numbers and reserved ids first: both validators below rely on them.
+  const shape = jsonShapeProblems(raw);
+  if (shape.length > 0) throw validationError(shape);
   // The common body passes a compiled check that zod would accept it unchanged (./fast-check.ts);
   // any other goes through zod, which also words the 422 details.
   const parsed = isCommonRequest(raw)
@@ -431,11 +505,24 @@ function validate(
     ]);
   if (body.images && !model.acceptsImages)
     throw validationError([
-      { loc: ["body", "images"], msg: `model ${name} does not accept images`, type: "value_error" },
+      {
+        loc: ["body", "images"],
+        msg:
+          `model ${name} does not accept images: it is a text-only model. Serve a vision model to ` +
+          "send images, e.g. `decisiond serve --model smolvlm-256m-instruct` (its projector is " +
+          "pulled with it), or a GGUF with its projector: `decisiond serve --model FILE.gguf --mmproj MMPROJ.gguf`",
+        type: "value_error",
+      },
     ]);
   if (body.videos && !model.acceptsVideos)
     throw validationError([
-      { loc: ["body", "videos"], msg: `model ${name} does not accept videos`, type: "value_error" },
+      {
+        loc: ["body", "videos"],
+        msg:
+          `model ${name} does not accept videos: it is a text-only model. Serve a vision model to ` +
+          "send videos, e.g. `decisiond serve --model smolvlm-256m-instruct`",
+        type: "value_error",
+      },
     ]);
   return { body, model, name };
 }
@@ -476,6 +563,13 @@ function answeredName(model: ServedModel, requested: string): string {
   return model.names.includes(requested) ? requested : model.names[0]!;
 }
 
+/** The 404 body of a request to no route. */
+function notFoundBody(request: FastifyRequest) {
+  return {
+    detail: { error_type: "not_found", message: `no route ${request.method} ${request.url}` },
+  };
+}
+
 /** Bodies of Fastify's own 4xx errors (size, media type, empty body), in the API's error shape. */
 function clientErrorBody(error: Error & { statusCode?: number; code?: string }, bodyLimit: number) {
   switch (error.code) {
@@ -492,10 +586,6 @@ function clientErrorBody(error: Error & { statusCode?: number; code?: string }, 
           error_type: "unsupported_media_type",
           message: "the body must be JSON sent with Content-Type: application/json",
         },
-      };
-    case "FST_ERR_CTP_EMPTY_JSON_BODY":
-      return {
-        detail: { error_type: "invalid_json", message: "the body is empty; send a JSON object" },
       };
     default:
       return { detail: { error_type: "invalid_request", message: error.message } };

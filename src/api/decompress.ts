@@ -3,6 +3,8 @@ import { Decompress as ZstdStream } from "fzstd";
 import { Transform, type TransformCallback } from "node:stream";
 import { createBrotliDecompress, createGunzip, createInflate } from "node:zlib";
 import { apiError, HttpError } from "./errors.js";
+import { JSON_CONTENT_TYPE } from "./json.js";
+import { ZstdFrameError, ZstdFrameGuard } from "./zstd-frames.js";
 
 /**
  * Compressed request bodies: `Content-Encoding` gzip, deflate and br (node:zlib) and zstd (the
@@ -27,6 +29,9 @@ export function installDecompression(app: FastifyInstance, bodyLimit: number): v
       .map((c) => c.trim().toLowerCase())
       .filter((c) => c !== "" && c !== "identity");
     if (codings.length === 0) return payload;
+    // A body no parser takes is answered 415 unread: decoding it would be wasted work, and its
+    // decoding errors would come after the reply.
+    if (!JSON_CONTENT_TYPE.test(request.headers["content-type"] ?? "")) return payload;
     if (codings.length > 1 || !(CONTENT_ENCODINGS as readonly string[]).includes(codings[0]!))
       throw apiError(
         415,
@@ -34,7 +39,7 @@ export function installDecompression(app: FastifyInstance, bodyLimit: number): v
         `Content-Encoding "${header}" is not supported; send the body uncompressed or as one of gzip, deflate, br, zstd`,
       );
     const coding = codings[0]!;
-    const decoder = createDecoder(coding);
+    const decoder = createDecoder(coding, bodyLimit);
     const limited = limitTo(bodyLimit) as Decoded;
     limited.receivedEncodedLength = 0;
 
@@ -52,20 +57,24 @@ export function installDecompression(app: FastifyInstance, bodyLimit: number): v
       stop(
         error instanceof HttpError
           ? error
-          : apiError(
-              400,
-              "invalid_body_encoding",
-              `the body is not valid ${coding} data: ${error.message}`,
-            ),
+          : error instanceof ZstdFrameError && error.kind === "too_large"
+            ? tooLarge()
+            : apiError(
+                400,
+                "invalid_body_encoding",
+                `the body is not valid ${coding} data: ${error.message}`,
+              ),
       ),
     );
     limited.on("limit", () => stop(tooLarge()));
+    // An error after Fastify stopped reading (it answered already) must not go unhandled.
+    limited.on("error", () => {});
     payload.pipe(decoder).pipe(limited);
     return limited;
   });
 }
 
-function createDecoder(coding: string): Transform {
+function createDecoder(coding: string, bodyLimit: number): Transform {
   switch (coding) {
     case "gzip":
     case "x-gzip":
@@ -75,7 +84,7 @@ function createDecoder(coding: string): Transform {
     case "br":
       return createBrotliDecompress();
     default:
-      return new ZstdDecoder();
+      return new ZstdDecoder(bodyLimit);
   }
 }
 
@@ -105,14 +114,25 @@ function tooLarge(): Error {
   });
 }
 
-/** zstd decompression as a stream over fzstd's streaming decoder. */
+/**
+ * zstd decompression as a stream over fzstd's streaming decoder, behind a {@link ZstdFrameGuard}
+ * that refuses oversized windows and frames before fzstd allocates them.
+ */
 class ZstdDecoder extends Transform {
+  private readonly guard: ZstdFrameGuard;
+
+  constructor(bodyLimit: number) {
+    super();
+    this.guard = new ZstdFrameGuard(bodyLimit);
+  }
+
   private readonly zstd = new ZstdStream((data) => {
     if (data.length > 0) this.push(Buffer.from(data)); // fzstd reuses its window buffer: copy
   });
 
   override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
     try {
+      this.guard.push(chunk);
       this.zstd.push(chunk);
       callback();
     } catch (error) {

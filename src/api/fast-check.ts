@@ -94,7 +94,7 @@ const NOUL = {
 
 const SCORE = questionOf(
   "score",
-  { type: "array", minItems: MIN_SCORE_LEVELS, maxItems: MAX_SCORE_LEVELS, items: TEXT },
+  { type: "array", minItems: MIN_SCORE_LEVELS, maxItems: MAX_SCORE_LEVELS, items: NULLABLE_TEXT },
   true,
 );
 

@@ -5,16 +5,49 @@ import { apiError, type HttpError } from "./errors.js";
 
 /**
  * Admission over HTTP: the gate of `POST /v1/systemone` reads `Authorization: Bearer <key>` and
- * admits the request before its body is read, so a refused request (401, 429) costs neither the
- * upload nor the parse of a body of up to the body limit.
+ * checks the key before the body is read, so a request with a bad key (401) costs neither the
+ * upload nor the parse of a body of up to the body limit; it takes the account's slot only once
+ * the body is complete and parsed, so a slow upload holds no slot (issue 31, item 6).
  */
+
+/** What the gate needs to check a key before the body: the store's lookup (sync or async). */
+export interface KeyLookup {
+  findKey(
+    key: string,
+  ):
+    | { key: { revokedAt?: number | undefined } }
+    | undefined
+    | Promise<{ key: { revokedAt?: number | undefined } } | undefined>;
+}
 
 /** The route that is gated. */
 export const GATED_ROUTE = { method: "POST", url: "/v1/systemone" } as const;
 
-/** A {@link Gate} over an {@link Admission}: refusals become 401 / 429 in the API's error shape. */
-export function accountGate(admission: Admission): Gate {
+/**
+ * A {@link Gate} over an {@link Admission}: refusals become 401 / 429 in the API's error shape.
+ * @param keys when given, a missing, unknown or revoked key is refused before the body is read;
+ *   without it only a missing or malformed Authorization header is.
+ */
+export function accountGate(admission: Admission, keys?: KeyLookup): Gate {
   return {
+    async authenticate(request) {
+      const key = bearerKey(request.headers.authorization);
+      if (key === undefined || key === "")
+        throw refusalError({
+          kind: "authentication",
+          message: "missing API key: send it as Authorization: Bearer <key>",
+        });
+      if (!keys) return;
+      const found = await keys.findKey(key);
+      // The wording is Admission's, which checks again when it admits.
+      if (!found || found.key.revokedAt !== undefined)
+        await admission.admit(key).then(
+          (permit) => permit.settle(undefined),
+          (error: unknown) => {
+            throw error instanceof AdmissionError ? refusalError(error.refusal) : error;
+          },
+        );
+    },
     async admit(request) {
       let permit;
       try {
@@ -133,21 +166,24 @@ export function installGate(
     void finish(request, ticket, 499);
   };
 
+  const closed = new WeakSet<FastifyRequest>();
   app.addHook("onRequest", async (request, reply) => {
     if (!gated(request)) return;
-    let closed = false;
     reply.raw.once("close", () => {
-      closed = true;
+      closed.add(request);
       const ticket = tickets.get(request);
       if (ticket) onClose(request, reply, ticket);
     });
-    const ticket = await gate.admit(request);
-    tickets.set(request, ticket);
-    if (closed) onClose(request, reply, ticket);
+    await gate.authenticate?.(request);
   });
 
-  app.addHook("preHandler", async (request) => {
-    if (tickets.has(request)) handling.add(request);
+  // The slot is taken once the body is complete and parsed, just before the route runs.
+  app.addHook("preHandler", async (request, reply) => {
+    if (!gated(request)) return;
+    const ticket = await gate.admit(request);
+    tickets.set(request, ticket);
+    if (closed.has(request)) onClose(request, reply, ticket);
+    else handling.add(request);
   });
 
   app.addHook("onSend", async (request, reply, payload) => {

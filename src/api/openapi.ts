@@ -127,14 +127,15 @@ export function openApiDocument(options: OpenApiOptions): Record<string, unknown
               headers: { "x-request-id": { schema: { type: "string" } } },
               content: json("SystemOneResponse"),
             },
-            "400": error("The body is not JSON (`invalid_json`, saying where) or not decodable"),
+            "400": error("The body's Content-Encoding data cannot be decoded"),
             ...unauthorized,
             "413": error("The body is larger than the body limit (`request_too_large`)"),
             "415": error(
               "The body is not `application/json`, or its Content-Encoding is unsupported",
             ),
             "422": {
-              description: "The request does not validate; `detail[].loc` says where",
+              description:
+                'The body is not JSON (`json_invalid` at `["body", offset]`) or does not validate; `detail[].loc` says where',
               content: json("ValidationError"),
             },
             "429": {

@@ -79,7 +79,7 @@ const ScoreQuestionSchema = z.object({
   type: z.literal("score"),
   instructions: TextValue.nullable().optional(),
   criteria: z
-    .array(TextValue, {
+    .array(TextValue.nullable(), {
       error: (issue) =>
         issue.input === undefined
           ? "Field required"
@@ -148,7 +148,11 @@ export const ChoiceAnswerSchema = z.object({
 export const ScoreAnswerSchema = z.object({
   type: z.literal("score"),
   score: z.number(),
-  legend: z.record(z.string(), z.string()),
+  /** Level descriptions as the request gave them ("" for an undescribed, null, level). */
+  legend: z.record(
+    z.string(),
+    z.union([z.string(), z.record(z.string(), z.json()), z.array(z.json())]),
+  ),
   probabilities: Probabilities,
   confidence: z.number().min(0).max(1),
 });

@@ -31,7 +31,7 @@ export function toDecisionRequest(body: SystemOneRequest): DecisionRequest {
         return [id, { type: "noul", ...base, ...(criteria ? { criteria } : {}) }];
       }
       case "score":
-        return [id, { type: "score", ...base, levels: q.criteria as TextValue[] }];
+        return [id, { type: "score", ...base, levels: q.criteria as (TextValue | null)[] }];
     }
   });
   return { state: body.state as Json, questions };

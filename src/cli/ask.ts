@@ -88,14 +88,14 @@ export function registerAskCommand(program: Command): Command {
       "--questions <json|@file>",
       "questions as the API takes them: {id: {type, instructions, criteria}}",
     )
-    .option("--image <file|dataurl>", "one image (PNG, JPEG, WebP, GIF file, or a data URL)")
+    .option("--image <file|dataurl>", "one image (PNG, JPEG or WebP file, or a data URL)")
     .option("--video <file|dataurl>", "one MP4 video (file or data URL)")
     .option("--model <name>", `model name (env DECISIOND_MODEL; default ${DEFAULT_MODEL_NAME})`)
     .option("--json", "print the response body as JSON instead of a table")
     .addHelpText(
       "after",
-      `\nIn a spec, \\ escapes the next character (\\: \\, \\=). The question is everything up to the\n` +
-        `last unescaped ':'.\n\n` +
+      `\nIn a spec, \\ escapes the next character (\\: \\, \\=). The question ends at the first\n` +
+        `unescaped ':' not followed by a space; options may hold ':' (URLs, times).\n\n` +
         `Environment:\n` +
         `  SERVICE_BASE_URL  the decisiond to ask (default ${DEFAULT_BASE_URL})\n` +
         `  SERVICE_API_KEY   API key; otherwise read from $XDG_CONFIG_HOME/decisiond/api_key\n` +
@@ -210,7 +210,9 @@ export function parseJsonArgument(flag: string, value: string): unknown {
  * - score: `id=question:level0,level1,...`, lowest level first.
  *
  * `\` escapes the next character. The id ends at the first unescaped `=`; the question ends at the
- * last unescaped `:`; options are split at unescaped `,` and trimmed. An empty question sends none
+ * first unescaped `:` not followed by a space or the end (a colon in a question is written
+ * `word: more`; options follow the separator at once), so options may hold `:` (URLs, times);
+ * options are split at unescaped `,` and trimmed. An empty question sends none
  * (the options speak for themselves).
  *
  * @returns `[id, question]` in the API's shape.
@@ -237,7 +239,7 @@ export function parseQuestionSpec(
     if (!instructions) throw new InvalidArgumentError(`${flag} "${id}" needs a question after '='`);
     return [id, { type: "noul", instructions }];
   }
-  const colon = findUnescaped(rest, ":", "last");
+  const colon = separatorColon(rest);
   if (colon < 0)
     throw new InvalidArgumentError(
       `${flag} expects ${syntax}, got "${spec}" (no ':' before the options)`,
@@ -299,7 +301,6 @@ const MEDIA_TYPES: Record<string, { mime: string; flag: "--image" | "--video" }>
   ".jpg": { mime: "image/jpeg", flag: "--image" },
   ".jpeg": { mime: "image/jpeg", flag: "--image" },
   ".webp": { mime: "image/webp", flag: "--image" },
-  ".gif": { mime: "image/gif", flag: "--image" },
   ".mp4": { mime: "video/mp4", flag: "--video" },
 };
 
@@ -321,6 +322,18 @@ function mediaDataUrl(flag: "--image" | "--video", value: string): string {
     throw new InvalidArgumentError(`${flag}: cannot read ${value}: ${(error as Error).message}`);
   }
   return `data:${type.mime};base64,${bytes.toString("base64")}`;
+}
+
+/** Index of the first unescaped `:` followed by something other than whitespace; -1 if none. */
+function separatorColon(text: string): number {
+  for (let i = 0; i < text.length; i++) {
+    if (text[i] === "\\") {
+      i++;
+      continue;
+    }
+    if (text[i] === ":" && i + 1 < text.length && !/\s/.test(text[i + 1]!)) return i;
+  }
+  return -1;
 }
 
 /** Index of the first or last `char` not preceded by an escaping backslash; -1 if none. */

@@ -1,6 +1,5 @@
 import { InvalidArgumentError, type Command } from "commander";
 import { existsSync, readFileSync } from "node:fs";
-import { isIP } from "node:net";
 import { resolve } from "node:path";
 import { Admission } from "../accounts/admission.js";
 import { ensureFirstKey } from "../accounts/keyfile.js";
@@ -8,6 +7,7 @@ import { describeStore, openStore, parseStoreUrl } from "../accounts/open.js";
 import type { AccountStore } from "../accounts/store.js";
 import type { Gate } from "../api/app.js";
 import { accountGate } from "../api/gate.js";
+import { isLoopbackName } from "../api/host.js";
 import { checkAdminToken, type ConsoleOptions } from "../console/plugin.js";
 import type { DebiasMode } from "../decision/decide.js";
 import { resolveAdapter } from "../models/adapters.js";
@@ -36,6 +36,9 @@ interface ServeFlags extends ReadoutFlags {
   logLevel: string;
   auth: "on" | "off";
   admissionWait: number;
+  queue?: number;
+  deadline?: number;
+  requestTimeout?: number;
   console: "on" | "off";
   adminTokenFile?: string;
   store?: string;
@@ -44,18 +47,10 @@ interface ServeFlags extends ReadoutFlags {
 
 /**
  * Whether `host` binds to loopback only: `localhost`, 127.0.0.0/8 or ::1 (also as
- * `::ffff:127.x.y.z` or in brackets).
+ * `::ffff:127.x.y.z` or in brackets); not other `*.localhost` names (see {@link isLoopbackName}).
  */
 export function isLoopbackHost(host: string): boolean {
-  const h = host
-    .trim()
-    .toLowerCase()
-    .replace(/^\[(.*)\]$/, "$1");
-  if (h === "localhost" || h.endsWith(".localhost")) return true;
-  const v4 = h.startsWith("::ffff:") && isIP(h.slice(7)) === 4 ? h.slice(7) : h;
-  if (isIP(v4) === 4) return v4.split(".")[0] === "127";
-  if (isIP(h) === 6) return /^(0{0,4}:){2,7}0{0,3}1$/.test(h) || h === "::1";
-  return false;
+  return isLoopbackName(host);
 }
 
 /** @throws {Error} for `--auth off` on a host that is not loopback. */
@@ -107,17 +102,19 @@ export async function openServeGate(
   }
   try {
     const first = await ensureFirstKey(store);
+    // The key goes to the 0600 file only: a terminal's scrollback or a log collector keeps what
+    // is printed.
     if (first)
       print(
-        `decisiond: first start: created account "${first.account}" and its API key (shown this once):\n\n  ${first.key}\n\n` +
-          `decisiond: the key is written to ${first.keyFile} (mode 0600); manage keys with \`decisiond keys\``,
+        `decisiond: first start: created account "${first.account}" and its API key, written to ${first.keyFile} (mode 0600); ` +
+          `decisiond's clients read it from there; manage keys with \`decisiond keys\``,
       );
     const admission = new Admission(store, {
       waitMs: flags.admissionWait,
       onError: (error) =>
         print(`decisiond: could not record a call in the usage ledger: ${String(error)}`),
     });
-    return { gate: accountGate(admission), store, admission };
+    return { gate: accountGate(admission, store), store, admission };
   } catch (error) {
     await store.close();
     throw error;
@@ -297,6 +294,24 @@ export function registerServeCommand(program: Command): void {
       env.DECISIOND_ADMISSION_WAIT ? milliseconds(env.DECISIOND_ADMISSION_WAIT) : 0,
     )
     .option(
+      "--queue <n>",
+      "requests admitted at once (running or waiting for the model); one more gets 503 with Retry-After (default 16; env DECISIOND_QUEUE)",
+      positiveInt,
+      env.DECISIOND_QUEUE ? positiveInt(env.DECISIOND_QUEUE) : undefined,
+    )
+    .option(
+      "--deadline <ms>",
+      "longest a request may wait and run, then 503 and its work is cancelled; 0 for none (default 120000; env DECISIOND_DEADLINE)",
+      milliseconds,
+      env.DECISIOND_DEADLINE ? milliseconds(env.DECISIOND_DEADLINE) : undefined,
+    )
+    .option(
+      "--request-timeout <ms>",
+      "longest time to receive a whole request, headers and body, then 408 (default 30000; env DECISIOND_REQUEST_TIMEOUT)",
+      milliseconds,
+      env.DECISIOND_REQUEST_TIMEOUT ? milliseconds(env.DECISIOND_REQUEST_TIMEOUT) : undefined,
+    )
+    .option(
       "--console <on|off>",
       "the web console at /console: API keys, usage, playground (env DECISIOND_CONSOLE)",
       oneOf<"on" | "off">("on", "off"),
@@ -356,6 +371,9 @@ export function registerServeCommand(program: Command): void {
         ...(flags.threads ? { threads: flags.threads } : {}),
         ...(flags.parallel ? { parallelBranches: flags.parallel } : {}),
         ...(flags.bodyLimit ? { bodyLimit: flags.bodyLimit } : {}),
+        ...(flags.queue ? { queueCapacity: flags.queue } : {}),
+        ...(flags.deadline !== undefined ? { deadlineMs: flags.deadline } : {}),
+        ...(flags.requestTimeout ? { requestTimeoutMs: flags.requestTimeout } : {}),
         ...(flags.prefixCache !== undefined ? { prefixCacheBytes: flags.prefixCache } : {}),
         debias: flags.debias,
         readout: readoutOf(flags),

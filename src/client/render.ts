@@ -17,7 +17,9 @@ export function formatAnswerValue(answer: Answer): string {
       return `${answer.noul >= 0.5 ? "true" : "false"} (P(true) ${formatProbability(answer.noul)})`;
     case "score": {
       const mode = mostProbable(answer.probabilities);
-      const label = mode === undefined ? undefined : answer.legend[mode];
+      const level = mode === undefined ? undefined : answer.legend[mode];
+      const label =
+        typeof level === "string" || level === undefined ? level : JSON.stringify(level);
       return `${answer.score.toFixed(2)} of 0–${Object.keys(answer.probabilities).length - 1}${
         mode === undefined ? "" : `, most likely ${mode}${label ? ` "${label}"` : ""}`
       }`;

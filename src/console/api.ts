@@ -43,6 +43,14 @@ export async function consoleApi(app: FastifyInstance, options: ConsoleApiOption
     return payload;
   });
 
+  // Every route but /config authenticates in onRequest, before its body is read or decompressed:
+  // a request without a valid credential costs no upload, decompression or parse.
+  const principals = new WeakMap<FastifyRequest, { store: AccountStore; principal: Principal }>();
+  app.addHook("onRequest", async (request) => {
+    if (request.routeOptions.url?.endsWith("/config")) return;
+    principals.set(request, await authenticateRequest(request));
+  });
+
   app.get("/config", async () => ({
     auth: store !== undefined,
     admin_sign_in: store !== undefined && adminToken !== undefined,
@@ -50,6 +58,10 @@ export async function consoleApi(app: FastifyInstance, options: ConsoleApiOption
 
   /** The store and the caller of a request. @throws {@link HttpError} 404 without accounts, 401. */
   const signedIn = async (
+    request: FastifyRequest,
+  ): Promise<{ store: AccountStore; principal: Principal }> =>
+    principals.get(request) ?? authenticateRequest(request);
+  const authenticateRequest = async (
     request: FastifyRequest,
   ): Promise<{ store: AccountStore; principal: Principal }> => {
     if (!store)

@@ -33,12 +33,19 @@ import {
   renderMediaText,
   renderQuestion,
   renderStateBlock,
-  renderText,
   SYSTEM_MESSAGE,
   TEMPLATE_MARKER,
   TUNED_SYSTEM_MESSAGE,
 } from "./prompt.js";
-import type { Answer, DecisionRequest, DecisionResult, Question, Usage } from "./types.js";
+import type {
+  Answer,
+  DecisionRequest,
+  DecisionResult,
+  Json,
+  Question,
+  TextValue,
+  Usage,
+} from "./types.js";
 
 /**
  * Option-order debiasing: the label log-probabilities of a choice are averaged over several
@@ -191,6 +198,21 @@ export function usageOf(plan: Plan): Usage {
   };
 }
 
+/** Most characters of a long state tokenized at a time (4 Ki). */
+export const STATE_SLICE_CHARS = 4 * 1024;
+
+/**
+ * Where the slice of `text` from `at` ends: before the last space that follows a non-space in
+ * the second half of the window, else at the window's end (a hard cut).
+ */
+function sliceEnd(text: string, at: number): number {
+  const end = Math.min(text.length, at + STATE_SLICE_CHARS);
+  if (end === text.length) return end;
+  for (let i = end; i > at + STATE_SLICE_CHARS / 2; i--)
+    if (text[i] === " " && !/\s/.test(text[i - 1]!)) return i;
+  return end;
+}
+
 /** Thrown by {@link Decider.plan} when a request does not fit the model's context. */
 export class StateTooLongError extends ContextOverflowError {
   constructor(
@@ -277,11 +299,12 @@ export class Decider {
 
   /**
    * Builds the engine request.
+   * @param stateTokens the state block's tokens when already known ({@link stateTokens}).
    * @throws {StateTooLongError} when prefix + the longest branch exceeds the context; nothing is
    *   truncated.
    */
-  plan(request: DecisionRequest): Plan {
-    const stateTokens = this.engine.tokenize(renderStateBlock(request.state));
+  plan(request: DecisionRequest, stateTokens?: Token[]): Plan {
+    stateTokens ??= this.engine.tokenize(renderStateBlock(request.state));
     const { tokens: mediaPrefix, media } = this.mediaPart(request);
     const mediaTokens = media.length * (this.engine.model.imageTokens ?? 0);
     const prefix = [...this.head, ...mediaPrefix, ...stateTokens];
@@ -339,6 +362,48 @@ export class Decider {
   }
 
   /**
+   * The tokens of a request's state block. A block of at most as many bytes as the context has
+   * room for is tokenized whole (a token covers at least one byte, so it cannot be refused on
+   * length); a longer one in slices of at most {@link STATE_SLICE_CHARS}, cut before a space
+   * that follows a non-space (a boundary the tokenizer's pre-tokenizer splits at anyway, so the
+   * tokens are those of the whole), yielding to the event loop between slices, and refused as
+   * soon as it cannot fit. A 15 MiB state was tokenized whole on the event loop before it was
+   * refused, and the tokenizer's time grows faster than linearly on long runs of whitespace
+   * (issue 31, item 2). Why: docs/decisions/036-long-states.md
+   * @throws {StateTooLongError} when the state alone cannot fit; the signal's reason when aborted.
+   */
+  async stateTokens(state: Json, signal?: AbortSignal): Promise<Token[]> {
+    const text = renderStateBlock(state);
+    const room = this.engine.model.contextSize - this.head.length;
+    if (Buffer.byteLength(text, "utf8") <= room) return this.engine.tokenize(text);
+    const tokens: Token[] = [];
+    let cuts = 0;
+    for (let at = 0; at < text.length;) {
+      signal?.throwIfAborted();
+      const end = sliceEnd(text, at);
+      for (const token of this.engine.tokenize(text.slice(at, end))) tokens.push(token);
+      if (end < text.length && text[end] !== " ") cuts++;
+      // A hard cut splits at most one word, whose pieces may take a few more tokens than it
+      // whole; 8 per cut is far more than that.
+      const atLeast = tokens.length - 8 * cuts;
+      if (atLeast > room) {
+        const error = new StateTooLongError(
+          atLeast,
+          this.head.length + atLeast,
+          this.engine.model.contextSize,
+        );
+        error.message =
+          `the state is more than ${atLeast} tokens (counted in its first ${end} of ${text.length} characters); ` +
+          `the model's context holds ${this.engine.model.contextSize}`;
+        throw error;
+      }
+      at = end;
+      if (at < text.length) await new Promise((resolve) => setImmediate(resolve));
+    }
+    return tokens;
+  }
+
+  /**
    * The request's media in the prefix, right after the user turn opens: caption text tokens, and
    * each image's position among the prefix tokens.
    * @throws {Error} when the request has media and the engine cannot take images.
@@ -367,7 +432,7 @@ export class Decider {
     signal?: AbortSignal,
     hooks?: DecideHooks,
   ): Promise<DecisionResult> {
-    const plan = this.plan(request);
+    const plan = this.plan(request, await this.stateTokens(request.state, signal));
     const usage = usageOf(plan);
     // The request's usage is known from its plan: the caller may refuse it before the model runs.
     await hooks?.beforeScore?.(usage);
@@ -603,10 +668,12 @@ export function assemble(question: Question, probabilities: number[]): Answer {
       return { type: "noul", noul: probabilities[0]! };
     case "score": {
       const record: Record<string, number> = {};
-      const legend: Record<string, string> = {};
+      // The level as the request gave it (structured text stays structured, as the official
+      // clients type it); an undescribed (null) level as "", since the clients want no null here.
+      const legend: Record<string, TextValue> = {};
       question.levels.forEach((level, i) => {
         record[String(i)] = probabilities[i]!;
-        legend[String(i)] = renderText(level);
+        legend[String(i)] = level ?? "";
       });
       return {
         type: "score",

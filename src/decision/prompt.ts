@@ -81,7 +81,12 @@ export function renderQuestion(
     case "score": {
       const shown = order ?? question.levels.map((_, i) => i);
       shown.forEach((level) => {
-        lines.push(`${labels[level]} = ${renderText(question.levels[level]!)}`);
+        const description = question.levels[level];
+        lines.push(
+          description == null
+            ? `${labels[level]}`
+            : `${labels[level]} = ${renderText(description)}`,
+        );
       });
       break;
     }

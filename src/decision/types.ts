@@ -30,11 +30,11 @@ export interface NoulQuestion {
   readonly criteria?: { readonly true?: TextValue | null; readonly false?: TextValue | null };
 }
 
-/** Place the state on an ordered scale; `levels[i]` describes value i. */
+/** Place the state on an ordered scale; `levels[i]` describes value i (`null`: undescribed). */
 export interface ScoreQuestion {
   readonly type: "score";
   readonly instructions?: TextValue;
-  readonly levels: readonly TextValue[];
+  readonly levels: readonly (TextValue | null)[];
 }
 
 export type Question = ChoiceQuestion | NoulQuestion | ScoreQuestion;

@@ -32,6 +32,36 @@ import {
   type Token,
 } from "./types.js";
 
+/**
+ * Whether a llama.cpp GPU backend has a device to run on: a GPU backend (`gpu` not `false`) with
+ * at least one device and some VRAM. node-llama-cpp reports `gpu: "vulkan"` on a CPU-only machine
+ * with a Vulkan loader installed (Debian's mesa-vulkan-drivers, common on desktops) though it
+ * finds no device (or only a software rasterizer without VRAM), and the engine then sized itself
+ * for a GPU: 16 branch sequences, 3.1–3.3 GiB at idle for a 98 MB model (issue 31, item 4).
+ * @param found what the backend reports: `gpu`, its device names, its VRAM total in bytes.
+ * @example gpuIsUsable({ gpu: "vulkan", devices: [], vramTotal: 0 }) // → false
+ */
+export function gpuIsUsable(found: {
+  gpu: string | false;
+  devices: readonly string[];
+  vramTotal: number;
+}): boolean {
+  return found.gpu !== false && found.devices.length > 0 && found.vramTotal > 0;
+}
+
+/**
+ * The llama.cpp binding to use: with `"auto"`, node-llama-cpp's choice when its GPU backend has a
+ * usable device ({@link gpuIsUsable}), else the CPU build. Why: docs/decisions/037-cpu-when-no-gpu.md
+ */
+async function usableLlama(gpu: "auto" | false): Promise<Llama> {
+  const llama = await getLlama({ gpu, logLevel: LlamaLogLevel.error });
+  if (llama.gpu === false) return llama;
+  const [devices, vram] = await Promise.all([llama.getGpuDeviceNames(), llama.getVramState()]);
+  if (gpuIsUsable({ gpu: llama.gpu, devices, vramTotal: vram.total })) return llama;
+  await llama.dispose();
+  return getLlama({ gpu: false, logLevel: LlamaLogLevel.error });
+}
+
 /** Options of {@link openLlamaEngine}. */
 export interface LlamaEngineOptions {
   /** Absolute path of a GGUF file. */
@@ -168,7 +198,7 @@ export class LlamaEngine implements Engine {
 
   /** Loads the model and creates its context. @throws when the file is missing or not a GGUF. */
   static async open(options: LlamaEngineOptions): Promise<LlamaEngine> {
-    const llama = await getLlama({ gpu: options.gpu ?? "auto", logLevel: LlamaLogLevel.error });
+    const llama = await usableLlama(options.gpu ?? "auto");
     const llamaModel = await llama.loadModel({ modelPath: options.modelPath });
     const trainContextSize = llamaModel.trainContextSize;
     const contextSize = options.contextSize ?? Math.min(8192, trainContextSize);

@@ -119,7 +119,12 @@ export const decideOutputShape = {
         z.object({
           type: z.literal("score"),
           score: z.number().describe("expected level, Σ i·pᵢ"),
-          legend: z.record(z.string(), z.string()).describe('"0".."n−1" → level description'),
+          legend: z
+            .record(
+              z.string(),
+              z.union([z.string(), z.record(z.string(), z.json()), z.array(z.json())]),
+            )
+            .describe('"0".."n−1" → level description, as the question gave it'),
           probabilities: Probabilities.describe('"0".."n−1" → probability'),
           confidence: z.number(),
         }),
@@ -146,12 +151,65 @@ export interface McpServerOptions {
   defaultModel?: string;
   /** Version announced in the handshake; default the package's. */
   version?: string;
+  /**
+   * Milliseconds between `notifications/progress` of a call whose client sent a progress token.
+   * Default: `DECISIOND_MCP_PROGRESS_MS`, else {@link DEFAULT_PROGRESS_MS}.
+   */
+  progressIntervalMs?: number;
+}
+
+/** Default interval of progress notifications: 5 s, well inside a client's 60 s request timeout. */
+export const DEFAULT_PROGRESS_MS = 5000;
+
+/**
+ * The plugin's own queue: decisiond answers one request in flight per account (a second gets
+ * 429), so calls of one agent, which share its key, go one at a time, in order. A call whose
+ * client cancels it leaves the queue at once.
+ */
+class CallQueue {
+  private tail: Promise<void> = Promise.resolve();
+  /** Waiting or running calls. */
+  size = 0;
+
+  /**
+   * Waits for the turn of a call. @returns a function that ends the call's turn.
+   * @throws the signal's reason when cancelled while waiting.
+   */
+  async enter(signal: AbortSignal): Promise<() => void> {
+    const before = this.tail;
+    let done!: () => void;
+    this.tail = new Promise<void>((resolve) => (done = resolve));
+    this.size++;
+    const end = () => {
+      this.size--;
+      done();
+    };
+    try {
+      await new Promise<void>((resolve, reject) => {
+        const cancel = () => reject(signal.reason);
+        if (signal.aborted) return cancel();
+        signal.addEventListener("abort", cancel, { once: true });
+        void before.then(() => {
+          signal.removeEventListener("abort", cancel);
+          resolve();
+        });
+      });
+    } catch (error) {
+      // Our turn still comes in order: pass it on once the call before ends.
+      void before.then(end);
+      throw error;
+    }
+    return end;
+  }
 }
 
 /**
  * Builds the MCP server with the `decide` tool (not yet connected to a transport).
  *
- * A call sends exactly one `POST /v1/systemone`. On success the result has `structuredContent` =
+ * A call sends exactly one `POST /v1/systemone`. Calls wait for each other (one in flight, in
+ * order: decisiond answers one request per account at a time); a call whose client gave a
+ * progress token gets `notifications/progress` every `progressIntervalMs` while it waits and
+ * runs; a cancelled call aborts its HTTP request. On success the result has `structuredContent` =
  * the response and one text line per question. Every failure is a tool result with
  * `isError: true` and a text naming it: for a server error, `HTTP <status> <error_type>:
  * <message> (request id …; retry after … s)` followed by the same fields as JSON; also for an
@@ -160,6 +218,10 @@ export interface McpServerOptions {
 export function createMcpServer(options: McpServerOptions = {}): McpServer {
   const makeClient = options.client ?? (() => DecisiondClient.fromEnv());
   const model = options.defaultModel ?? defaultModel();
+  const progressMs =
+    options.progressIntervalMs ??
+    (Number(process.env.DECISIOND_MCP_PROGRESS_MS) || DEFAULT_PROGRESS_MS);
+  const queue = new CallQueue();
   const server = new McpServer({
     name: MCP_SERVER_NAME,
     version: options.version ?? packageVersion(),
@@ -203,7 +265,29 @@ export function createMcpServer(options: McpServerOptions = {}): McpServer {
         ...(input.image !== undefined ? { images: [input.image] } : {}),
         ...(input.video !== undefined ? { videos: [input.video] } : {}),
       } as DecideRequest; // state and texts arrive as JSON over JSON-RPC: they are JSON values
+      // Progress while the call waits in the queue and while decisiond works, so a client that
+      // resets its timeout on progress (MCP `resetTimeoutOnProgress`) waits as long as it takes.
+      const token = extra._meta?.progressToken;
+      let progress = 0;
+      let stage = queue.size > 0 ? `queued behind ${queue.size} call(s) of this agent` : "deciding";
+      const notify = () => {
+        if (token === undefined) return;
+        progress++;
+        extra
+          .sendNotification({
+            method: "notifications/progress",
+            params: { progressToken: token, progress, message: stage },
+          })
+          .catch(() => undefined); // the client may be gone; the call's own result says so
+      };
+      notify();
+      const timer = token === undefined ? undefined : setInterval(notify, progressMs);
+      let end: (() => void) | undefined;
       try {
+        end = await queue.enter(extra.signal);
+        stage = "deciding";
+        // The client's cancellation (`notifications/cancelled` → extra.signal) aborts the HTTP
+        // request, and decisiond cancels the engine's work when the connection closes.
         const response = await client.decide(request, { signal: extra.signal });
         return {
           content: [{ type: "text", text: renderAnswerLines(response).join("\n") }],
@@ -215,6 +299,9 @@ export function createMcpServer(options: McpServerOptions = {}): McpServer {
             `decisiond ${error.status > 0 ? "answered" : "failed"}: ${error.describe()}\n${JSON.stringify(error.toJSON())}`,
           );
         throw error;
+      } finally {
+        clearInterval(timer);
+        end?.();
       }
     },
   );

@@ -1,6 +1,6 @@
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { runTool } from "./tools.js";
 
 /** Default number of frames sampled from a video. */
@@ -110,7 +110,9 @@ export async function probeVideo(file: string): Promise<VideoInfo> {
     json = JSON.parse(stdout.toString("utf8")) as typeof json;
   } catch (error) {
     if (error instanceof Error && /not installed/.test(error.message)) throw error;
-    throw new VideoError(`the data is not a readable video (${(error as Error).message})`);
+    throw new VideoError(
+      `the data is not a readable video (${withoutPath((error as Error).message, file)})`,
+    );
   }
   const formats = (json.format?.format_name ?? "").split(",");
   if (!formats.includes("mp4"))
@@ -166,7 +168,16 @@ async function decodeFrame(file: string, seconds: number): Promise<Buffer> {
     return stdout;
   } catch (error) {
     throw new VideoError(
-      `cannot decode the frame at ${seconds.toFixed(2)} s (${(error as Error).message})`,
+      `cannot decode the frame at ${seconds.toFixed(2)} s (${withoutPath((error as Error).message, file)})`,
     );
   }
+}
+
+/**
+ * A tool's message with the temporary file's path (and its directory) replaced by "the video":
+ * a reply must not tell the caller where the server keeps its files.
+ */
+export function withoutPath(message: string, file: string): string {
+  const dir = dirname(file);
+  return message.replaceAll(file, "the video").replaceAll(dir, "the video's folder");
 }

@@ -1,0 +1,87 @@
+import type { ValidationDetail } from "./errors.js";
+
+/**
+ * Checks on a parsed body that both validators (./fast-check.ts and zod) run behind, so they
+ * agree on them and neither recurses into a value too deep for the stack:
+ * - nesting at most {@link MAX_JSON_DEPTH} deep (a state 10,000 deep made the prompt renderer
+ *   throw `RangeError` → 500);
+ * - finite numbers only (`1e999999` parses as Infinity, which JSON cannot carry: the fast check
+ *   let it through and the prompt read it as `null`; zod refused it);
+ * - no question or option id `__proto__` (JSON.parse keeps it as an own key; zod dropped it
+ *   silently, so the question went unanswered).
+ */
+
+/** Deepest nesting of arrays and objects accepted anywhere in a body (the body itself is 1). */
+export const MAX_JSON_DEPTH = 64;
+
+/**
+ * The problems of a parsed JSON body, as 422 details (empty when there are none). Walks the value
+ * iteratively, so any depth is safe to check. The first problem of each kind is reported.
+ * @param body a value from `JSON.parse`.
+ * @example jsonShapeProblems({ state: [[[…]]] }) // → [{ loc: ["body", "state", 0, …], type: "too_deep", … }]
+ */
+export function jsonShapeProblems(body: unknown): ValidationDetail[] {
+  const details: ValidationDetail[] = [];
+  let deep = false;
+  let infinite = false;
+  const stack: { value: unknown; path: (string | number)[] }[] = [{ value: body, path: [] }];
+  while (stack.length > 0 && !(deep && infinite)) {
+    const { value, path } = stack.pop()!;
+    if (typeof value === "number") {
+      if (!infinite && !Number.isFinite(value)) {
+        infinite = true;
+        details.push({
+          loc: ["body", ...path],
+          msg: "Input should be a finite number (this one is too large for a 64-bit float)",
+          type: "finite_number",
+        });
+      }
+      continue;
+    }
+    if (typeof value !== "object" || value === null) continue;
+    if (path.length >= MAX_JSON_DEPTH) {
+      if (!deep) {
+        deep = true;
+        details.push({
+          loc: ["body", ...path],
+          msg: `Input is nested too deeply: at most ${MAX_JSON_DEPTH} levels of arrays and objects`,
+          type: "too_deep",
+        });
+      }
+      continue;
+    }
+    if (Array.isArray(value)) {
+      for (let i = value.length - 1; i >= 0; i--)
+        stack.push({ value: value[i], path: [...path, i] });
+    } else {
+      const keys = Object.keys(value);
+      for (let i = keys.length - 1; i >= 0; i--)
+        stack.push({
+          value: (value as Record<string, unknown>)[keys[i]!],
+          path: [...path, keys[i]!],
+        });
+    }
+  }
+  return [...details, ...reservedIds(body)];
+}
+
+/** `__proto__` as a question id or a choice's option id. */
+function reservedIds(body: unknown): ValidationDetail[] {
+  const own = (o: unknown): o is Record<string, unknown> =>
+    typeof o === "object" && o !== null && !Array.isArray(o);
+  if (!own(body) || !own(body.questions)) return [];
+  const details: ValidationDetail[] = [];
+  const reserved = (loc: (string | number)[], what: string) =>
+    details.push({
+      loc,
+      msg: `"__proto__" cannot be ${what} id (it is reserved in JavaScript objects); use another id`,
+      type: "value_error",
+    });
+  for (const id of Object.keys(body.questions)) {
+    if (id === "__proto__") reserved(["body", "questions", id], "a question");
+    const question = body.questions[id];
+    if (own(question) && own(question.criteria) && Object.hasOwn(question.criteria, "__proto__"))
+      reserved(["body", "questions", id, "criteria", "__proto__"], "an option");
+  }
+  return details;
+}

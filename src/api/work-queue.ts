@@ -1,0 +1,110 @@
+import { apiError, type HttpError } from "./errors.js";
+
+/**
+ * Bounds the work waiting for the model: at most `capacity` decisions are admitted at once
+ * (running or queued behind the engine, which runs one computation at a time); one more is
+ * refused with 503 `overloaded` and a `Retry-After` estimated from recent durations. Each
+ * admitted decision gets a deadline: past it, its signal aborts (the engine drops the work at
+ * its next step, or when its turn comes) and the caller answers 503 `deadline_exceeded`.
+ * Why these defaults: docs/decisions/035-overload-and-deadlines.md
+ */
+
+/** Options of {@link WorkQueue}. */
+export interface WorkQueueOptions {
+  /** Decisions admitted at once (running + waiting). Default {@link DEFAULT_QUEUE_CAPACITY}. */
+  readonly capacity?: number;
+  /** Longest a decision may take from admission to answer, in ms; 0 for none. Default {@link DEFAULT_DEADLINE_MS}. */
+  readonly deadlineMs?: number;
+}
+
+/** Default capacity: 16 decisions admitted at once. */
+export const DEFAULT_QUEUE_CAPACITY = 16;
+/** Default deadline: 120 s. */
+export const DEFAULT_DEADLINE_MS = 120_000;
+
+/** Thrown (as a signal's reason) when a decision runs past its deadline. */
+export class DeadlineError extends Error {
+  override readonly name = "DeadlineError";
+  constructor(readonly deadlineMs: number) {
+    super(`no answer within the deadline of ${deadlineMs} ms`);
+  }
+}
+
+export class WorkQueue {
+  readonly capacity: number;
+  readonly deadlineMs: number;
+  private admitted = 0;
+  /** A running average of decision durations (ms), for Retry-After. */
+  private typicalMs = 1000;
+
+  constructor(options: WorkQueueOptions = {}) {
+    this.capacity = Math.max(1, options.capacity ?? DEFAULT_QUEUE_CAPACITY);
+    this.deadlineMs = Math.max(0, options.deadlineMs ?? DEFAULT_DEADLINE_MS);
+  }
+
+  /** Decisions admitted now. */
+  get size(): number {
+    return this.admitted;
+  }
+
+  /**
+   * Runs `work` under the queue's bound and deadline.
+   * @param work gets a signal that aborts when `signal` does or the deadline passes.
+   * @param signal the caller's own (e.g. aborted when the client hangs up).
+   * @param letGo called at once with a promise of what the work returns once it lets go
+   *   (`undefined` when it fails), also when the caller was answered sooner: the usage of
+   *   abandoned work is charged then.
+   * @returns what `work` returns. Rejects as soon as the signal aborts (with its reason: a
+   *   {@link DeadlineError} past the deadline), even if `work` has not yet let go.
+   * @throws {HttpError} 503 `overloaded` with `Retry-After` when the queue is full.
+   * @example await queue.run((signal) => model.decide(request, signal), controller.signal)
+   */
+  async run<T>(
+    work: (signal: AbortSignal) => Promise<T>,
+    signal: AbortSignal,
+    letGo?: (done: Promise<T | undefined>) => void,
+  ): Promise<T> {
+    if (this.admitted >= this.capacity) throw this.overloaded();
+    this.admitted++;
+    const started = performance.now();
+    const controller = new AbortController();
+    const timer =
+      this.deadlineMs > 0
+        ? setTimeout(() => controller.abort(new DeadlineError(this.deadlineMs)), this.deadlineMs)
+        : undefined;
+    const forward = () => controller.abort(signal.reason);
+    if (signal.aborted) forward();
+    else signal.addEventListener("abort", forward, { once: true });
+    let aborted!: (reason: unknown) => void;
+    const whenAborted = new Promise<never>((_, reject) => (aborted = reject));
+    const onAbort = () => aborted(controller.signal.reason);
+    if (controller.signal.aborted) onAbort();
+    else controller.signal.addEventListener("abort", onAbort, { once: true });
+    const running = work(controller.signal);
+    letGo?.(running.catch(() => undefined));
+    try {
+      const result = await Promise.race([running, whenAborted]);
+      this.typicalMs = 0.8 * this.typicalMs + 0.2 * (performance.now() - started);
+      return result;
+    } finally {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", forward);
+      controller.signal.removeEventListener("abort", onAbort);
+      // The slot is held until the work itself lets go, so abandoned work still counts.
+      void running.then(
+        () => this.admitted--,
+        () => this.admitted--,
+      );
+    }
+  }
+
+  private overloaded(): HttpError {
+    const ms = Math.round(Math.min(60_000, Math.max(1000, this.typicalMs * this.admitted)));
+    return apiError(
+      503,
+      "overloaded",
+      `the server has ${this.admitted} requests waiting for the model, its limit; retry in about ${Math.ceil(ms / 1000)} s`,
+      { "retry-after": String(Math.ceil(ms / 1000)), "retry-after-ms": String(ms) },
+    );
+  }
+}
