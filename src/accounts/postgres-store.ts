@@ -109,7 +109,7 @@ export interface PostgresStoreOptions extends StoreOptions {
 const TYPES = {
   getTypeParser(oid: number, format?: "text" | "binary") {
     if (oid === 20 || oid === 1700) return (value: string) => Number(value);
-    return pg.types.getTypeParser(oid, format);
+    return pg.types.getTypeParser(oid, format) as (value: string) => unknown;
   },
 } as unknown as pg.CustomTypesConfig;
 

@@ -357,15 +357,18 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       try {
         const media = await requestMedia(body, model);
         const started = performance.now();
+        const reserve = ticket?.reserve?.bind(ticket);
         result = await queue.run(
           (signal) =>
             model.decide(
               { ...toDecisionRequest(body), ...(media ? { media } : {}) },
               signal,
-              ticket?.reserve ? { beforeScore: ticket.reserve } : undefined,
+              reserve ? { beforeScore: (usage) => reserve(usage) } : undefined,
             ),
           controller.signal,
-          (work) => (done = work),
+          (work) => {
+            done = work;
+          },
         );
         // W3C Server-Timing: time spent in the engine and readout (ms), so a client can tell it
         // from the HTTP, JSON and media work around it (bench/run.mjs uses it).

@@ -56,9 +56,9 @@ export function accountGate(admission: Admission, keys?: KeyLookup): Gate {
         throw error instanceof AdmissionError ? refusalError(error.refusal) : error;
       }
       return {
-        settle: permit.settle,
-        finish: permit.finish,
-        release: permit.release,
+        settle: (usage) => permit.settle(usage),
+        finish: (result) => permit.finish(result),
+        release: () => permit.release(),
         reserve: async (usage) => {
           try {
             await permit.reserve(usage);
