@@ -19,8 +19,8 @@ export interface WorkQueueOptions {
 
 /** Default capacity: 16 decisions admitted at once. */
 export const DEFAULT_QUEUE_CAPACITY = 16;
-/** Default deadline: 120 s. */
-export const DEFAULT_DEADLINE_MS = 120_000;
+/** Default deadline: 300 s (docs/decisions/035). */
+export const DEFAULT_DEADLINE_MS = 300_000;
 
 /** Thrown (as a signal's reason) when a decision runs past its deadline. */
 export class DeadlineError extends Error {

@@ -301,7 +301,7 @@ export function registerServeCommand(program: Command): void {
     )
     .option(
       "--deadline <ms>",
-      "longest a request may wait and run, then 503 and its work is cancelled; 0 for none (default 120000; env DECISIOND_DEADLINE)",
+      "longest a request may wait and run, then 503 and its work is cancelled; 0 for none (default 300000; env DECISIOND_DEADLINE)",
       milliseconds,
       env.DECISIOND_DEADLINE ? milliseconds(env.DECISIOND_DEADLINE) : undefined,
     )
