@@ -15,8 +15,11 @@ const unit = [
   "test/eval-metrics.test.ts",
   "test/eval-runner.test.ts",
   "test/fast-check.test.ts",
+  "test/fuzz.test.ts",
   "test/kernel-split.test.ts",
   "test/media.test.ts",
+  "test/models.test.ts",
+  "test/operations.test.ts",
 ];
 
 export default defineConfig({
