@@ -10,9 +10,15 @@ import { accountGate } from "../api/gate.js";
 import { checkAdminToken, type ConsoleOptions } from "../console/plugin.js";
 import type { DebiasMode } from "../decision/decide.js";
 import { resolveAdapter } from "../models/adapters.js";
-import { DEFAULT_MODEL, findModel } from "../models/catalogue.js";
+import { CATALOGUE, DEFAULT_MODEL, findModel, type CatalogueEntry } from "../models/catalogue.js";
+import {
+  openRemoteEngines,
+  parseEngineList,
+  parseEngineSpec,
+  type EngineSpec,
+} from "../engine/remote/index.js";
 import { ensureEntry, ensureModel } from "../models/pull.js";
-import { startService } from "../server.js";
+import { startPassThroughService, startService } from "../server.js";
 import { byteSize, oneOf, port, positiveInt, readoutOf, type ReadoutFlags } from "./options.js";
 
 /** Options of `decisiond serve` after parsing (flags win over environment variables). */
@@ -36,6 +42,8 @@ interface ServeFlags extends ReadoutFlags {
   admissionWait: number;
   console: "on" | "off";
   adminTokenFile?: string;
+  engine: EngineSpec[];
+  engineDeadline: number;
 }
 
 /**
@@ -147,6 +155,9 @@ export function serveConsole(
  */
 export function registerServeCommand(program: Command): void {
   const env = process.env;
+  const envEngines: EngineSpec[] = env.DECISIOND_ENGINE
+    ? parseEngineList(env.DECISIOND_ENGINE)
+    : [];
   program
     .command("serve")
     .description("serve POST /v1/systemone on a local model")
@@ -284,10 +295,33 @@ export function registerServeCommand(program: Command): void {
       "file holding the console's admin token (env DECISIOND_ADMIN_TOKEN_FILE, or the token itself in DECISIOND_ADMIN_TOKEN); none: admin sign-in is off",
       env.DECISIOND_ADMIN_TOKEN_FILE,
     )
+    .option(
+      "--engine <KIND=URL>",
+      "a remote engine to read decisions from instead of loading the model: llama-server=URL or vllm=URL; repeat for several (env DECISIOND_ENGINE, comma-separated)",
+      (value: string, previous: EngineSpec[] | undefined) => {
+        try {
+          // A flag replaces the environment's list; repeated flags add up.
+          return [...(previous === envEngines ? [] : (previous ?? [])), parseEngineSpec(value)];
+        } catch (error) {
+          throw new InvalidArgumentError((error as Error).message);
+        }
+      },
+      envEngines,
+    )
+    .option(
+      "--engine-deadline <ms>",
+      "with --engine: longest time one engine call may take, retries on other engines included, before 503 (env DECISIOND_ENGINE_DEADLINE)",
+      milliseconds,
+      env.DECISIOND_ENGINE_DEADLINE ? milliseconds(env.DECISIOND_ENGINE_DEADLINE) : 30_000,
+    )
     .action(async (flags: ServeFlags) => {
       const print = (line: string) => process.stderr.write(line + "\n");
       checkAuthHost(flags); // before any download
       const adminToken = flags.console === "on" ? readAdminToken(flags) : undefined;
+      if (flags.engine.length > 0) {
+        await serveRemote(flags, adminToken, print);
+        return;
+      }
       const local = existsSync(flags.model) || flags.model.endsWith(".gguf");
       const entry = local ? undefined : findModel(flags.model);
       if (!local && !entry) {
@@ -358,4 +392,81 @@ export function registerServeCommand(program: Command): void {
       process.once("SIGINT", stop);
       process.once("SIGTERM", stop);
     });
+}
+
+/**
+ * `serve --engine`: decisions read from remote engines (engine/remote/). No model is loaded or
+ * pulled; the served name and calibration profile are the catalogue entry's whose file the
+ * engine serves (else the engine's model name); `--adapter PATH` says the engine applies that
+ * adapter (llama-server `--lora PATH`), which selects the decision-tuned readout and its profile.
+ */
+async function serveRemote(
+  flags: ServeFlags,
+  adminToken: string | undefined,
+  print: (line: string) => void,
+): Promise<void> {
+  const remote = await openRemoteEngines(flags.engine, { deadlineMs: flags.engineDeadline });
+  const { gate, store } = openServeGate(flags, print);
+  const consoleOptions = serveConsole(flags, adminToken, store, print);
+  const common = {
+    host: flags.host,
+    port: flags.port,
+    ...(flags.bodyLimit ? { bodyLimit: flags.bodyLimit } : {}),
+    logger: { level: flags.logLevel },
+    ...(gate ? { gate } : {}),
+    ...(consoleOptions ? { console: consoleOptions } : {}),
+  };
+  const urls = flags.engine.map((e) => `${e.kind}=${e.url}`).join(", ");
+  let service: { url: string; close(): Promise<unknown> };
+  try {
+    if (remote.kind === "pass-through") {
+      service = await startPassThroughService({
+        ...common,
+        passThrough: remote.passThrough,
+        modelId: flags.model,
+        isDefault: flags.model === DEFAULT_MODEL,
+      });
+      print(
+        `decisiond: serving ${urls} (native /v1/systemone, passed through) at ${service.url}/v1/systemone`,
+      );
+    } else {
+      const entry = catalogueEntryOfFile(remote.engine.model.path);
+      const adapterPath =
+        flags.adapter && flags.adapter !== "none"
+          ? resolveAdapter(flags.adapter, entry)
+          : undefined;
+      const started = await startService({
+        ...common,
+        engine: remote.engine,
+        ...(entry
+          ? { modelId: entry.name, description: entry.description, releaseDate: entry.releaseDate }
+          : {}),
+        isDefault: entry?.name === DEFAULT_MODEL,
+        ...(adapterPath ? { adapterPath } : {}),
+        debias: flags.debias,
+        readout: readoutOf(flags),
+      });
+      service = started;
+      print(
+        `decisiond: serving ${started.engine.model.id} from ${urls} at ${started.url}/v1/systemone (context ${started.engine.model.contextSize} tokens)`,
+      );
+    }
+  } catch (error) {
+    store?.close();
+    throw error;
+  }
+  const stop = () => {
+    void service.close().then(() => {
+      store?.close();
+      process.exit(0);
+    });
+  };
+  process.once("SIGINT", stop);
+  process.once("SIGTERM", stop);
+}
+
+/** The catalogue entry whose file an engine serves (by file name), if any. */
+function catalogueEntryOfFile(path: string): CatalogueEntry | undefined {
+  const file = path.split(/[\\/]/).pop();
+  return CATALOGUE.find((entry) => entry.file === file);
 }

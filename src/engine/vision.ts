@@ -33,6 +33,7 @@ import {
   type ScoreRequest,
   type ScoreResult,
   type Token,
+  type TokenizeOptions,
 } from "./types.js";
 
 /** Options of {@link VisionEngine.open}. */
@@ -174,11 +175,13 @@ export class VisionEngine implements Engine {
     }
   }
 
-  tokenize(text: string, options: { special?: boolean } = {}): Token[] {
+  async tokenize(text: string, options: TokenizeOptions = {}): Promise<Token[]> {
+    options.signal?.throwIfAborted();
     return this.vocabulary.tokenize(text, options.special ?? false) as Token[];
   }
 
-  detokenize(tokens: readonly Token[]): string {
+  async detokenize(tokens: readonly Token[], signal?: AbortSignal): Promise<string> {
+    signal?.throwIfAborted();
     return this.vocabulary.detokenize(tokens as LlamaToken[], true);
   }
 
@@ -381,7 +384,7 @@ export function idefics3TemplateOf(model: LlamaModel): ChatTemplate | undefined 
   const role = (r: string) => r.charAt(0).toUpperCase() + r.slice(1);
   return {
     name: "Idefics3",
-    render: (messages) =>
+    render: async (messages) =>
       "<|im_start|>" +
       messages.map((m) => `${role(m.role)}: ${m.content}<end_of_utterance>\n`).join("") +
       "Assistant:",
