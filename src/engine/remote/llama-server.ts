@@ -144,7 +144,8 @@ export class LlamaServerEngine implements Engine {
     if (!contextSize || !meta.n_vocab)
       throw new EngineCallError(url, "/props and /v1/models do not say the context or vocabulary");
     const path = props.model_path ?? url;
-    const id = (props.model_alias || path.split("/").pop() || url).replace(/\.gguf$/i, "");
+    // The alias is the model path unless the server was started with `--alias`.
+    const id = ((props.model_alias || path).split(/[\\/]/).pop() || url).replace(/\.gguf$/i, "");
     const model: ModelInfo = {
       id,
       path,
