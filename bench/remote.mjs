@@ -94,7 +94,9 @@ async function timed(url) {
 // (a) overhead, one request at a time, alternating.
 const one = await llamaServer(1);
 const embedded = await startService({ ...common, modelPath, threads: THREADS });
-const serving = await openRemoteEngines([{ kind: "llama-server", url: one.url }]);
+const serving = await openRemoteEngines([{ kind: "llama-server", url: one.url }], {
+  deadlineMs: 600_000,
+});
 const remote = await startService({ ...common, engine: serving.engine });
 for (const url of [embedded.url, remote.url]) await timed(url); // warm-up: priors, templates
 const ms = { embedded: [], remote: [] };
@@ -110,7 +112,9 @@ const a = { embedded: median(ms.embedded), remote: median(ms.remote) };
 
 // (b) throughput against one llama-server with 4 slots: 1 client, then 8 clients.
 const four = await llamaServer(4);
-const served = await openRemoteEngines([{ kind: "llama-server", url: four.url }]);
+const served = await openRemoteEngines([{ kind: "llama-server", url: four.url }], {
+  deadlineMs: 600_000,
+});
 const front = await startService({ ...common, engine: served.engine });
 await timed(front.url);
 async function throughput(clients) {
