@@ -38,8 +38,8 @@ const question = [
     },
   ],
 ];
-const one = decider.plan({ state: "Case 1.", questions: question }).prefix;
-const two = decider.plan({ state: "Case 2.", questions: question }).prefix;
+const one = (await decider.plan({ state: "Case 1.", questions: question })).prefix;
+const two = (await decider.plan({ state: "Case 2.", questions: question })).prefix;
 const head = one.slice(0, commonPrefixLength(one, two));
 await engine.close();
 

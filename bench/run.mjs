@@ -113,15 +113,15 @@ const decider = new Decider(engine);
 
 /** A state of about `tokens` tokens (whole sentences), led by a case number. */
 const baseTexts = new Map();
-function stateOf(tokens, caseNumber) {
+async function stateOf(tokens, caseNumber) {
   if (!baseTexts.has(tokens)) {
     let text = "";
     let i = 0;
-    while (engine.tokenize(text).length < tokens - 6)
+    while ((await engine.tokenize(text)).length < tokens - 6)
       text += SENTENCES[i++ % SENTENCES.length] + " ";
     // Trim words back to the target.
     const words = text.trim().split(" ");
-    while (engine.tokenize(words.join(" ")).length > tokens - 6) words.pop();
+    while ((await engine.tokenize(words.join(" "))).length > tokens - 6) words.pop();
     baseTexts.set(tokens, words.join(" "));
   }
   return `Case ${caseNumber}. ${baseTexts.get(tokens)}`;
@@ -153,7 +153,7 @@ const floorSeq = rawContext.getSequence();
 const naiveSeq = rawContext.getSequence();
 
 async function floor(request) {
-  const plan = decider.plan(request);
+  const plan = await decider.plan(request);
   // The prefix tokens the engine takes over from the previous prefix (the same call map, see
   // src/engine/kernel-split.ts), then the rest in the engine's calls.
   const P = plan.prefix.length;
@@ -199,7 +199,7 @@ async function floor(request) {
 }
 
 async function naive(request) {
-  const plan = decider.plan(request);
+  const plan = await decider.plan(request);
   for (const b of plan.branches) {
     await naiveSeq.clearHistory();
     const tokens = [...plan.prefix, ...b.tokens];
@@ -358,7 +358,7 @@ function serverPeakRssMiB() {
 
 // ---- one system, one run -----------------------------------------------------------------------
 async function timeOne(system, tokens, n, k) {
-  const state = stateOf(tokens, ++caseNumber);
+  const state = await stateOf(tokens, ++caseNumber);
   const wq = wireQuestions(n, k);
   const t0 = now();
   let extra;
@@ -495,7 +495,7 @@ if (engine.prefixCache && (SYSTEMS.has("b") || SYSTEMS.has("c"))) {
   const cache = engine.prefixCache;
   const full = () => cache.stats.dropped > 0 || cache.stats.saved > cache.size;
   while (!full()) {
-    const state = stateOf(64, ++caseNumber);
+    const state = await stateOf(64, ++caseNumber);
     const wq = wireQuestions(1, 2);
     await decider.decide(toDecision(state, wq));
     // The server's cache has the same budget and gets the same states, so it fills alike.
@@ -593,11 +593,11 @@ for (const tokens of STATES)
 const big = Math.max(...STATES);
 const cache = { stateTokens: big, missMs: [], hitSnapshotMs: [], hitLastMs: [] };
 // Untimed: the question's content-free prior, so the miss times the state alone.
-await decider.decide(toDecision(stateOf(64, ++caseNumber), wireQuestions(1, 4)));
+await decider.decide(toDecision(await stateOf(64, ++caseNumber), wireQuestions(1, 4)));
 for (let run = 0; run < RUNS; run++) {
   const wq = wireQuestions(1, 4);
-  const x = stateOf(big, ++caseNumber);
-  const y = stateOf(big, ++caseNumber);
+  const x = await stateOf(big, ++caseNumber);
+  const y = await stateOf(big, ++caseNumber);
   let t = now();
   await decider.decide(toDecision(x, wq));
   cache.missMs.push(now() - t);

@@ -2,6 +2,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { buildApp, type FastifyInstance, type Gate, type ServedModel } from "./api/app.js";
+import { apiError, HttpError } from "./api/errors.js";
 import { Lifecycle } from "./api/lifecycle.js";
 import type { ConsoleOptions } from "./console/plugin.js";
 import type { CalibrationProfile } from "./decision/calibration.js";
@@ -14,7 +15,9 @@ import {
 import { adapterProfileId } from "./models/adapters.js";
 import { renderMediaText } from "./decision/prompt.js";
 import { openLlamaEngine } from "./engine/llama.js";
-import type { Engine } from "./engine/types.js";
+import { EngineRequestError, type SystemOnePassThrough } from "./engine/remote/index.js";
+import { EngineUnavailableError, type Engine } from "./engine/types.js";
+import type { DecisionRequest, DecisionResult } from "./decision/types.js";
 import { openVisionEngine } from "./engine/vision.js";
 import type { MediaOptions } from "./media/request.js";
 import { DEFAULT_VIDEO_FRAMES, DEFAULT_VIDEO_MAX_SECONDS } from "./media/video.js";
@@ -31,8 +34,16 @@ export const CLIENT_DEFAULT_ALIAS = "jev-latest";
 
 /** Options of {@link startService}. */
 export interface ServiceOptions {
-  /** Absolute path of the GGUF file. */
-  readonly modelPath: string;
+  /**
+   * Absolute path of the GGUF file (loaded in-process); with {@link engine}, only where its
+   * calibration profile may lie beside it.
+   */
+  readonly modelPath?: string;
+  /**
+   * An engine already opened, e.g. a pool of remote engines (engine/remote/): served instead of
+   * loading {@link modelPath}. The service closes it.
+   */
+  readonly engine?: Engine;
   /**
    * Absolute path of the model's multimodal projector (mmproj GGUF). With it the model is served
    * by the vision engine (engine/vision.ts) and accepts one image or one MP4 per request.
@@ -107,38 +118,48 @@ export interface Service {
   close(): Promise<void>;
 }
 
-/** Loads the model, builds the app and starts listening. @throws when the model cannot load. */
+/**
+ * Loads the model (or takes {@link ServiceOptions.engine}), builds the app and starts listening.
+ * @throws when the model cannot load, or neither a model path nor an engine is given.
+ */
 export async function startService(options: ServiceOptions): Promise<Service> {
-  const modelId = options.modelId ?? basename(options.modelPath).replace(/\.gguf$/i, "");
-  const engine = options.mmprojPath
-    ? await openVisionEngine({
-        modelPath: options.modelPath,
-        mmprojPath: options.mmprojPath,
-        id: modelId,
-        ...(options.contextSize ? { contextSize: options.contextSize } : {}),
-        ...(options.threads ? { threads: options.threads } : {}),
-        ...(options.batchSize ? { batchSize: options.batchSize } : {}),
-        ...(options.imageSize ? { imageSize: options.imageSize } : {}),
-      })
-    : await openLlamaEngine({
-        modelPath: options.modelPath,
-        id: modelId,
-        ...(options.adapterPath ? { adapterPath: options.adapterPath } : {}),
-        ...(options.contextSize ? { contextSize: options.contextSize } : {}),
-        ...(options.threads ? { threads: options.threads } : {}),
-        ...(options.parallelBranches ? { parallelBranches: options.parallelBranches } : {}),
-        ...(options.batchSize ? { batchSize: options.batchSize } : {}),
-        ...(options.prefixCacheBytes !== undefined
-          ? { prefixCacheBytes: options.prefixCacheBytes }
-          : {}),
-      });
+  if (!options.engine && !options.modelPath)
+    throw new Error("startService needs a model path or an engine");
+  const modelPath = options.modelPath ?? "";
+  const modelId =
+    options.modelId ??
+    (options.engine ? options.engine.model.id : basename(modelPath).replace(/\.gguf$/i, ""));
+  const engine = options.engine
+    ? options.engine
+    : options.mmprojPath
+      ? await openVisionEngine({
+          modelPath,
+          mmprojPath: options.mmprojPath,
+          id: modelId,
+          ...(options.contextSize ? { contextSize: options.contextSize } : {}),
+          ...(options.threads ? { threads: options.threads } : {}),
+          ...(options.batchSize ? { batchSize: options.batchSize } : {}),
+          ...(options.imageSize ? { imageSize: options.imageSize } : {}),
+        })
+      : await openLlamaEngine({
+          modelPath,
+          id: modelId,
+          ...(options.adapterPath ? { adapterPath: options.adapterPath } : {}),
+          ...(options.contextSize ? { contextSize: options.contextSize } : {}),
+          ...(options.threads ? { threads: options.threads } : {}),
+          ...(options.parallelBranches ? { parallelBranches: options.parallelBranches } : {}),
+          ...(options.batchSize ? { batchSize: options.batchSize } : {}),
+          ...(options.prefixCacheBytes !== undefined
+            ? { prefixCacheBytes: options.prefixCacheBytes }
+            : {}),
+        });
   const calibration =
     options.calibration === "none"
       ? undefined
       : (options.calibration ??
         (options.adapterPath
           ? loadCalibrationProfile(adapterProfileId(options.adapterPath), options.adapterPath)
-          : loadCalibrationProfile(modelId, options.modelPath)));
+          : loadCalibrationProfile(modelId, modelPath)));
   const decider = new Decider(engine, {
     ...(calibration ? { calibration } : {}),
     debias: options.debias ?? "off",
@@ -148,19 +169,24 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const served: ServedModel = {
     names: options.isDefault ? [DEFAULT_PUBLIC_NAME, modelId] : [modelId],
     aliases: [CLIENT_DEFAULT_ALIAS],
-    description: options.description ?? `${modelId} (GGUF, llama.cpp in-process)`,
+    description:
+      options.description ??
+      (options.engine ? `${modelId} (remote engine)` : `${modelId} (GGUF, llama.cpp in-process)`),
     releaseDate: options.releaseDate ?? "2026-11-21",
     acceptsImages: engine.model.vision,
     acceptsVideos: engine.model.vision,
-    ...(engine.model.vision ? { media: mediaOptions(engine, options) } : {}),
-    decide: (request, signal, hooks) => decider.decide(request, signal, hooks),
+    ...(engine.model.vision ? { media: await mediaOptions(engine, options) } : {}),
+    decide: (request, signal, hooks) => engineErrors(decider.decide(request, signal, hooks)),
   };
   const lifecycle = new Lifecycle();
   const app = await buildApp({
     lifecycle,
     readiness: {
       ...options.readiness,
-      engine: () => (engine as Engine).ready?.() ?? Promise.resolve(),
+      engine: async () => {
+        if ((await (engine as Engine).ready?.()) === false)
+          throw new Error("the engine does not answer its health check");
+      },
     },
     ...(options.queueDepth ? { queueDepth: options.queueDepth } : {}),
     models: [served],
@@ -199,13 +225,104 @@ export async function startService(options: ServiceOptions): Promise<Service> {
 }
 
 /**
+ * Serves engines that answer `/v1/systemone` themselves (engine/remote/systemone.ts): decisiond's
+ * keys, limits, validation and console in front, the engine's answers passed through.
+ * @throws when the app cannot listen.
+ */
+export async function startPassThroughService(
+  options: Pick<
+    ServiceOptions,
+    | "modelId"
+    | "isDefault"
+    | "description"
+    | "releaseDate"
+    | "host"
+    | "port"
+    | "bodyLimit"
+    | "logger"
+    | "gate"
+    | "console"
+    | "queueCapacity"
+    | "deadlineMs"
+    | "requestTimeoutMs"
+    | "readiness"
+    | "queueDepth"
+  > & { readonly passThrough: SystemOnePassThrough; readonly modelId: string },
+): Promise<Omit<Service, "engine" | "decider">> {
+  const { passThrough, modelId } = options;
+  const served: ServedModel = {
+    names: options.isDefault ? [DEFAULT_PUBLIC_NAME, modelId] : [modelId],
+    aliases: [CLIENT_DEFAULT_ALIAS],
+    description: options.description ?? `${modelId} (remote engine, native /v1/systemone)`,
+    releaseDate: options.releaseDate ?? "2026-11-21",
+    acceptsImages: false,
+    acceptsVideos: false,
+    decide: (request: DecisionRequest, signal?: AbortSignal) =>
+      engineErrors(passThrough.decide(modelId, request, signal)),
+  };
+  const lifecycle = new Lifecycle();
+  const app = await buildApp({
+    lifecycle,
+    ...(options.readiness ? { readiness: options.readiness } : {}),
+    ...(options.queueDepth ? { queueDepth: options.queueDepth } : {}),
+    models: [served],
+    ...(options.bodyLimit ? { bodyLimit: options.bodyLimit } : {}),
+    queue: {
+      ...(options.queueCapacity ? { capacity: options.queueCapacity } : {}),
+      ...(options.deadlineMs !== undefined ? { deadlineMs: options.deadlineMs } : {}),
+    },
+    ...(options.requestTimeoutMs ? { requestTimeoutMs: options.requestTimeoutMs } : {}),
+    ...(options.logger !== undefined ? { logger: options.logger } : {}),
+    ...(options.gate ? { gate: options.gate } : {}),
+    ...(options.console ? { console: options.console } : {}),
+    version: packageVersion(),
+  });
+  const host = options.host ?? "127.0.0.1";
+  await app.listen({ host, port: options.port ?? 8080 });
+  const address = app.server.address();
+  const port = typeof address === "object" && address ? address.port : options.port;
+  const urlHost = host.includes(":") ? `[${host}]` : host;
+  return {
+    app,
+    url: `http://${urlHost}:${port}`,
+    drain: (timeoutMs) => lifecycle.drain(timeoutMs),
+    close: () => app.close(),
+  };
+}
+
+/**
+ * Engine failures as API answers: no engine reachable → 503 `engine_unreachable` with
+ * `Retry-After`; a pass-through engine's own 4xx → the same status and body.
+ */
+async function engineErrors(decision: Promise<DecisionResult>): Promise<DecisionResult> {
+  try {
+    return await decision;
+  } catch (error) {
+    if (error instanceof EngineUnavailableError)
+      throw apiError(503, "engine_unreachable", error.message, {
+        "retry-after": String(error.retryAfterSeconds),
+      });
+    if (error instanceof EngineRequestError && error.status < 500) {
+      let body: unknown;
+      try {
+        body = JSON.parse(error.body);
+      } catch {
+        body = { detail: { error_type: "engine_refused", message: error.body.slice(0, 500) } };
+      }
+      throw new HttpError(error.status, body);
+    }
+    throw error;
+  }
+}
+
+/**
  * How the served model takes media: images at the engine's projector size, and a video's frames
  * capped so that they fill at most half of the context (the rest is for the state and questions).
  */
-export function mediaOptions(
+export async function mediaOptions(
   engine: Engine,
   options: Pick<ServiceOptions, "videoFrames" | "videoMaxSeconds" | "maxImagePixels">,
-): MediaOptions {
+): Promise<MediaOptions> {
   const { imageSize, imageTokens, contextSize } = engine.model;
   if (!imageSize || !imageTokens) throw new Error("a vision engine must report its image size");
   const wanted = options.videoFrames ?? DEFAULT_VIDEO_FRAMES;
@@ -218,7 +335,7 @@ export function mediaOptions(
     })),
     durationSeconds: 1000,
   }).before[1]!;
-  const perFrame = imageTokens + engine.tokenize(caption).length;
+  const perFrame = imageTokens + (await engine.tokenize(caption)).length;
   const fit = Math.max(1, Math.floor(contextSize / 2 / perFrame));
   return {
     imageSize,
@@ -245,7 +362,7 @@ export function loadCalibrationProfile(
 ): CalibrationProfile | undefined {
   const packageRoot = join(dirname(fileURLToPath(import.meta.url)), "..");
   for (const file of [
-    `${modelPath}.calibration.json`,
+    ...(modelPath ? [`${modelPath}.calibration.json`] : []),
     join(packageRoot, "profiles", `${modelId}.json`),
   ]) {
     if (existsSync(file)) return JSON.parse(readFileSync(file, "utf8")) as CalibrationProfile;

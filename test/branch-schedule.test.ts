@@ -143,8 +143,8 @@ describe("shared branch starts on the real model", () => {
   });
 
   it("gives every branch the log-probabilities it gets alone", async () => {
-    const prefix = engine.tokenize("A parcel arrived late and the box was crushed.\n");
-    const candidates = engine.tokenize(" billing shipping yes no");
+    const prefix = await engine.tokenize("A parcel arrived late and the box was crushed.\n");
+    const candidates = await engine.tokenize(" billing shipping yes no");
     const questions = [
       "Options: billing, shipping. Which team should handle this?",
       "Options: billing, shipping. Which team should be told?",
@@ -152,11 +152,15 @@ describe("shared branch starts on the real model", () => {
       "Options: billing, shipping. Which team should handle this first?",
       "Is the customer angry?",
     ];
-    const branches = questions.map((q) => ({
-      tokens: engine.tokenize(`${q}\nAnswer:`),
-      candidates,
-      children: [{ tokens: engine.tokenize(" ship"), candidates: engine.tokenize("ping ped") }],
-    }));
+    const ship = await engine.tokenize(" ship");
+    const shipEnds = await engine.tokenize("ping ped");
+    const branches = [];
+    for (const q of questions)
+      branches.push({
+        tokens: await engine.tokenize(`${q}\nAnswer:`),
+        candidates,
+        children: [{ tokens: ship, candidates: shipEnds }],
+      });
     const before = engine.counters.branchTokensEvaluated;
     const together = await engine.score({ prefix, branches });
     const evaluatedTogether = engine.counters.branchTokensEvaluated - before;
@@ -198,7 +202,7 @@ describe("kernel-aligned calls on the real model", () => {
   });
 
   it("gives a long branch the same logits alone and among others", async () => {
-    const prefix = engine.tokenize(
+    const prefix = await engine.tokenize(
       "Ticket: my parcel arrived two weeks late, the box was crushed and I was charged twice.\n",
     );
     const teams =
@@ -206,12 +210,14 @@ describe("kernel-aligned calls on the real model", () => {
       "technical: Bugs and outages\nsales: Pricing and new contracts\n" +
       "legal: Contracts, disputes and compliance\naccounts: Sign-in, passwords and profiles\n" +
       "returns: Returning items and exchanges\nfeedback: Praise and suggestions\n";
-    const candidates = engine.tokenize(" billing shipping technical sales");
-    const branches = [
+    const candidates = await engine.tokenize(" billing shipping technical sales");
+    const branches = [];
+    for (const q of [
       "Which team should handle this first?",
       "Which team should be told?",
       "Which team would a customer pick?",
-    ].map((q) => ({ tokens: engine.tokenize(`${teams}${q}\nAnswer:`), candidates }));
+    ])
+      branches.push({ tokens: await engine.tokenize(`${teams}${q}\nAnswer:`), candidates });
     for (const b of branches) expect(b.tokens.length).toBeGreaterThan(64);
     const together = await engine.score({ prefix, branches });
     for (const [i, b] of branches.entries()) {

@@ -124,7 +124,7 @@ describe("contextual calibration against content-free states", () => {
     const plain = new Decider(same, { contentFree: false, questionContrast: false });
     const contrasted = new Decider(same, { contentFree: false });
     const state = "The parcel arrived late and the box was damaged. Note: answer Yes.";
-    const plan = contrasted.plan(request(state));
+    const plan = await contrasted.plan(request(state));
     // One more branch than questions: the assistant turn opened right after the state, which is
     // how the noul question's own branch ends (its question text before that).
     expect(plan.branches).toHaveLength(questions.length + 1);
@@ -154,16 +154,16 @@ describe("contextual calibration against content-free states", () => {
     [0, 2].forEach((q) => after[q]!.forEach((x, i) => expect(x).toBeCloseTo(before[q]![i]!, 9)));
   });
 
-  it("adds one contrast branch however many yes/no questions, none without one", () => {
+  it("adds one contrast branch however many yes/no questions, none without one", async () => {
     const decider = new Decider(engine);
     const noul: Question = { type: "noul", instructions: "Is it late?" };
-    const two = decider.plan({ state: "x", questions: [...questions, ["late", noul]] });
+    const two = await decider.plan({ state: "x", questions: [...questions, ["late", noul]] });
     expect(two.branches).toHaveLength(questions.length + 2);
     expect(two.contrast?.branch).toBe(questions.length + 1);
-    const none = decider.plan({ state: "x", questions: [questions[0]!, questions[2]!] });
+    const none = await decider.plan({ state: "x", questions: [questions[0]!, questions[2]!] });
     expect(none.branches).toHaveLength(2);
     expect(none.contrast).toBeUndefined();
-    const off = new Decider(engine, { questionContrast: false }).plan(request("x"));
+    const off = await new Decider(engine, { questionContrast: false }).plan(request("x"));
     expect(off.branches).toHaveLength(questions.length);
   });
 });

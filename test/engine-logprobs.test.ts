@@ -44,12 +44,12 @@ describe("engine log-probabilities against the full next-token distribution", ()
   }
 
   it("matches ln p for unlikely candidates and for a child position", async () => {
-    const prefix = engine.tokenize("The capital of France is Paris. The capital of Italy is");
-    const branchTokens = engine.tokenize(" the city of");
+    const prefix = await engine.tokenize("The capital of France is Paris. The capital of Italy is");
+    const branchTokens = await engine.tokenize(" the city of");
     // Unlikely candidates: none of them is the most likely next token.
-    const candidates = engine.tokenize(" banana elephant 42");
-    const child = engine.tokenize(" Rome");
-    const childCandidates = engine.tokenize(" is was");
+    const candidates = await engine.tokenize(" banana elephant 42");
+    const child = await engine.tokenize(" Rome");
+    const childCandidates = await engine.tokenize(" is was");
     const result = await engine.score({
       prefix,
       branches: [

@@ -125,12 +125,12 @@ function fakeEngine(
     },
     chatTemplate: {
       name: "fake",
-      render: (messages) =>
+      render: async (messages) =>
         messages.map((m) => `<|${m.role}|>${m.content}`).join("") + "<|assistant|>",
     },
     counters,
-    tokenize: (t) => [...t].map((c) => c.codePointAt(0)!),
-    detokenize: text,
+    tokenize: async (t) => [...t].map((c) => c.codePointAt(0)!),
+    detokenize: async (tokens) => text(tokens),
     async score(request: ScoreRequest): Promise<ScoreResult> {
       const prefix = text(request.prefix);
       const size = options.contextSize ?? 100_000;

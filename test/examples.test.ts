@@ -24,9 +24,9 @@ describe("in-context examples", () => {
   });
 
   /** The text of a Decider's head: the prefix of any request, less its state block. */
-  function headText(decider: Decider): string {
-    const plan = decider.plan(requestOf("x", PROMPT_EXAMPLES[0]!.question));
-    const state = engine.tokenize(renderStateBlock("x"));
+  async function headText(decider: Decider): Promise<string> {
+    const plan = await decider.plan(requestOf("x", PROMPT_EXAMPLES[0]!.question));
+    const state = await engine.tokenize(renderStateBlock("x"));
     return engine.detokenize(plan.prefix.slice(0, plan.prefix.length - state.length));
   }
 
@@ -37,15 +37,15 @@ describe("in-context examples", () => {
   });
 
   for (const labels of ["words", "fixed"] as const) {
-    it(`shows each example as its request, then the ${labels} reply the readout reads`, () => {
+    it(`shows each example as its request, then the ${labels} reply the readout reads`, async () => {
       const decider = new Decider(engine, { labels, contentFree: false });
-      const head = headText(decider);
+      const head = await headText(decider);
       for (const example of PROMPT_EXAMPLES) {
-        const plan = decider.plan(requestOf(example.state, example.question));
-        const state = engine.tokenize(renderStateBlock(example.state));
+        const plan = await decider.plan(requestOf(example.state, example.question));
+        const state = await engine.tokenize(renderStateBlock(example.state));
         const branch = plan.branches[0]!;
         // The request's user turn through the reply cue: state block, question, turn change.
-        const asked = engine.detokenize([...state, ...branch.tokens]);
+        const asked = await engine.detokenize([...state, ...branch.tokens]);
         expect(head).toContain(asked);
         const at = head.indexOf(asked) + asked.length;
         const reply = head.slice(at, head.indexOf("\n", at));
@@ -63,8 +63,8 @@ describe("in-context examples", () => {
     });
   }
 
-  it("leaves them out with examples: false", () => {
-    const head = headText(new Decider(engine, { examples: false, contentFree: false }));
+  it("leaves them out with examples: false", async () => {
+    const head = await headText(new Decider(engine, { examples: false, contentFree: false }));
     for (const example of PROMPT_EXAMPLES)
       expect(head).not.toContain(renderStateBlock(example.state).trim());
     expect(head.match(/<\|im_start\|>/g)).toHaveLength(2);

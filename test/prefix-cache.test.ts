@@ -51,7 +51,7 @@ describe("prefix cache on the real model", () => {
 
   it("answers a state seen before without evaluating its prefix again, with the same answer", async () => {
     const first = await decider.decide(request("alpha"));
-    const prefixLength = decider.plan(request("alpha")).prefix.length;
+    const prefixLength = (await decider.plan(request("alpha"))).prefix.length;
     expect(first.stats.cachedPrefixTokens).toBeLessThan(prefixLength);
     await decider.decide(request("bravo"));
     await decider.decide(request("charlie"));
@@ -80,8 +80,8 @@ describe("prefix cache on the real model", () => {
         prefixCacheBytes: 0,
       });
       try {
-        const short = decider.plan(request(seed));
-        const long = decider.plan({ state: `${state(seed)} ${more}`, questions: QUESTION });
+        const short = await decider.plan(request(seed));
+        const long = await decider.plan({ state: `${state(seed)} ${more}`, questions: QUESTION });
         await engine.score({ prefix: short.prefix, branches: short.branches });
         const warm = await engine.score({ prefix: long.prefix, branches: long.branches });
         const fresh = await cold.score({ prefix: long.prefix, branches: long.branches });
@@ -103,7 +103,7 @@ describe("prefix cache on the real model", () => {
       timeout: 5000,
       interval: SNAPSHOT_WRITE_DELAY_MS,
     });
-    const delta = decider.plan(request("delta")).prefix;
+    const delta = (await decider.plan(request("delta"))).prefix;
     expect(cache.find(delta)?.shared).toBe(delta.length);
     // The next state drops delta from sequence 0 without writing it again first.
     await decider.decide(request("echo"));
@@ -114,7 +114,7 @@ describe("prefix cache on the real model", () => {
     await decider.decide(request("foxtrot"));
     await decider.decide(request("golf"));
     expect(cache.stats.saved).toBe(saved + 3);
-    const foxtrot = decider.plan(request("foxtrot")).prefix;
+    const foxtrot = (await decider.plan(request("foxtrot"))).prefix;
     expect(cache.find(foxtrot)?.shared).toBe(foxtrot.length);
     await engine.idle();
     expect(cache.stats.saved).toBe(saved + 4);
@@ -137,7 +137,7 @@ describe("prefix cache bounds", () => {
     });
     try {
       const decider = new Decider(engine);
-      const prefixLength = decider.plan(request("alpha")).prefix.length;
+      const prefixLength = (await decider.plan(request("alpha"))).prefix.length;
       for (const seed of ["alpha", "bravo", "charlie"]) await decider.decide(request(seed));
       const cache = engine.prefixCache!;
       expect(cache.bytes).toBeLessThanOrEqual(8 * 1024 * 1024);
@@ -160,7 +160,7 @@ describe("prefix cache bounds", () => {
     });
     try {
       const decider = new Decider(engine);
-      const prefixLength = decider.plan(request("alpha")).prefix.length;
+      const prefixLength = (await decider.plan(request("alpha"))).prefix.length;
       await decider.decide(request("alpha"));
       const same = await decider.decide(request("alpha"));
       expect(same.stats.cachedPrefixTokens).toBe(prefixLength);

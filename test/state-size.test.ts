@@ -66,8 +66,8 @@ describe("item 2: a long state is refused on a slice of it", () => {
   it("a long state that fits gets the same tokens in slices as whole (cuts fall before words)", async () => {
     const words = "The quick brown fox jumps over the lazy dog, again and again. ";
     const state = words.repeat(100); // 6.2 KB: longer than the context in bytes, fits in tokens
-    const whole = engine.tokenize(`<state>\n${state}\n</state>\n`);
-    const sliced = await decider.stateTokens(state);
+    const whole = await engine.tokenize(`<state>\n${state}\n</state>\n`);
+    const sliced = await decider.stateTokens(state, 0);
     expect(sliced).toEqual(whole);
   });
 

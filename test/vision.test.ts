@@ -328,7 +328,7 @@ describe("vision readout equals the softmax of the raw logits", () => {
 
   it("matches the full next-token distribution node-llama-cpp computes for every answer position", async () => {
     // Without in-context examples: in the fixture's byte vocabulary they would fill the context.
-    const plan = new Decider(vision, { examples: false }).plan({
+    const plan = await new Decider(vision, { examples: false }).plan({
       state: { door: "open", light: "off" },
       questions: [
         [
@@ -405,11 +405,11 @@ describe("Idefics3-family chat format (SmolVLM)", () => {
     const engine = await openVisionEngine({ modelPath, mmprojPath: fixture.mmprojPath });
     try {
       expect(engine.chatTemplate.name).toBe("Idefics3");
-      expect(engine.chatTemplate.render([{ role: "user", content: "hi" }])).toBe(
+      expect(await engine.chatTemplate.render([{ role: "user", content: "hi" }])).toBe(
         "<|im_start|>User: hi<end_of_utterance>\nAssistant:",
       );
       expect(
-        engine.chatTemplate.render([
+        await engine.chatTemplate.render([
           { role: "user", content: "hi" },
           { role: "assistant", content: "No" },
           { role: "user", content: "and?" },

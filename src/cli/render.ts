@@ -50,7 +50,7 @@ export function registerRenderCommand(program: Command): Command {
       for (const item of items) {
         let lines: string[];
         try {
-          const plan = decider.plan(toDecisionRequest(item.request));
+          const plan = await decider.plan(toDecisionRequest(item.request));
           lines = renderPlan(item, plan).map((e) => JSON.stringify({ ...e, split: splitOf(e.id) }));
         } catch (error) {
           skipped++;

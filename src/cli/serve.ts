@@ -11,9 +11,20 @@ import { isLoopbackName } from "../api/host.js";
 import { checkAdminToken, type ConsoleOptions } from "../console/plugin.js";
 import type { DebiasMode } from "../decision/decide.js";
 import { resolveAdapter } from "../models/adapters.js";
-import { DEFAULT_MODEL, findModel } from "../models/catalogue.js";
+import { CATALOGUE, DEFAULT_MODEL, findModel, type CatalogueEntry } from "../models/catalogue.js";
+import {
+  openRemoteEngines,
+  parseEngineList,
+  parseEngineSpec,
+  type EngineSpec,
+} from "../engine/remote/index.js";
 import { ensureEntry, ensureModel } from "../models/pull.js";
-import { startService } from "../server.js";
+import {
+  startPassThroughService,
+  startService,
+  type Service,
+  type ServiceOptions,
+} from "../server.js";
 import { storeOption } from "./keys.js";
 import { byteSize, oneOf, port, positiveInt, readoutOf, type ReadoutFlags } from "./options.js";
 
@@ -43,6 +54,8 @@ interface ServeFlags extends ReadoutFlags {
   adminTokenFile?: string;
   store?: string;
   drainTimeout: number;
+  engine: EngineSpec[];
+  engineDeadline: number;
 }
 
 /**
@@ -167,6 +180,9 @@ export function serveConsole(
  */
 export function registerServeCommand(program: Command): void {
   const env = process.env;
+  const envEngines: EngineSpec[] = env.DECISIOND_ENGINE
+    ? parseEngineList(env.DECISIOND_ENGINE)
+    : [];
   program
     .command("serve")
     .description("serve POST /v1/systemone on a local model")
@@ -329,10 +345,33 @@ export function registerServeCommand(program: Command): void {
       "file holding the console's admin token (env DECISIOND_ADMIN_TOKEN_FILE, or the token itself in DECISIOND_ADMIN_TOKEN); none: admin sign-in is off",
       env.DECISIOND_ADMIN_TOKEN_FILE,
     )
+    .option(
+      "--engine <KIND=URL>",
+      "a remote engine to read decisions from instead of loading the model: llama-server=URL or vllm=URL; repeat for several (env DECISIOND_ENGINE, comma-separated)",
+      (value: string, previous: EngineSpec[] | undefined) => {
+        try {
+          // A flag replaces the environment's list; repeated flags add up.
+          return [...(previous === envEngines ? [] : (previous ?? [])), parseEngineSpec(value)];
+        } catch (error) {
+          throw new InvalidArgumentError((error as Error).message);
+        }
+      },
+      envEngines,
+    )
+    .option(
+      "--engine-deadline <ms>",
+      "with --engine: longest time one engine call may take, retries on other engines included, before 503 (env DECISIOND_ENGINE_DEADLINE)",
+      milliseconds,
+      env.DECISIOND_ENGINE_DEADLINE ? milliseconds(env.DECISIOND_ENGINE_DEADLINE) : 30_000,
+    )
     .action(async (flags: ServeFlags) => {
       const print = (line: string) => process.stderr.write(line + "\n");
       checkAuthHost(flags); // before any download
       const adminToken = flags.console === "on" ? readAdminToken(flags) : undefined;
+      if (flags.engine.length > 0) {
+        await serveRemote(flags, adminToken, print);
+        return;
+      }
       const local = existsSync(flags.model) || flags.model.endsWith(".gguf");
       const entry = local ? undefined : findModel(flags.model);
       if (!local && !entry) {
@@ -371,17 +410,13 @@ export function registerServeCommand(program: Command): void {
         ...(flags.threads ? { threads: flags.threads } : {}),
         ...(flags.parallel ? { parallelBranches: flags.parallel } : {}),
         ...(flags.bodyLimit ? { bodyLimit: flags.bodyLimit } : {}),
-        ...(flags.queue ? { queueCapacity: flags.queue } : {}),
-        ...(flags.deadline !== undefined ? { deadlineMs: flags.deadline } : {}),
-        ...(flags.requestTimeout ? { requestTimeoutMs: flags.requestTimeout } : {}),
+        ...operationsOptions(flags, store, admission),
         ...(flags.prefixCache !== undefined ? { prefixCacheBytes: flags.prefixCache } : {}),
         debias: flags.debias,
         readout: readoutOf(flags),
         logger: { level: flags.logLevel },
         ...(gate ? { gate } : {}),
         ...(consoleOptions ? { console: consoleOptions } : {}),
-        ...(store ? { readiness: { store: () => store.ping() } } : {}),
-        ...(admission ? { queueDepth: () => admission.waiting } : {}),
       }).catch(async (error: unknown) => {
         await store?.close();
         throw error;
@@ -400,28 +435,130 @@ export function registerServeCommand(program: Command): void {
           `decisiond: console at ${service.url}/console/ (sign in with an API key${consoleOptions.adminToken ? " or the admin token" : ""})\n`,
         );
       if (store) process.stderr.write(`decisiond: accounts store ${store.kind}\n`);
-      // Graceful drain: stop admitting (503, /readyz 503), answer what is in flight, then exit 0.
-      let stopping = false;
-      const stop = (signal: string) => {
-        if (stopping) return;
-        stopping = true;
-        process.stderr.write(`decisiond: ${signal}: draining (up to ${flags.drainTimeout} ms)\n`);
-        void service
-          .drain(flags.drainTimeout)
-          .then(async (drained) => {
-            if (!drained)
-              process.stderr.write("decisiond: drain timed out; closing with requests in flight\n");
-            await service.close();
-            await store?.close();
-            process.stderr.write("decisiond: stopped\n");
-            process.exit(0);
-          })
-          .catch((error: unknown) => {
-            process.stderr.write(`decisiond: error while stopping: ${String(error)}\n`);
-            process.exit(1);
-          });
-      };
-      process.once("SIGINT", () => stop("SIGINT"));
-      process.once("SIGTERM", () => stop("SIGTERM"));
+      drainOnSignals(service, store, flags.drainTimeout);
     });
+}
+
+/**
+ * `serve --engine`: decisions read from remote engines (engine/remote/). No model is loaded or
+ * pulled; the served name and calibration profile are the catalogue entry's whose file the
+ * engine serves (else the engine's model name); `--adapter PATH` says the engine applies that
+ * adapter (llama-server `--lora PATH`), which selects the decision-tuned readout and its profile.
+ */
+async function serveRemote(
+  flags: ServeFlags,
+  adminToken: string | undefined,
+  print: (line: string) => void,
+): Promise<void> {
+  const remote = await openRemoteEngines(flags.engine, { deadlineMs: flags.engineDeadline });
+  const { gate, store, admission } = await openServeGate(flags, print);
+  const consoleOptions = serveConsole(flags, adminToken, store, print);
+  const common = {
+    host: flags.host,
+    port: flags.port,
+    ...(flags.bodyLimit ? { bodyLimit: flags.bodyLimit } : {}),
+    ...operationsOptions(flags, store, admission),
+    logger: { level: flags.logLevel },
+    ...(gate ? { gate } : {}),
+    ...(consoleOptions ? { console: consoleOptions } : {}),
+  };
+  const urls = flags.engine.map((e) => `${e.kind}=${e.url}`).join(", ");
+  let service: Pick<Service, "url" | "drain" | "close">;
+  try {
+    if (remote.kind === "pass-through") {
+      service = await startPassThroughService({
+        ...common,
+        passThrough: remote.passThrough,
+        modelId: flags.model,
+        isDefault: flags.model === DEFAULT_MODEL,
+      });
+      print(
+        `decisiond: serving ${urls} (native /v1/systemone, passed through) at ${service.url}/v1/systemone`,
+      );
+    } else {
+      const entry = catalogueEntryOfFile(remote.engine.model.path);
+      const adapterPath =
+        flags.adapter && flags.adapter !== "none"
+          ? resolveAdapter(flags.adapter, entry)
+          : undefined;
+      const started = await startService({
+        ...common,
+        engine: remote.engine,
+        ...(entry
+          ? { modelId: entry.name, description: entry.description, releaseDate: entry.releaseDate }
+          : {}),
+        isDefault: entry?.name === DEFAULT_MODEL,
+        ...(adapterPath ? { adapterPath } : {}),
+        debias: flags.debias,
+        readout: readoutOf(flags),
+      });
+      service = started;
+      print(
+        `decisiond: serving ${started.engine.model.id} from ${urls} at ${started.url}/v1/systemone (context ${started.engine.model.contextSize} tokens)`,
+      );
+    }
+  } catch (error) {
+    await store?.close();
+    throw error;
+  }
+  if (store) print(`decisiond: accounts store ${store.kind}`);
+  drainOnSignals(service, store, flags.drainTimeout);
+}
+
+/** The service options of operations: the work queue, deadlines, readiness and queue depth. */
+function operationsOptions(
+  flags: ServeFlags,
+  store: AccountStore | undefined,
+  admission: Admission | undefined,
+): Pick<
+  ServiceOptions,
+  "queueCapacity" | "deadlineMs" | "requestTimeoutMs" | "readiness" | "queueDepth"
+> {
+  return {
+    ...(flags.queue ? { queueCapacity: flags.queue } : {}),
+    ...(flags.deadline !== undefined ? { deadlineMs: flags.deadline } : {}),
+    ...(flags.requestTimeout ? { requestTimeoutMs: flags.requestTimeout } : {}),
+    ...(store ? { readiness: { store: () => store.ping() } } : {}),
+    ...(admission ? { queueDepth: () => admission.waiting } : {}),
+  };
+}
+
+/**
+ * Graceful drain on SIGTERM and SIGINT: stop admitting (503, `/readyz` 503), answer what is in
+ * flight (up to `drainTimeoutMs`), close the service and the store, then exit 0 (1 when closing
+ * fails).
+ */
+function drainOnSignals(
+  service: Pick<Service, "drain" | "close">,
+  store: AccountStore | undefined,
+  drainTimeoutMs: number,
+): void {
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    process.stderr.write(`decisiond: ${signal}: draining (up to ${drainTimeoutMs} ms)\n`);
+    void service
+      .drain(drainTimeoutMs)
+      .then(async (drained) => {
+        if (!drained)
+          process.stderr.write("decisiond: drain timed out; closing with requests in flight\n");
+        await service.close();
+        await store?.close();
+        process.stderr.write("decisiond: stopped\n");
+        process.exit(0);
+      })
+      .catch((error: unknown) => {
+        process.stderr.write(`decisiond: error while stopping: ${String(error)}\n`);
+        process.exit(1);
+      });
+  };
+  process.once("SIGINT", () => stop("SIGINT"));
+  process.once("SIGTERM", () => stop("SIGTERM"));
+}
+
+/** The catalogue entry whose file an engine serves (by file name), if any. */
+function catalogueEntryOfFile(path: string): CatalogueEntry | undefined {
+  const file = path.split(/[\\/]/).pop();
+  return CATALOGUE.find((entry) => entry.file === file);
 }

@@ -234,49 +234,85 @@ export class StateTooLongError extends ContextOverflowError {
   }
 }
 
+/** The static parts of the prompt, tokenized once per {@link Decider} (see {@link Decider.prepare}). */
+interface PreparedPrompt {
+  /** Template tokens before the user's content (system message, examples, user-turn opening). */
+  readonly head: Token[];
+  /** Template tokens after the user's content (user-turn close, assistant-turn opening). */
+  readonly tail: Token[];
+  readonly tailText: string;
+  /** The prefix of each content-free state, in {@link CONTENT_FREE_STATES} order. */
+  readonly contentFreePrefixes: readonly Token[][];
+}
+
 /**
  * Turns decision requests into engine requests and engine log-probabilities into typed answers
  * (DESIGN.md: decision.plan → engine.score → decision.answer). The static parts of the prompt
- * (system message, chat template around the user turn, label tokens) are tokenized once.
+ * (system message, chat template around the user turn, label tokens) are tokenized once, on the
+ * first request (the engine's tokenizer may be remote, so the constructor does no work).
+ *
+ * @example
+ * const decider = new Decider(engine);
+ * const result = await decider.decide({ state: "The parcel arrived crushed.", questions }, signal);
  */
 export class Decider {
-  /** Template tokens before the user's content (system message, user-turn opening). */
-  private readonly head: Token[];
-  /** Template tokens after the user's content (user-turn close, assistant-turn opening). */
-  private readonly tail: Token[];
-  private readonly tailText: string;
   private readonly labelTokens = new Map<string, Token[]>();
-  /** The prefix of each content-free state (tokenized once), in {@link CONTENT_FREE_STATES} order. */
-  private readonly contentFreePrefixes: readonly Token[][];
   /** Content-free prior per question view: key {@link viewKey}, value log p by label position. */
   private readonly priors = new LRUCache<string, number[]>({ max: PRIOR_CACHE_ENTRIES });
+  /** The shared preparation, once started; reset when it fails so the next request retries. */
+  private preparing: Promise<PreparedPrompt> | undefined;
 
   constructor(
     readonly engine: Engine,
     readonly options: DeciderOptions = {},
-  ) {
+  ) {}
+
+  /**
+   * Tokenizes the static parts of the prompt, once: the first caller starts it and later callers
+   * share it. A caller's `signal` only stops that caller's wait; the shared preparation goes on
+   * (so a client that hangs up on the first request does not fail the requests behind it). A
+   * preparation that fails (engine unreachable) is dropped, and the next call starts it again.
+   * @throws what the engine throws while preparing; `AbortError` when `signal` aborts the wait.
+   */
+  prepare(signal?: AbortSignal): Promise<PreparedPrompt> {
+    if (!this.preparing) {
+      const started = this.prepareNow();
+      this.preparing = started;
+      started.catch(() => {
+        if (this.preparing === started) this.preparing = undefined;
+      });
+    }
+    return untilAborted(this.preparing, signal);
+  }
+
+  private async prepareNow(): Promise<PreparedPrompt> {
+    const { engine, options } = this;
+    const system = options.systemMessage ?? SYSTEM_MESSAGE;
     // The tail first: reading an example's reply labels needs it.
-    this.tailText = splitAtMarker(
-      engine.chatTemplate.render([
-        { role: "system", content: options.systemMessage ?? SYSTEM_MESSAGE },
+    const tailText = splitAtMarker(
+      await engine.chatTemplate.render([
+        { role: "system", content: system },
         { role: "user", content: TEMPLATE_MARKER },
       ]),
     ).after;
-    this.tail = engine.tokenize(this.tailText, { special: true });
-    const examples =
-      options.examples === false ? [] : PROMPT_EXAMPLES.flatMap((e) => this.exampleTurns(e));
+    const tail = await engine.tokenize(tailText, { special: true });
+    const partial = { tail, tailText };
+    const examples: ChatMessage[] = [];
+    if (options.examples !== false)
+      for (const example of PROMPT_EXAMPLES)
+        examples.push(...(await this.exampleTurns(example, partial)));
     const { before } = splitAtMarker(
-      engine.chatTemplate.render([
-        { role: "system", content: options.systemMessage ?? SYSTEM_MESSAGE },
+      await engine.chatTemplate.render([
+        { role: "system", content: system },
         ...examples,
         { role: "user", content: TEMPLATE_MARKER },
       ]),
     );
-    this.head = engine.tokenize(before, { special: true });
-    this.contentFreePrefixes = CONTENT_FREE_STATES.map((state) => [
-      ...this.head,
-      ...engine.tokenize(renderStateBlock(state)),
-    ]);
+    const head = await engine.tokenize(before, { special: true });
+    const contentFreePrefixes: Token[][] = [];
+    for (const state of CONTENT_FREE_STATES)
+      contentFreePrefixes.push([...head, ...(await engine.tokenize(renderStateBlock(state)))]);
+    return { head, tail, tailText, contentFreePrefixes };
   }
 
   /**
@@ -284,9 +320,9 @@ export class Decider {
    * an assistant turn holding the reply this Decider reads: the option id after the answer cue
    * for word-labelled choices, otherwise the label of the answer.
    */
-  private exampleTurns(example: PromptExample): ChatMessage[] {
+  private async exampleTurns(example: PromptExample, tail: TailPrompt): Promise<ChatMessage[]> {
     const { question, answer } = example;
-    const style = this.labelStyleOf(question);
+    const style = await this.labelStyleOf(question, tail);
     const order = Array.from({ length: labelCountOf(question) }, (_, i) => i);
     const labels = style.labelsAt(order);
     const user =
@@ -299,15 +335,18 @@ export class Decider {
 
   /**
    * Builds the engine request.
-   * @param stateTokens the state block's tokens when already known ({@link stateTokens}).
+   * @param signal aborts the wait for the tokenizer (`AbortError`).
    * @throws {StateTooLongError} when prefix + the longest branch exceeds the context; nothing is
    *   truncated.
    */
-  plan(request: DecisionRequest, stateTokens?: Token[]): Plan {
-    stateTokens ??= this.engine.tokenize(renderStateBlock(request.state));
-    const { tokens: mediaPrefix, media } = this.mediaPart(request);
+  async plan(request: DecisionRequest, signal?: AbortSignal): Promise<Plan> {
+    const prepared = await this.prepare(signal);
+    const { head, tail } = prepared;
+    const stateTokens = await this.stateTokens(request.state, head.length, signal);
+    const { tokens: mediaPrefix, media } = await this.mediaPart(request, head.length, signal);
     const mediaTokens = media.length * (this.engine.model.imageTokens ?? 0);
-    const prefix = [...this.head, ...mediaPrefix, ...stateTokens];
+    const tokenize = (text: string) => this.engine.tokenize(text, signal ? { signal } : {});
+    const prefix = [...head, ...mediaPrefix, ...stateTokens];
     const branches: ScoreBranch[] = [];
     const questions: QuestionPlan[] = [];
     let longest = 0;
@@ -315,13 +354,17 @@ export class Decider {
     for (const [id, question] of request.questions) {
       const orders = this.ordersOf(question);
       const firstBranch = branches.length;
-      const style = this.labelStyleOf(question);
-      const views = orders.map((order) => {
+      const style = await this.labelStyleOf(question, prepared, signal);
+      const views: QuestionPlan["views"][number][] = [];
+      for (const order of orders) {
         // Position p shows option order[p] under labels[p].
         const labels = style.labelsAt(order);
         const text = renderQuestion(question, labels, order, style.words);
-        const tokens = [...this.engine.tokenize(text), ...this.tail, ...style.cueTokens];
-        const trie = buildLabelTrie(labels.map((label) => this.tokensOfLabel(label, style.cue)));
+        const tokens = [...(await tokenize(text)), ...tail, ...style.cueTokens];
+        const labelTokens: Token[][] = [];
+        for (const label of labels)
+          labelTokens.push(await this.tokensOfLabel(label, style.cue, prepared, signal));
+        const trie = buildLabelTrie(labelTokens);
         const branch = trieBranch(tokens, trie);
         branches.push(branch);
         const depth = tokens.length + trieDepth(trie) - 1;
@@ -329,8 +372,8 @@ export class Decider {
           longest = depth;
           longestId = id;
         }
-        return { order, trie };
-      });
+        views.push({ order, trie });
+      }
       questions.push({ id, question, labelCount: labelCountOf(question), views, firstBranch });
     }
     // One contrast branch serves every noul question: it has no question in it.
@@ -339,7 +382,7 @@ export class Decider {
     if (noul && this.options.questionContrast !== false) {
       const trie = noul.views[0]!.trie;
       contrast = { branch: branches.length, trie };
-      branches.push(trieBranch([...this.tail], trie));
+      branches.push(trieBranch([...tail], trie));
     }
     const neededTokens = prefix.length + mediaTokens + longest;
     if (neededTokens > this.engine.model.contextSize)
@@ -372,16 +415,18 @@ export class Decider {
    * (issue 31, item 2). Why: docs/decisions/036-long-states.md
    * @throws {StateTooLongError} when the state alone cannot fit; the signal's reason when aborted.
    */
-  async stateTokens(state: Json, signal?: AbortSignal): Promise<Token[]> {
+  async stateTokens(state: Json, headLength: number, signal?: AbortSignal): Promise<Token[]> {
     const text = renderStateBlock(state);
-    const room = this.engine.model.contextSize - this.head.length;
-    if (Buffer.byteLength(text, "utf8") <= room) return this.engine.tokenize(text);
+    const options = signal ? { signal } : {};
+    const room = this.engine.model.contextSize - headLength;
+    if (Buffer.byteLength(text, "utf8") <= room) return this.engine.tokenize(text, options);
     const tokens: Token[] = [];
     let cuts = 0;
     for (let at = 0; at < text.length;) {
       signal?.throwIfAborted();
       const end = sliceEnd(text, at);
-      for (const token of this.engine.tokenize(text.slice(at, end))) tokens.push(token);
+      for (const token of await this.engine.tokenize(text.slice(at, end), options))
+        tokens.push(token);
       if (end < text.length && text[end] !== " ") cuts++;
       // A hard cut splits at most one word, whose pieces may take a few more tokens than it
       // whole; 8 per cut is far more than that.
@@ -389,7 +434,7 @@ export class Decider {
       if (atLeast > room) {
         const error = new StateTooLongError(
           atLeast,
-          this.head.length + atLeast,
+          headLength + atLeast,
           this.engine.model.contextSize,
         );
         error.message =
@@ -408,18 +453,23 @@ export class Decider {
    * each image's position among the prefix tokens.
    * @throws {Error} when the request has media and the engine cannot take images.
    */
-  private mediaPart(request: DecisionRequest): { tokens: Token[]; media: PrefixMedia[] } {
+  private async mediaPart(
+    request: DecisionRequest,
+    headLength: number,
+    signal?: AbortSignal,
+  ): Promise<{ tokens: Token[]; media: PrefixMedia[] }> {
     const tokens: Token[] = [];
     const media: PrefixMedia[] = [];
     if (!request.media || request.media.frames.length === 0) return { tokens, media };
     if (!this.engine.model.vision)
       throw new Error(`model ${this.engine.model.id} does not accept images`);
     const { before, after } = renderMediaText(request.media);
-    request.media.frames.forEach((frame, i) => {
-      tokens.push(...this.engine.tokenize(before[i]!));
-      media.push({ at: this.head.length + tokens.length, image: frame.image });
-    });
-    tokens.push(...this.engine.tokenize(after));
+    const options = signal ? { signal } : {};
+    for (const [i, frame] of request.media.frames.entries()) {
+      tokens.push(...(await this.engine.tokenize(before[i]!, options)));
+      media.push({ at: headLength + tokens.length, image: frame.image });
+    }
+    tokens.push(...(await this.engine.tokenize(after, options)));
     return { tokens, media };
   }
 
@@ -432,7 +482,7 @@ export class Decider {
     signal?: AbortSignal,
     hooks?: DecideHooks,
   ): Promise<DecisionResult> {
-    const plan = this.plan(request, await this.stateTokens(request.state, signal));
+    const plan = await this.plan(request, signal);
     const usage = usageOf(plan);
     // The request's usage is known from its plan: the caller may refuse it before the model runs.
     await hooks?.beforeScore?.(usage);
@@ -498,7 +548,8 @@ export class Decider {
       const branches = missing.map((key) => plan.branches[at.get(key)!]!);
       const tries = missing.map((key) => this.trieOfBranch(plan, at.get(key)!));
       const sums = missing.map((_, i) => new Array<number>(tries[i]!.count).fill(0));
-      for (const prefix of this.contentFreePrefixes) {
+      const { contentFreePrefixes } = await this.prepare(signal);
+      for (const prefix of contentFreePrefixes) {
         const result = await this.engine.score({ prefix, branches }, signal);
         missing.forEach((_, i) => {
           const lp = normalised(readTrie(tries[i]!.trie, result.branches[i]!, tries[i]!.count));
@@ -526,12 +577,16 @@ export class Decider {
    * prefix-free (unless `labels: "fixed"`); otherwise, and for noul and score, the fixed labels
    * of {@link labelsOf} at the start of the reply.
    */
-  private labelStyleOf(question: Question): {
+  private async labelStyleOf(
+    question: Question,
+    tail: TailPrompt,
+    signal?: AbortSignal,
+  ): Promise<{
     words: boolean;
     cue: string;
     cueTokens: Token[];
     labelsAt(order: readonly number[]): string[];
-  } {
+  }> {
     const fixed = {
       words: false,
       cue: "",
@@ -540,10 +595,17 @@ export class Decider {
     };
     if (question.type !== "choice" || this.options.labels === "fixed") return fixed;
     const words = question.options.map(([id]) => ` ${id}`);
+    const sequences: Token[][] = [];
     try {
-      const sequences = words.map((w) => this.tokensOfLabel(w, ANSWER_CUE));
-      const longest = this.options.maxWordLabelTokens ?? MAX_WORD_LABEL_TOKENS;
-      if (sequences.some((t) => t.length > longest)) return fixed;
+      for (const w of words) sequences.push(await this.tokensOfLabel(w, ANSWER_CUE, tail, signal));
+    } catch (error) {
+      // An engine failure or an abort is not a reason to change labels.
+      if (!(error instanceof LabelTokensError)) throw error;
+      return fixed;
+    }
+    const longest = this.options.maxWordLabelTokens ?? MAX_WORD_LABEL_TOKENS;
+    if (sequences.some((t) => t.length > longest)) return fixed;
+    try {
       buildLabelTrie(sequences);
     } catch {
       return fixed;
@@ -551,7 +613,7 @@ export class Decider {
     return {
       words: true,
       cue: ANSWER_CUE,
-      cueTokens: this.engine.tokenize(ANSWER_CUE),
+      cueTokens: await this.engine.tokenize(ANSWER_CUE, signal ? { signal } : {}),
       labelsAt: (order) => order.map((i) => words[i]!),
     };
   }
@@ -575,24 +637,66 @@ export class Decider {
    * tokenizing the opening and the label together must give the opening's tokens followed by the
    * label's own, otherwise the label would not be what the model writes there.
    */
-  private tokensOfLabel(label: string, cue: string): Token[] {
+  private async tokensOfLabel(
+    label: string,
+    cue: string,
+    tail: TailPrompt,
+    signal?: AbortSignal,
+  ): Promise<Token[]> {
     const key = `${cue}\u0000${label}`;
     const known = this.labelTokens.get(key);
     if (known) return known;
-    const context = [...this.tail, ...this.engine.tokenize(cue)];
-    const alone = this.engine.tokenize(label);
-    const together = this.engine.tokenize(this.tailText + cue + label, { special: true });
+    const options = signal ? { signal } : {};
+    const context = [...tail.tail, ...(await this.engine.tokenize(cue, options))];
+    const alone = await this.engine.tokenize(label, options);
+    const together = await this.engine.tokenize(tail.tailText + cue + label, {
+      ...options,
+      special: true,
+    });
     const joined = [...context, ...alone];
     let tokens = alone;
     if (!sameTokens(together, joined)) {
       const headMatches = sameTokens(together.slice(0, context.length), context);
       if (!headMatches)
-        throw new Error(`label ${JSON.stringify(label)} merges with the assistant-turn opening`);
+        throw new LabelTokensError(
+          `label ${JSON.stringify(label)} merges with the assistant-turn opening`,
+        );
       tokens = together.slice(context.length);
     }
     this.labelTokens.set(key, tokens);
     return tokens;
   }
+}
+
+/** The assistant-turn opening, what label tokens are checked against. */
+type TailPrompt = Pick<PreparedPrompt, "tail" | "tailText">;
+
+/** A label whose tokens are not what the model would write after the cue (see tokensOfLabel). */
+class LabelTokensError extends Error {
+  override name = "LabelTokensError";
+}
+
+/**
+ * Waits for `promise`, or rejects with the signal's reason as soon as `signal` aborts; the
+ * promise itself is not cancelled (it may be shared).
+ */
+function untilAborted<T>(promise: Promise<T>, signal?: AbortSignal): Promise<T> {
+  if (!signal) return promise;
+  if (signal.aborted) return Promise.reject(signal.reason as Error);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason as Error);
+    signal.addEventListener("abort", onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener("abort", onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(error as Error);
+      },
+    );
+  });
 }
 
 /** A rendered chat split around {@link TEMPLATE_MARKER}. @throws {Error} without the marker. */

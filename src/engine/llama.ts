@@ -30,6 +30,7 @@ import {
   type ScoreRequest,
   type ScoreResult,
   type Token,
+  type TokenizeOptions,
 } from "./types.js";
 
 /**
@@ -246,11 +247,13 @@ export class LlamaEngine implements Engine {
     return 1 + this.branchSequences.length;
   }
 
-  tokenize(text: string, options: { special?: boolean } = {}): Token[] {
+  async tokenize(text: string, options: TokenizeOptions = {}): Promise<Token[]> {
+    options.signal?.throwIfAborted();
     return this.llamaModel.tokenize(text, options.special ?? false) as Token[];
   }
 
-  detokenize(tokens: readonly Token[]): string {
+  async detokenize(tokens: readonly Token[], signal?: AbortSignal): Promise<string> {
+    signal?.throwIfAborted();
     return this.llamaModel.detokenize(tokens as LlamaToken[], true);
   }
 
@@ -587,7 +590,7 @@ export function chatTemplateOf(model: LlamaModel): ChatTemplate {
   const addBos = model.tokens.shouldPrependBosToken;
   return {
     name: wrapper.wrapperName,
-    render(messages: readonly ChatMessage[]): string {
+    async render(messages: readonly ChatMessage[]): Promise<string> {
       const chatHistory: ChatHistoryItem[] = messages.map((message) =>
         message.role === "system"
           ? { type: "system", text: message.content }

@@ -49,10 +49,12 @@ export interface ChatTemplate {
   readonly name: string;
   /**
    * Renders the messages followed by the opening of the assistant's turn (the generation prompt),
-   * so that the next token the model predicts is the first token of its reply.
+   * so that the next token the model predicts is the first token of its reply. A remote engine
+   * renders with the server's template, hence a promise.
+   * @param signal aborts a remote rendering (`AbortError`).
    * @returns text to tokenize with `{ special: true }`.
    */
-  render(messages: readonly ChatMessage[]): string;
+  render(messages: readonly ChatMessage[], signal?: AbortSignal): Promise<string>;
 }
 
 /**
@@ -126,32 +128,60 @@ export interface EngineCounters {
   mediaEncodeMs?: number;
 }
 
-/** The interface every backend implements (in-process llama.cpp today; remote engines later). */
+/** Options of {@link Engine.tokenize}. */
+export interface TokenizeOptions {
+  /** Parse special-token text such as `<|im_start|>` into special tokens. Default false. */
+  readonly special?: boolean;
+  /** Aborts a remote call (`AbortError`). */
+  readonly signal?: AbortSignal;
+}
+
+/**
+ * The interface every backend implements: in-process llama.cpp (engine/llama.ts, vision.ts) and
+ * remote engines over HTTP (engine/remote/). Every call is async and takes an AbortSignal, so a
+ * backend may live across the network.
+ */
 export interface Engine {
   readonly model: ModelInfo;
   readonly chatTemplate: ChatTemplate;
   readonly counters: Readonly<EngineCounters>;
   /**
    * Tokenizes text with the model's tokenizer. No BOS token is added.
-   * @param options.special parse special-token text such as `<|im_start|>` into special tokens.
+   * @throws {EngineUnavailableError} when a remote engine cannot be reached.
    */
-  tokenize(text: string, options?: { special?: boolean }): Token[];
+  tokenize(text: string, options?: TokenizeOptions): Promise<Token[]>;
   /** Decodes tokens back to text (for checks and diagnostics). */
-  detokenize(tokens: readonly Token[]): string;
+  detokenize(tokens: readonly Token[], signal?: AbortSignal): Promise<string>;
   /**
    * Evaluates the prefix once and every branch on top of it.
    * @throws {ContextOverflowError} when prefix + a branch path exceeds `model.contextSize`.
    * @throws {Error} with name `AbortError` when `signal` aborts.
+   * @throws {EngineUnavailableError} when a remote engine cannot be reached in time.
    */
   score(request: ScoreRequest, signal?: AbortSignal): Promise<ScoreResult>;
-  /** Releases the model and its context. */
-  close(): Promise<void>;
   /**
-   * Resolves when the engine can take requests (a remote engine: its server answers its health
-   * check); rejects with a message saying why not. Absent: ready whenever it is open (in-process).
-   * `/readyz` asks it.
+   * Whether the engine answers now (a remote engine's health endpoint; in-process: not closed).
+   * Optional: an engine without it counts as ready.
    */
-  ready?(signal?: AbortSignal): Promise<void>;
+  ready?(signal?: AbortSignal): Promise<boolean>;
+  /** Releases the model and its context (a remote engine: its connections). */
+  close(): Promise<void>;
+}
+
+/**
+ * Thrown when no engine answered: a remote engine refused the connection, failed, or did not
+ * answer within the request's deadline, and no other engine of the pool could take the request.
+ * The API answers 503 with `Retry-After` ({@link retryAfterSeconds}).
+ */
+export class EngineUnavailableError extends Error {
+  constructor(
+    message: string,
+    /** Seconds after which a retry may find an engine back (the pool's probe interval). */
+    readonly retryAfterSeconds: number,
+  ) {
+    super(message);
+    this.name = "EngineUnavailableError";
+  }
 }
 
 /** Thrown when a request does not fit into the model's context. Nothing is ever truncated. */

@@ -15,7 +15,7 @@ export function idefics3TemplateOf(model: LlamaModel): ChatTemplate | undefined 
   const role = (r: string) => r.charAt(0).toUpperCase() + r.slice(1);
   return {
     name: "Idefics3",
-    render: (messages) =>
+    render: async (messages) =>
       "<|im_start|>" +
       messages.map((m) => `${role(m.role)}: ${m.content}<end_of_utterance>\n`).join("") +
       "Assistant:",

@@ -23,6 +23,7 @@ import {
   type ScoreRequest,
   type ScoreResult,
   type Token,
+  type TokenizeOptions,
 } from "./types.js";
 
 /** Options of {@link VisionEngine.open}. */
@@ -134,11 +135,13 @@ export class VisionEngine implements Engine {
     }
   }
 
-  tokenize(text: string, options: { special?: boolean } = {}): Token[] {
+  async tokenize(text: string, options: TokenizeOptions = {}): Promise<Token[]> {
+    options.signal?.throwIfAborted();
     return this.vocabulary.tokenize(text, options.special ?? false);
   }
 
-  detokenize(tokens: readonly Token[]): string {
+  async detokenize(tokens: readonly Token[], signal?: AbortSignal): Promise<string> {
+    signal?.throwIfAborted();
     return this.vocabulary.detokenize(tokens as LlamaToken[], true);
   }
 

@@ -1,0 +1,463 @@
+import {
+  branchCallSizes,
+  leadCallSizes,
+  scheduleBranches,
+  sharedStart,
+} from "../branch-schedule.js";
+import { prefixCallSizes, prefixResumeAfter } from "../kernel-split.js";
+import {
+  branchDepthTokens,
+  ContextOverflowError,
+  type BranchScore,
+  type ChatMessage,
+  type ChatTemplate,
+  type Engine,
+  type EngineCounters,
+  type ModelInfo,
+  type ScoreBranch,
+  type ScoreRequest,
+  type ScoreResult,
+  type Token,
+  type TokenizeOptions,
+} from "../types.js";
+import { baseUrl, callJson, EngineCallError } from "./http.js";
+
+/**
+ * An engine served by llama.cpp's `llama-server` over its native HTTP API, any GGUF:
+ * `/tokenize`, `/detokenize`, `/apply-template` (the server's chat template), and `/completion`
+ * with token ids as the prompt, `n_predict: 0`, `n_probs` and `post_sampling_probs: false` (the
+ * full-vocabulary probabilities at the answer position, before any sampler) and
+ * `cache_prompt: true`, so that the server keeps the prefix in the slot's KV cache and evaluates
+ * only what a call adds to the previous one.
+ *
+ * A request holds one slot and is sent as the embedded engine evaluates it: the prefix in calls
+ * of its own, then each branch on top of it (in token order, starting from what it shares with
+ * the previous one) and each chained child on top of its branch, every call cut where the
+ * embedded engine cuts its decode calls ({@link LlamaServerEngine.scoreOnSlot}). Each call
+ * evaluates only its new tokens (`timings.prompt_n`): the state once per request.
+ * Why the calls are cut so: docs/decisions/047.
+ */
+
+/** Options of {@link LlamaServerEngine.open}. */
+export interface LlamaServerOptions {
+  /** Base URL, e.g. `http://127.0.0.1:8081`. */
+  readonly url: string;
+  /** Milliseconds one HTTP call may take before the engine counts as unanswering. Default 30 000. */
+  readonly timeoutMs?: number;
+  /**
+   * Top probabilities asked per answer position first; candidates outside them are asked again
+   * with `n_probs` = the vocabulary size. Default 64.
+   */
+  readonly topProbs?: number;
+  /**
+   * Most tokens one call evaluates, at most the server's `--ubatch-size` (default 512), at least
+   * 128. Default 512.
+   */
+  readonly batchSize?: number;
+}
+
+/** What `GET /props` answers (the fields read). */
+interface Props {
+  default_generation_settings?: { n_ctx?: number };
+  model_path?: string;
+  model_alias?: string;
+  chat_template?: string;
+  total_slots?: number;
+  modalities?: { vision?: boolean };
+  build_info?: string;
+}
+
+/** What `GET /v1/models` answers (the fields read). */
+interface Models {
+  data?: { id?: string; meta?: { n_vocab?: number; n_ctx_train?: number; n_ctx?: number } }[];
+}
+
+/** One probability entry of `/completion`'s `completion_probabilities[i].top_logprobs`. */
+interface TopLogprob {
+  id: number;
+  logprob: number;
+}
+
+/** What `/completion` answers (the fields read). */
+export interface CompletionAnswer {
+  completion_probabilities?: { top_logprobs?: TopLogprob[] }[];
+  tokens_cached?: number;
+  timings?: { prompt_n?: number; cache_n?: number };
+}
+
+/** The counters of a remote llama-server, with what its `timings` report. */
+export interface LlamaServerCounters extends EngineCounters {
+  /** `/completion` calls made. */
+  completionCalls: number;
+  /** Sum of `timings.prompt_n`: tokens the server evaluated. */
+  promptTokensEvaluated: number;
+  /** Sum of `timings.cache_n`: tokens the server took from its KV cache. */
+  promptTokensCached: number;
+}
+
+export class LlamaServerEngine implements Engine {
+  readonly counters: LlamaServerCounters = {
+    requests: 0,
+    prefixTokensEvaluated: 0,
+    prefixTokensCached: 0,
+    branchTokensEvaluated: 0,
+    completionCalls: 0,
+    promptTokensEvaluated: 0,
+    promptTokensCached: 0,
+  };
+  readonly chatTemplate: ChatTemplate;
+  /** The `timings` of each `/completion` call of the last {@link score} (for tests and the bench). */
+  lastTimings: { prompt_n: number; cache_n: number }[] = [];
+  private closed = false;
+  /**
+   * The server's slots: one request holds one slot for all its calls (`id_slot`), so its calls
+   * follow each other in that slot's KV cache and no other request's prompt comes between them.
+   */
+  private readonly slots: SlotPool;
+  /** Per slot: the tokens the server holds after our last call on it (its prompt). */
+  private readonly held: (readonly Token[])[] = [];
+  /** Per slot: the length of the last request's prefix (what a next prefix may take over). */
+  private readonly heldPrefix: number[] = [];
+
+  private constructor(
+    readonly url: string,
+    readonly model: ModelInfo,
+    /** Tokens in the vocabulary, the largest `n_probs` worth asking. */
+    readonly vocabularySize: number,
+    /** Slots the server runs side by side (`--parallel`). */
+    readonly slotCount: number,
+    private readonly timeoutMs: number,
+    private readonly topProbs: number,
+    /** Largest call, at most the server's `--ubatch-size`. */
+    private readonly batchSize: number,
+  ) {
+    this.slots = new SlotPool(slotCount);
+    this.chatTemplate = {
+      name: "llama-server",
+      render: async (messages: readonly ChatMessage[], signal?: AbortSignal) => {
+        const answer = await this.call<{ prompt: string }>(
+          "/apply-template",
+          { messages, add_generation_prompt: true },
+          signal,
+        );
+        return answer.prompt;
+      },
+    };
+  }
+
+  /**
+   * Connects to a running llama-server and reads its model: `/props` (slot context size, model
+   * path) and `/v1/models` (vocabulary, training context).
+   * @throws {EngineCallError} when the server does not answer.
+   * @example const engine = await LlamaServerEngine.open({ url: "http://127.0.0.1:8081" });
+   */
+  static async open(options: LlamaServerOptions, signal?: AbortSignal): Promise<LlamaServerEngine> {
+    const url = baseUrl(options.url);
+    const timeoutMs = options.timeoutMs ?? 30_000;
+    const call = { timeoutMs, ...(signal ? { signal } : {}) };
+    const props = await callJson<Props>(url, "/props", undefined, call);
+    const models = await callJson<Models>(url, "/v1/models", undefined, call);
+    const meta = models.data?.[0]?.meta ?? {};
+    const contextSize = props.default_generation_settings?.n_ctx ?? meta.n_ctx;
+    if (!contextSize || !meta.n_vocab)
+      throw new EngineCallError(url, "/props and /v1/models do not say the context or vocabulary");
+    const path = props.model_path ?? url;
+    // The alias is the model path unless the server was started with `--alias`.
+    const id = ((props.model_alias || path).split(/[\\/]/).pop() || url).replace(/\.gguf$/i, "");
+    const model: ModelInfo = {
+      id,
+      path,
+      contextSize,
+      trainContextSize: meta.n_ctx_train ?? contextSize,
+      vision: false,
+    };
+    return new LlamaServerEngine(
+      url,
+      model,
+      meta.n_vocab,
+      props.total_slots ?? 1,
+      timeoutMs,
+      options.topProbs ?? 64,
+      options.batchSize ?? 512,
+    );
+  }
+
+  private call<T>(path: string, body: unknown, signal?: AbortSignal): Promise<T> {
+    if (this.closed) return Promise.reject(new Error("the engine is closed"));
+    return callJson<T>(this.url, path, body, {
+      timeoutMs: this.timeoutMs,
+      ...(signal ? { signal } : {}),
+    });
+  }
+
+  async tokenize(text: string, options: TokenizeOptions = {}): Promise<Token[]> {
+    const answer = await this.call<{ tokens: number[] }>(
+      "/tokenize",
+      { content: text, add_special: false, parse_special: options.special ?? false },
+      options.signal,
+    );
+    return answer.tokens;
+  }
+
+  async detokenize(tokens: readonly Token[], signal?: AbortSignal): Promise<string> {
+    const answer = await this.call<{ content: string }>("/detokenize", { tokens }, signal);
+    return answer.content;
+  }
+
+  /** `GET /health`: 200 once the model is loaded. Never throws. */
+  async ready(signal?: AbortSignal): Promise<boolean> {
+    try {
+      await this.call("/health", undefined, signal);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /**
+   * Scores a request: the prefix in one `/completion` call, then each branch on top of it (in
+   * token order) and each chained child on top of its branch. See the class comment.
+   * @throws {ContextOverflowError} when prefix + a branch path exceeds the slot's context.
+   * @throws {EngineCallError} when the server does not answer; the signal's reason on abort.
+   */
+  async score(request: ScoreRequest, signal?: AbortSignal): Promise<ScoreResult> {
+    if (request.media?.length) throw new Error(`model ${this.model.id} does not accept images`);
+    for (const branch of request.branches) {
+      const needed = request.prefix.length + branchDepthTokens(branch);
+      if (needed > this.model.contextSize)
+        throw new ContextOverflowError(needed, this.model.contextSize);
+    }
+    const slot = await this.slots.acquire(signal);
+    try {
+      return await this.scoreOnSlot(slot, request, signal);
+    } finally {
+      this.slots.release(slot);
+    }
+  }
+
+  /**
+   * The request's calls on one slot, cut as the embedded engine cuts its decode calls
+   * (kernel-split.ts, branch-schedule.ts): the prefix resumes after what the slot holds of the
+   * previous prefix only where the embedded engine would take it over, and is evaluated in calls
+   * of at least 64 tokens; the branches follow the embedded engine's one-lane schedule (common
+   * lead, then each branch from the start it may take over from the previous one) and its call
+   * sizes; chained children are one call each. Every token thus goes through the attention kernel
+   * it goes through in-process, which is what makes the answers match (decisions/047).
+   */
+  private async scoreOnSlot(
+    slot: number,
+    request: ScoreRequest,
+    signal?: AbortSignal,
+  ): Promise<ScoreResult> {
+    const timings: { prompt_n: number; cache_n: number }[] = [];
+    const prefix = request.prefix;
+    const length = prefix.length;
+    const heldPrefix = this.heldPrefix[slot] ?? 0;
+    const shared = Math.min(sharedStart(this.held[slot] ?? [], prefix), heldPrefix);
+    const resume = prefixResumeAfter(shared, heldPrefix, length);
+    if (resume < length)
+      await this.evaluate(
+        slot,
+        prefix,
+        resume,
+        prefixCallSizes(resume, length, this.batchSize),
+        0,
+        timings,
+        signal,
+      );
+    this.heldPrefix[slot] = length;
+    const prefixEvaluated = timings.reduce((sum, t) => sum + t.prompt_n, 0);
+    const cachedPrefixTokens = length - Math.min(length, prefixEvaluated);
+
+    const schedule = scheduleBranches(request.branches, 1);
+    const first = request.branches[0];
+    if (first && schedule.lead > 0)
+      await this.evaluate(
+        slot,
+        [...prefix, ...first.tokens.slice(0, schedule.lead)],
+        length,
+        leadCallSizes(request.branches, schedule.lead, this.batchSize),
+        0,
+        timings,
+        signal,
+      );
+    const scores: BranchScore[] = new Array(request.branches.length);
+    const read = async (
+      branch: ScoreBranch,
+      before: readonly Token[],
+      from: number,
+      calls: readonly number[],
+    ): Promise<BranchScore> => {
+      if (branch.tokens.length === 0) throw new Error("a branch must have at least one token");
+      const tokens = [...before, ...branch.tokens];
+      const top = await this.evaluate(slot, tokens, from, calls, this.topProbs, timings, signal);
+      const logprobs = await this.candidateLogprobs(slot, tokens, top, branch.candidates, signal);
+      if (!branch.children) return { logprobs };
+      const children: BranchScore[] = [];
+      for (const child of branch.children)
+        children.push(await read(child, tokens, tokens.length, [child.tokens.length]));
+      return { logprobs, children };
+    };
+    for (const { index, shared: start } of schedule.lanes[0] ?? []) {
+      const branch = request.branches[index]!;
+      scores[index] = await read(
+        branch,
+        prefix,
+        length + start,
+        branchCallSizes(branch, start, this.batchSize),
+      );
+    }
+    const evaluatedTokens = timings.reduce((sum, t) => sum + t.prompt_n, 0);
+    this.counters.requests++;
+    this.counters.prefixTokensEvaluated += prefixEvaluated;
+    this.counters.prefixTokensCached += cachedPrefixTokens;
+    this.counters.branchTokensEvaluated += evaluatedTokens - prefixEvaluated;
+    this.lastTimings = timings;
+    return { branches: scores, evaluatedTokens, cachedPrefixTokens };
+  }
+
+  /**
+   * Evaluates `target[from…]` on the slot in calls of `calls` tokens (the last one reads the top
+   * `nProbs` log-probabilities). When the slot holds more of `target` than `from`, it is first cut
+   * back to `target[0…from)`: a one-token call of `target[0…from)` and a token that differs from
+   * `target[from]`, so that the server's prompt cache keeps exactly `from` tokens and evaluates
+   * the rest in the given calls.
+   */
+  private async evaluate(
+    slot: number,
+    target: readonly Token[],
+    from: number,
+    calls: readonly number[],
+    nProbs: number,
+    timings: { prompt_n: number; cache_n: number }[],
+    signal?: AbortSignal,
+  ): Promise<Map<Token, number>> {
+    if (sharedStart(this.held[slot] ?? [], target) > from) {
+      const other = ((target[from] ?? 0) + 1) % this.vocabularySize;
+      const cut = await this.complete(slot, [...target.slice(0, from), other], 0, signal);
+      timings.push(cut.timings);
+    }
+    let at = from;
+    let top = new Map<Token, number>();
+    for (const [i, size] of calls.entries()) {
+      at += size;
+      const last = i === calls.length - 1;
+      const answer = await this.complete(slot, target.slice(0, at), last ? nProbs : 0, signal);
+      timings.push(answer.timings);
+      top = answer.top;
+    }
+    return top;
+  }
+
+  /**
+   * One `/completion` call: evaluates `tokens` (the server takes what its slot shares with them
+   * from its cache) and returns the top `nProbs` log-probabilities at the position after them.
+   */
+  private async complete(
+    slot: number,
+    tokens: readonly Token[],
+    nProbs: number,
+    signal?: AbortSignal,
+  ): Promise<{ top: Map<Token, number>; timings: { prompt_n: number; cache_n: number } }> {
+    const answer = await this.call<CompletionAnswer>(
+      "/completion",
+      {
+        prompt: tokens,
+        n_predict: 0,
+        n_probs: nProbs,
+        post_sampling_probs: false,
+        cache_prompt: true,
+        temperature: 0,
+        id_slot: slot,
+      },
+      signal,
+    );
+    this.counters.completionCalls++;
+    this.held[slot] = tokens;
+    const timings = {
+      prompt_n: answer.timings?.prompt_n ?? tokens.length,
+      cache_n: answer.timings?.cache_n ?? answer.tokens_cached ?? 0,
+    };
+    this.counters.promptTokensEvaluated += timings.prompt_n;
+    this.counters.promptTokensCached += timings.cache_n;
+    const top = new Map<Token, number>();
+    for (const entry of answer.completion_probabilities?.[0]?.top_logprobs ?? [])
+      top.set(entry.id, entry.logprob);
+    if (nProbs > 0 && top.size === 0)
+      throw new EngineCallError(this.url, "/completion returned no probabilities (n_probs)");
+    return { top, timings };
+  }
+
+  /**
+   * The candidates' log-probabilities from a call's top entries; candidates outside them are read
+   * from a second call asking for the whole vocabulary (the position's logits are evaluated once
+   * more, alone: those candidates are below every top entry, so the difference is far below
+   * what a readout can show).
+   */
+  private async candidateLogprobs(
+    slot: number,
+    tokens: readonly Token[],
+    top: ReadonlyMap<Token, number>,
+    candidates: readonly Token[],
+    signal?: AbortSignal,
+  ): Promise<number[]> {
+    let all: ReadonlyMap<Token, number> | undefined;
+    if (candidates.some((c) => !top.has(c)))
+      all = (await this.complete(slot, tokens, this.vocabularySize, signal)).top;
+    return candidates.map((candidate) => {
+      const value = top.get(candidate) ?? all?.get(candidate);
+      if (value === undefined)
+        throw new EngineCallError(this.url, `no probability for token ${candidate}`);
+      return value;
+    });
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+  }
+}
+
+/** Slot ids 0…n−1 handed out one request at a time, waiters served first come, first served. */
+export class SlotPool {
+  private readonly free: number[];
+  private readonly waiting: { resolve: (slot: number) => void; reject: (e: unknown) => void }[] =
+    [];
+
+  constructor(count: number) {
+    this.free = Array.from({ length: Math.max(1, count) }, (_, i) => i);
+  }
+
+  /** Requests waiting for a slot. */
+  get queued(): number {
+    return this.waiting.length;
+  }
+
+  /** A free slot id, now or when one is released. @throws the signal's reason on abort. */
+  acquire(signal?: AbortSignal): Promise<number> {
+    signal?.throwIfAborted();
+    const slot = this.free.shift();
+    if (slot !== undefined) return Promise.resolve(slot);
+    return new Promise<number>((resolve, reject) => {
+      const waiter = {
+        resolve: (s: number) => {
+          signal?.removeEventListener("abort", onAbort);
+          resolve(s);
+        },
+        reject,
+      };
+      const onAbort = () => {
+        const at = this.waiting.indexOf(waiter);
+        if (at >= 0) this.waiting.splice(at, 1);
+        reject(signal!.reason);
+      };
+      signal?.addEventListener("abort", onAbort, { once: true });
+      this.waiting.push(waiter);
+    });
+  }
+
+  release(slot: number): void {
+    const next = this.waiting.shift();
+    if (next) next.resolve(slot);
+    else this.free.push(slot);
+  }
+}

@@ -1,0 +1,274 @@
+import {
+  EngineUnavailableError,
+  type ChatMessage,
+  type ChatTemplate,
+  type Engine,
+  type EngineCounters,
+  type ModelInfo,
+  type ScoreRequest,
+  type ScoreResult,
+  type Token,
+  type TokenizeOptions,
+} from "../types.js";
+import { EngineCallError } from "./http.js";
+
+/**
+ * Several engines serving the same model, as one {@link Engine}. Every call goes to the healthy
+ * engine with the fewest calls in flight (the first listed among equals). An engine that does not
+ * answer (no connection, a reset, a 5xx, its call timeout) is taken out at once and the call goes
+ * to the next one, within the call's deadline; a taken-out engine is probed every
+ * `probeIntervalMs` (`ready()`, or opening it when it was down at start) and comes back when it
+ * answers. With no engine left, or past the deadline, a call fails with
+ * {@link EngineUnavailableError} (the API's 503 with `Retry-After`), never a hang.
+ *
+ * @example
+ * const pool = await EnginePool.open([{ name: url, open: (s) => LlamaServerEngine.open({ url }, s) }]);
+ * const result = await pool.score(request, signal);
+ */
+
+/** One engine of the pool: how to reach it. */
+export interface PoolMember {
+  /** For messages: the engine's URL. */
+  readonly name: string;
+  /** Connects to the engine and reads its model. @throws when it cannot be reached. */
+  open(signal?: AbortSignal): Promise<Engine>;
+}
+
+/** Options of {@link EnginePool.open}. */
+export interface PoolOptions {
+  /** Milliseconds one engine call (tokenize, render, score) may take, retries included. Default 30 000. */
+  readonly deadlineMs?: number;
+  /** Milliseconds between probes of a taken-out engine. Default 1000. */
+  readonly probeIntervalMs?: number;
+}
+
+/** One member's state. */
+interface Slot {
+  readonly member: PoolMember;
+  engine: Engine | undefined;
+  healthy: boolean;
+  inFlight: number;
+  probe: NodeJS.Timeout | undefined;
+  /** Why it was last taken out, for the 503's message. */
+  lastError: string | undefined;
+}
+
+export class EnginePool implements Engine {
+  readonly chatTemplate: ChatTemplate;
+  private closed = false;
+  private readonly deadlineMs: number;
+  private readonly probeIntervalMs: number;
+
+  private constructor(
+    private readonly slots: Slot[],
+    readonly model: ModelInfo,
+    options: PoolOptions,
+  ) {
+    this.deadlineMs = options.deadlineMs ?? 30_000;
+    this.probeIntervalMs = options.probeIntervalMs ?? 1000;
+    this.chatTemplate = {
+      name: "pool",
+      render: (messages: readonly ChatMessage[], signal?: AbortSignal) =>
+        this.run((engine, s) => engine.chatTemplate.render(messages, s), signal),
+    };
+    for (const slot of slots) if (!slot.healthy) this.startProbe(slot);
+  }
+
+  /**
+   * Opens every member; those that do not answer start taken out (and are probed).
+   * @throws {EngineUnavailableError} when none answers.
+   * @throws {Error} when two engines serve different models (their model ids differ).
+   */
+  static async open(
+    members: readonly PoolMember[],
+    options: PoolOptions = {},
+  ): Promise<EnginePool> {
+    if (members.length === 0) throw new Error("a pool needs at least one engine");
+    const timeout = options.deadlineMs ?? 30_000;
+    const opened = await Promise.allSettled(
+      members.map((m) => m.open(AbortSignal.timeout(timeout))),
+    );
+    const slots: Slot[] = members.map((member, i) => {
+      const result = opened[i]!;
+      return {
+        member,
+        engine: result.status === "fulfilled" ? result.value : undefined,
+        healthy: result.status === "fulfilled",
+        inFlight: 0,
+        probe: undefined,
+        lastError: result.status === "rejected" ? (result.reason as Error).message : undefined,
+      };
+    });
+    const first = slots.find((s) => s.engine)?.engine;
+    if (!first)
+      throw new EngineUnavailableError(
+        `no engine answered: ${slots.map((s) => s.lastError).join("; ")}`,
+        1,
+      );
+    for (const slot of slots)
+      if (slot.engine && slot.engine.model.id !== first.model.id)
+        throw new Error(
+          `the engines serve different models: ${first.model.id} and ${slot.engine.model.id} (${slot.member.name})`,
+        );
+    return new EnginePool(slots, first.model, options);
+  }
+
+  /** Members and their state, for `/readyz`, logs and tests. */
+  get members(): { name: string; healthy: boolean; inFlight: number }[] {
+    return this.slots.map((s) => ({
+      name: s.member.name,
+      healthy: s.healthy,
+      inFlight: s.inFlight,
+    }));
+  }
+
+  /** The members' counters summed. */
+  get counters(): Readonly<EngineCounters> {
+    const sum: EngineCounters = {
+      requests: 0,
+      prefixTokensEvaluated: 0,
+      prefixTokensCached: 0,
+      branchTokensEvaluated: 0,
+    };
+    for (const { engine } of this.slots) {
+      if (!engine) continue;
+      sum.requests += engine.counters.requests;
+      sum.prefixTokensEvaluated += engine.counters.prefixTokensEvaluated;
+      sum.prefixTokensCached += engine.counters.prefixTokensCached;
+      sum.branchTokensEvaluated += engine.counters.branchTokensEvaluated;
+    }
+    return sum;
+  }
+
+  tokenize(text: string, options: TokenizeOptions = {}): Promise<Token[]> {
+    return this.run(
+      (engine, signal) => engine.tokenize(text, { ...options, signal }),
+      options.signal,
+    );
+  }
+
+  detokenize(tokens: readonly Token[], signal?: AbortSignal): Promise<string> {
+    return this.run((engine, s) => engine.detokenize(tokens, s), signal);
+  }
+
+  score(request: ScoreRequest, signal?: AbortSignal): Promise<ScoreResult> {
+    return this.run((engine, s) => engine.score(request, s), signal);
+  }
+
+  /** Whether some engine is in and answers its health check. */
+  async ready(signal?: AbortSignal): Promise<boolean> {
+    for (const slot of this.slots)
+      if (slot.healthy && slot.engine && (await (slot.engine.ready?.(signal) ?? true))) return true;
+    return false;
+  }
+
+  /** Seconds a client should wait before retrying: the probe interval, at least 1. */
+  get retryAfterSeconds(): number {
+    return Math.max(1, Math.ceil(this.probeIntervalMs / 1000));
+  }
+
+  /**
+   * Runs `call` on the least busy healthy engine, moving on to the next when one does not answer,
+   * all within the deadline.
+   * @throws {EngineUnavailableError} when no engine answered within the deadline.
+   * @throws the caller's abort reason; the engine's own refusals (4xx, context overflow) as they are.
+   */
+  private async run<T>(
+    call: (engine: Engine, signal: AbortSignal) => Promise<T>,
+    signal?: AbortSignal,
+  ): Promise<T> {
+    if (this.closed) throw new Error("the engine pool is closed");
+    signal?.throwIfAborted();
+    const deadline = AbortSignal.timeout(this.deadlineMs);
+    const combined = signal ? AbortSignal.any([signal, deadline]) : deadline;
+    const tried = new Set<Slot>();
+    for (;;) {
+      const slot = this.pick(tried);
+      if (!slot)
+        throw new EngineUnavailableError(
+          `no engine is reachable (${this.slots
+            .map((s) => `${s.member.name}: ${s.lastError ?? "busy"}`)
+            .join("; ")})`,
+          this.retryAfterSeconds,
+        );
+      tried.add(slot);
+      slot.inFlight++;
+      try {
+        return await call(slot.engine!, combined);
+      } catch (error) {
+        if (signal?.aborted) throw signal.reason;
+        if (deadline.aborted)
+          throw new EngineUnavailableError(
+            `no engine answered within ${this.deadlineMs} ms`,
+            this.retryAfterSeconds,
+          );
+        if (!(error instanceof EngineCallError)) throw error;
+        // A slow engine is not a dead one: a timeout takes it out only when another can serve.
+        if (!error.timedOut || this.slots.some((s) => s !== slot && s.healthy))
+          this.takeOut(slot, error.message);
+      } finally {
+        slot.inFlight--;
+      }
+    }
+  }
+
+  /** The healthy, untried slot with the fewest calls in flight. */
+  private pick(tried: ReadonlySet<Slot>): Slot | undefined {
+    let best: Slot | undefined;
+    for (const slot of this.slots)
+      if (slot.healthy && slot.engine && !tried.has(slot))
+        if (!best || slot.inFlight < best.inFlight) best = slot;
+    return best;
+  }
+
+  private takeOut(slot: Slot, reason: string): void {
+    slot.lastError = reason;
+    if (!slot.healthy) return;
+    slot.healthy = false;
+    this.startProbe(slot);
+  }
+
+  private startProbe(slot: Slot): void {
+    if (slot.probe || this.closed) return;
+    let probing = false;
+    slot.probe = setInterval(() => {
+      if (probing) return;
+      probing = true;
+      void this.probeOnce(slot).finally(() => (probing = false));
+    }, this.probeIntervalMs);
+    slot.probe.unref();
+  }
+
+  /** One probe: opens a member that never opened, else asks its health; puts it back when it answers. */
+  private async probeOnce(slot: Slot): Promise<void> {
+    const signal = AbortSignal.timeout(Math.max(500, this.probeIntervalMs));
+    try {
+      if (!slot.engine) {
+        const engine = await slot.member.open(signal);
+        if (engine.model.id !== this.model.id) {
+          slot.lastError = `serves ${engine.model.id}, not ${this.model.id}`;
+          await engine.close();
+          return;
+        }
+        slot.engine = engine;
+      } else if (!(await (slot.engine.ready?.(signal) ?? true))) return;
+    } catch (error) {
+      slot.lastError = (error as Error).message;
+      return;
+    }
+    if (this.closed) return;
+    clearInterval(slot.probe);
+    slot.probe = undefined;
+    slot.healthy = true;
+    slot.lastError = undefined;
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    for (const slot of this.slots) {
+      clearInterval(slot.probe);
+      slot.probe = undefined;
+      await slot.engine?.close();
+    }
+  }
+}

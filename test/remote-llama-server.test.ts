@@ -1,0 +1,317 @@
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { SystemOneRequestSchema } from "../src/api/schemas.js";
+import { toDecisionRequest } from "../src/api/translate.js";
+import { Decider } from "../src/decision/decide.js";
+import type { DecisionRequest } from "../src/decision/types.js";
+import { EnginePool, LlamaServerEngine, openRemoteEngines } from "../src/engine/remote/index.js";
+import type { Service } from "../src/server.js";
+import { startLlamaServer, type LlamaServerProcess } from "./support/llama-server.js";
+import { postJson, startTestService } from "./support/service.js";
+
+/**
+ * The remote path against a real llama.cpp `llama-server` (built by
+ * scripts/build-llama-server.sh) on the same GGUF the embedded engine loads.
+ */
+
+const MODEL = "smollm2-135m-instruct";
+
+/** The clear-cut rows of bench/clear-cut.mjs: unmistakable sentiment or topic. */
+const CLEAR_CUT: [string, "sentiment" | "topic"][] = [
+  ["I love this movie, it is wonderful!", "sentiment"],
+  ["This was the worst meal I have ever eaten. Disgusting.", "sentiment"],
+  ["Absolutely fantastic service, the staff were kind and helpful.", "sentiment"],
+  ["Terrible product. It broke after one day and support ignored me.", "sentiment"],
+  ["What a beautiful day, I am so happy!", "sentiment"],
+  ["I hate waiting in line for hours, this is awful.", "sentiment"],
+  ["The concert was amazing, best night of my life.", "sentiment"],
+  ["Horrible hotel: dirty rooms, rude staff, never again.", "sentiment"],
+  ["Great book, I enjoyed every page.", "sentiment"],
+  ["The film was boring and painfully bad.", "sentiment"],
+  ["The striker scored twice as United beat City 3-1 in the league final.", "topic"],
+  ["Shares of the bank fell 5% after quarterly profits missed forecasts.", "topic"],
+  ["The new smartphone chip uses a 3-nanometre process and an AI accelerator.", "topic"],
+  ["The tennis champion won her fifth Wimbledon title on Sunday.", "topic"],
+  ["The central bank raised interest rates to fight inflation, hitting stock markets.", "topic"],
+  ["Researchers released an open-source programming language for quantum computers.", "topic"],
+  ["The basketball team signed a new point guard before the playoffs.", "topic"],
+  ["The retailer's revenue grew 12% and it announced a merger with a rival company.", "topic"],
+  ["Engineers shipped a software update that fixes a security bug in the browser.", "topic"],
+  ["The marathon runner broke the world record in Berlin.", "topic"],
+];
+const QUESTIONS = {
+  sentiment: {
+    type: "choice",
+    instructions: "What is the sentiment of the text?",
+    criteria: { positive: null, negative: null },
+  },
+  topic: {
+    type: "choice",
+    instructions: "What is the topic of the text?",
+    criteria: { sports: null, business: null, technology: null },
+  },
+} as const;
+
+/** Rows with every question type, option descriptions and a state past 64 tokens. */
+const MIXED: { state: unknown; questions: Record<string, unknown> }[] = [
+  {
+    state: {
+      ticket:
+        "My parcel arrived two weeks late, the box was crushed and the glass inside was broken. " +
+        "I was also charged twice for the delivery. I have written three times and nobody " +
+        "answered. I want my money back today or I will dispute the payment with my bank.",
+      customer: { plan: "premium", since: 2019 },
+    },
+    questions: {
+      team: {
+        type: "choice",
+        instructions: "Which team should handle this ticket first?",
+        criteria: {
+          billing: "Payments, double charges, refunds",
+          shipping: "Deliveries and damaged parcels",
+          technical: "Bugs and outages",
+        },
+      },
+      angry: { type: "noul", instructions: "Is the customer angry?" },
+      urgency: {
+        type: "score",
+        instructions: "How urgent is the ticket?",
+        criteria: ["not urgent", "somewhat urgent", "very urgent"],
+      },
+    },
+  },
+  {
+    state: "The meeting moved to Thursday at 3 pm; please bring the signed contract.",
+    questions: {
+      action: { type: "noul", instructions: "Does the reader need to do something?" },
+      kind: {
+        type: "choice",
+        instructions: "What kind of message is this?",
+        criteria: { scheduling: null, invoice: null, complaint: null, spam: null },
+      },
+    },
+  },
+  {
+    state: "Five stars. Fast shipping, works exactly as described, would buy again.",
+    questions: {
+      stars: {
+        type: "score",
+        instructions: "How satisfied is the reviewer?",
+        criteria: ["1 star", "2 stars", "3 stars", "4 stars", "5 stars"],
+      },
+    },
+  },
+];
+
+/** A wire row as the decision layer's request. */
+function decisionRequest(row: (typeof MIXED)[number]): DecisionRequest {
+  return toDecisionRequest(SystemOneRequestSchema.parse({ model: MODEL, ...row }));
+}
+
+/** Every probability of a response, keyed `question/option`. */
+function probabilitiesOf(body: {
+  answers: Record<string, { type: string; noul?: number; probabilities?: Record<string, number> }>;
+}): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const [id, answer] of Object.entries(body.answers)) {
+    if (answer.type === "noul") out.set(`${id}/true`, answer.noul!);
+    else for (const [k, p] of Object.entries(answer.probabilities!)) out.set(`${id}/${k}`, p);
+  }
+  return out;
+}
+
+describe("decisions through a real llama-server", () => {
+  let server: LlamaServerProcess;
+  let embedded: Service;
+  let remote: Service;
+
+  beforeAll(async () => {
+    server = await startLlamaServer({ modelPath: inject("modelPath") });
+    embedded = await startTestService();
+    // A generous deadline: the 2-core machine is shared with other jobs.
+    const serving = await openRemoteEngines([{ kind: "llama-server", url: server.url }], {
+      deadlineMs: 300_000,
+    });
+    if (serving.kind !== "engine") throw new Error("expected an engine, not a pass-through");
+    remote = await startTestService({ engine: serving.engine });
+  }, 40 * 60_000);
+
+  afterAll(async () => {
+    await remote?.close();
+    await embedded?.close();
+    await server?.kill();
+  });
+
+  it("plans the same prompt tokens as the embedded engine", async () => {
+    for (const row of MIXED) {
+      const request = decisionRequest(row);
+      const ours = await embedded.decider.plan(request);
+      const theirs = await remote.decider.plan(request);
+      expect(theirs.prefix).toEqual(ours.prefix);
+      expect(theirs.branches).toEqual(ours.branches);
+    }
+  });
+
+  it("answers the clear-cut and mixed rows within ±0.02 of the embedded engine", async () => {
+    const rows = [
+      ...CLEAR_CUT.map(([state, q]) => ({ state, questions: { [q]: QUESTIONS[q] } })),
+      ...MIXED,
+    ];
+    let worst = 0;
+    let count = 0;
+    const diffs: { diff: number; where: string }[] = [];
+    for (const row of rows) {
+      const body = { model: MODEL, ...row };
+      const a = await postJson(`${embedded.url}/v1/systemone`, body);
+      const b = await postJson(`${remote.url}/v1/systemone`, body);
+      expect(a.status, JSON.stringify(a.body)).toBe(200);
+      expect(b.status, JSON.stringify(b.body)).toBe(200);
+      const pa = probabilitiesOf(a.body);
+      const pb = probabilitiesOf(b.body);
+      expect([...pb.keys()]).toEqual([...pa.keys()]);
+      for (const [key, p] of pa) {
+        const diff = Math.abs(p - pb.get(key)!);
+        worst = Math.max(worst, diff);
+        count++;
+        diffs.push({ diff, where: `${JSON.stringify(row.state).slice(0, 40)} ${key}` });
+      }
+    }
+    console.log(`parity: ${count} probabilities, largest difference ${worst.toFixed(5)}`);
+    console.log(diffs.map((d) => `${d.diff.toFixed(5)} ${d.where}`).join("\n"));
+    for (const { diff, where } of diffs) expect(diff, where).toBeLessThanOrEqual(0.02);
+  }, 1_200_000);
+
+  it("evaluates the state once per request, and reuses it in the next request", async () => {
+    const engine = await LlamaServerEngine.open({ url: server.url });
+    const decider = new Decider(engine, { contentFree: false, questionContrast: false });
+    const request = decisionRequest(MIXED[0]!);
+    const plan = await decider.plan(request);
+    await engine.score({ prefix: plan.prefix, branches: plan.branches });
+    const first = engine.lastTimings;
+    // One call for the prefix, then one per answer position (branches and chained labels).
+    const [prefixCall, ...branchCalls] = first;
+    expect(prefixCall!.prompt_n + prefixCall!.cache_n).toBe(plan.prefix.length);
+    for (const call of branchCalls) expect(call.cache_n).toBeGreaterThanOrEqual(plan.prefix.length);
+    const branchTokens = plan.branches.reduce((s, b) => s + b.tokens.length, 0);
+    const evaluated = branchCalls.reduce((s, c) => s + c.prompt_n, 0);
+    expect(evaluated).toBeLessThanOrEqual(branchTokens + branchCalls.length);
+    // The same state with another question: the prefix comes from the server's cache, every
+    // call evaluates only question tokens.
+    const again = await decider.plan({
+      ...request,
+      questions: [["other", { type: "noul", instructions: "Is a refund asked for?" }]],
+    });
+    await engine.score({ prefix: again.prefix, branches: again.branches });
+    for (const call of engine.lastTimings)
+      expect(call.cache_n).toBeGreaterThanOrEqual(again.prefix.length);
+    const repeat = engine.lastTimings.reduce((s, c) => s + c.prompt_n, 0);
+    const againTokens = again.branches.reduce((s, b) => s + b.tokens.length, 0);
+    expect(repeat).toBeLessThanOrEqual(againTokens + engine.lastTimings.length);
+    console.log(
+      `timings: prefix ${plan.prefix.length} tokens; first request prompt_n per call ${first
+        .map((t) => t.prompt_n)
+        .join(
+          ", ",
+        )}; repeat state prompt_n ${engine.lastTimings.map((t) => t.prompt_n).join(", ")}`,
+    );
+    await engine.close();
+  }, 600_000);
+});
+
+describe("a llama-server killed mid-run", () => {
+  const body = {
+    model: MODEL,
+    state: "Terrible product. It broke after one day and support ignored me.",
+    questions: { sentiment: QUESTIONS.sentiment },
+  };
+
+  it("answers 503 with Retry-After within the deadline, and 200 again once it is back", async () => {
+    let server = await startLlamaServer({ modelPath: inject("modelPath") });
+    const deadlineMs = 60_000;
+    const serving = await openRemoteEngines([{ kind: "llama-server", url: server.url }], {
+      deadlineMs,
+      probeIntervalMs: 250,
+    });
+    if (serving.kind !== "engine") throw new Error("expected an engine");
+    const service = await startTestService({ engine: serving.engine });
+    try {
+      const warm = await postJson(`${service.url}/v1/systemone`, body);
+      expect(warm.status, JSON.stringify(warm.body)).toBe(200);
+      // Requests in flight while the server dies.
+      const started = performance.now();
+      const inFlight = Array.from({ length: 4 }, (_, i) =>
+        postJson(`${service.url}/v1/systemone`, { ...body, state: `${body.state} (${i})` }).then(
+          (r) => ({ ...r, ms: performance.now() - started }),
+        ),
+      );
+      await new Promise((r) => setTimeout(r, 50));
+      const killedAt = performance.now() - started;
+      await server.kill("SIGKILL");
+      const results = await Promise.all(inFlight);
+      for (const r of results) {
+        expect([200, 503]).toContain(r.status);
+        // A dead server refuses at once: far sooner than the deadline.
+        expect(r.ms - killedAt).toBeLessThan(deadlineMs);
+      }
+      const down = await postJson(`${service.url}/v1/systemone`, body);
+      expect(down.status).toBe(503);
+      expect(down.body.detail.error_type).toBe("engine_unreachable");
+      expect(Number(down.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+      // Back on the same port: the pool probes it back, no restart of decisiond.
+      server = await startLlamaServer({ modelPath: inject("modelPath"), port: server.port });
+      const until = Date.now() + 30_000;
+      let status = 0;
+      while (Date.now() < until) {
+        status = (await postJson(`${service.url}/v1/systemone`, body)).status;
+        if (status === 200) break;
+        await new Promise((r) => setTimeout(r, 250));
+      }
+      expect(status).toBe(200);
+    } finally {
+      await service.close();
+      await server.kill();
+    }
+  }, 900_000);
+
+  it("with two engines, one killed: every request is answered by the other", async () => {
+    const a = await startLlamaServer({ modelPath: inject("modelPath"), parallel: 2 });
+    const b = await startLlamaServer({ modelPath: inject("modelPath"), parallel: 2 });
+    const serving = await openRemoteEngines(
+      [
+        { kind: "llama-server", url: a.url },
+        { kind: "llama-server", url: b.url },
+      ],
+      { deadlineMs: 300_000, probeIntervalMs: 250 },
+    );
+    if (serving.kind !== "engine") throw new Error("expected an engine");
+    const pool: EnginePool = serving.engine;
+    const service = await startTestService({ engine: pool });
+    try {
+      expect((await postJson(`${service.url}/v1/systemone`, body)).status).toBe(200);
+      const statuses: number[] = [];
+      const wave = (n: number, tag: string) =>
+        Promise.all(
+          Array.from({ length: n }, (_, i) =>
+            postJson(`${service.url}/v1/systemone`, {
+              ...body,
+              state: `${body.state} (${tag} ${i})`,
+            }).then((r) => {
+              statuses.push(r.status);
+              if (r.status !== 200) console.log(r.status, JSON.stringify(r.body));
+            }),
+          ),
+        );
+      const first = wave(4, "before");
+      await new Promise((r) => setTimeout(r, 100));
+      await a.kill("SIGKILL");
+      await first;
+      await wave(4, "after");
+      expect(statuses).toHaveLength(8);
+      expect(statuses).toEqual(statuses.map(() => 200));
+      expect(pool.members.map((m) => m.healthy)).toEqual([false, true]);
+    } finally {
+      await service.close();
+      await a.kill();
+      await b.kill();
+    }
+  }, 900_000);
+});

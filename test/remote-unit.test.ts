@@ -1,0 +1,405 @@
+import { afterEach, describe, expect, it } from "vitest";
+import { Decider } from "../src/decision/decide.js";
+import { EngineCallError, EngineRequestError } from "../src/engine/remote/http.js";
+import {
+  EnginePool,
+  parseEngineList,
+  parseEngineSpec,
+  SystemOnePassThrough,
+  VllmEngine,
+} from "../src/engine/remote/index.js";
+import { SlotPool } from "../src/engine/remote/llama-server.js";
+import { toWireRequest } from "../src/engine/remote/systemone.js";
+import {
+  EngineUnavailableError,
+  PromptTextError,
+  type Engine,
+  type ScoreRequest,
+  type ScoreResult,
+  type BranchScore,
+  type ScoreBranch,
+} from "../src/engine/types.js";
+import { startPassThroughService } from "../src/server.js";
+import { postJson } from "./support/service.js";
+import { loadExchanges, replay, type Replay } from "./support/replay.js";
+
+/** Unit tests of the remote engines: no model, no llama-server (see remote-llama-server.test.ts). */
+
+describe("--engine KIND=URL", () => {
+  it("parses a kind and an http(s) URL", () => {
+    expect(parseEngineSpec("llama-server=http://127.0.0.1:8081/")).toEqual({
+      kind: "llama-server",
+      url: "http://127.0.0.1:8081",
+    });
+    expect(parseEngineList(" vllm=https://gpu:8000 ,, vllm=http://gpu2:8000")).toEqual([
+      { kind: "vllm", url: "https://gpu:8000" },
+      { kind: "vllm", url: "http://gpu2:8000" },
+    ]);
+  });
+
+  it("says what is wrong with a bad one", () => {
+    expect(() => parseEngineSpec("http://x")).toThrow(/expected KIND=URL/);
+    expect(() => parseEngineSpec("sglang=http://x")).toThrow(/unknown engine kind "sglang"/);
+    expect(() => parseEngineSpec("vllm=ftp://x")).toThrow(/http:\/\/ or https:\/\//);
+    expect(() => parseEngineSpec("vllm=not a url")).toThrow(/http:\/\/ or https:\/\//);
+  });
+});
+
+/** A character-code engine whose calls can be slowed down, made to fail, or hang. */
+function memoryEngine(name: string) {
+  const state = { fail: false, hang: false, delayMs: 0, calls: 0, renders: 0 };
+  const wait = (signal?: AbortSignal) =>
+    new Promise<void>((resolve, reject) => {
+      if (state.fail) return reject(new EngineCallError(name, "ECONNREFUSED"));
+      const done = () => (state.hang ? undefined : resolve());
+      const timer = setTimeout(done, state.delayMs);
+      signal?.addEventListener("abort", () => {
+        clearTimeout(timer);
+        reject(signal.reason);
+      });
+    });
+  const engine: Engine = {
+    model: { id: "m", path: name, contextSize: 100_000, trainContextSize: 100_000, vision: false },
+    counters: {
+      requests: 0,
+      prefixTokensEvaluated: 0,
+      prefixTokensCached: 0,
+      branchTokensEvaluated: 0,
+    },
+    chatTemplate: {
+      name: "memory",
+      async render(messages, signal) {
+        state.renders++;
+        await wait(signal);
+        return messages.map((m) => `<${m.role}>${m.content}`).join("") + "<assistant>";
+      },
+    },
+    async tokenize(text, options = {}) {
+      await wait(options.signal);
+      return [...text].map((c) => c.codePointAt(0)!);
+    },
+    async detokenize(tokens) {
+      return String.fromCodePoint(...tokens);
+    },
+    async score(request: ScoreRequest, signal?: AbortSignal): Promise<ScoreResult> {
+      state.calls++;
+      await wait(signal);
+      const read = (b: ScoreBranch): BranchScore => ({
+        logprobs: b.candidates.map((c) => -1 - (c % 3)),
+        ...(b.children ? { children: b.children.map(read) } : {}),
+      });
+      return {
+        branches: request.branches.map(read),
+        evaluatedTokens: request.prefix.length,
+        cachedPrefixTokens: 0,
+      };
+    },
+    async ready() {
+      return !state.fail && !state.hang;
+    },
+    async close() {},
+  };
+  return { engine, state };
+}
+
+const REQUEST: ScoreRequest = {
+  prefix: [1, 2, 3],
+  branches: [{ tokens: [4], candidates: [5, 6] }],
+};
+
+describe("engine pool", () => {
+  const pools: EnginePool[] = [];
+  afterEach(async () => {
+    for (const pool of pools.splice(0)) await pool.close();
+  });
+  async function poolOf(engines: Engine[], options = {}) {
+    const pool = await EnginePool.open(
+      engines.map((engine, i) => ({ name: `e${i}`, open: async () => engine })),
+      { probeIntervalMs: 50, deadlineMs: 2000, ...options },
+    );
+    pools.push(pool);
+    return pool;
+  }
+
+  it("sends each call to the engine with the fewest in flight", async () => {
+    const a = memoryEngine("a");
+    const b = memoryEngine("b");
+    a.state.delayMs = 100;
+    b.state.delayMs = 100;
+    const pool = await poolOf([a.engine, b.engine]);
+    await Promise.all(Array.from({ length: 6 }, () => pool.score(REQUEST)));
+    expect(a.state.calls).toBe(3);
+    expect(b.state.calls).toBe(3);
+  });
+
+  it("takes a failing engine out, serves from the other, and probes it back", async () => {
+    const a = memoryEngine("a");
+    const b = memoryEngine("b");
+    const pool = await poolOf([a.engine, b.engine]);
+    a.state.fail = true;
+    for (let i = 0; i < 4; i++) await expect(pool.score(REQUEST)).resolves.toBeDefined();
+    expect(pool.members.map((m) => m.healthy)).toEqual([false, true]);
+    expect(a.state.calls).toBe(1); // once, then out
+    a.state.fail = false;
+    await new Promise((r) => setTimeout(r, 200));
+    expect(pool.members.map((m) => m.healthy)).toEqual([true, true]);
+  });
+
+  it("fails with EngineUnavailableError and a retry delay when no engine answers", async () => {
+    const a = memoryEngine("a");
+    const pool = await poolOf([a.engine], { probeIntervalMs: 1500 });
+    a.state.fail = true;
+    const error = await pool.score(REQUEST).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(EngineUnavailableError);
+    expect((error as EngineUnavailableError).retryAfterSeconds).toBe(2);
+    expect((error as Error).message).toMatch(/no engine is reachable.*ECONNREFUSED/);
+    // Still out: the next call fails at once, without calling it.
+    await expect(pool.tokenize("x")).rejects.toBeInstanceOf(EngineUnavailableError);
+    expect(a.state.calls).toBe(1);
+  });
+
+  it("ends a call to a hanging engine at the deadline, never later", async () => {
+    const a = memoryEngine("a");
+    const pool = await poolOf([a.engine], { deadlineMs: 300 });
+    a.state.hang = true;
+    const started = performance.now();
+    const error = await pool.score(REQUEST).catch((e: unknown) => e);
+    const took = performance.now() - started;
+    expect(error).toBeInstanceOf(EngineUnavailableError);
+    expect((error as Error).message).toMatch(/within 300 ms/);
+    expect(took).toBeGreaterThanOrEqual(290);
+    expect(took).toBeLessThan(1500);
+  });
+
+  it("passes the caller's abort through as it is", async () => {
+    const a = memoryEngine("a");
+    a.state.delayMs = 1000;
+    const pool = await poolOf([a.engine]);
+    const controller = new AbortController();
+    const call = pool.score(REQUEST, controller.signal);
+    controller.abort(new DOMException("gone", "AbortError"));
+    await expect(call).rejects.toMatchObject({ name: "AbortError" });
+    expect(pool.members[0]!.healthy).toBe(true);
+  });
+
+  it("opens with an engine down and adds it when it comes up", async () => {
+    const b = memoryEngine("b");
+    let up = false;
+    const pool = await EnginePool.open(
+      [
+        {
+          name: "late",
+          open: async () => {
+            if (!up) throw new EngineCallError("late", "ECONNREFUSED");
+            return b.engine;
+          },
+        },
+        { name: "first", open: async () => memoryEngine("first").engine },
+      ],
+      { probeIntervalMs: 50 },
+    );
+    pools.push(pool);
+    expect(pool.members.map((m) => m.healthy)).toEqual([false, true]);
+    up = true;
+    await new Promise((r) => setTimeout(r, 200));
+    expect(pool.members.map((m) => m.healthy)).toEqual([true, true]);
+  });
+
+  it("refuses engines that serve different models", async () => {
+    const a = memoryEngine("a").engine;
+    const other = { ...memoryEngine("b").engine, model: { ...a.model, id: "other" } };
+    await expect(poolOf([a, other])).rejects.toThrow(/different models: m and other/);
+  });
+});
+
+describe("slots of a llama-server", () => {
+  it("hands out each slot once and serves waiters in order", async () => {
+    const slots = new SlotPool(2);
+    const first = await slots.acquire();
+    const second = await slots.acquire();
+    const order: number[] = [];
+    const third = slots.acquire().then((s) => order.push(s));
+    const controller = new AbortController();
+    const fourth = slots.acquire(controller.signal);
+    controller.abort(new Error("left"));
+    await expect(fourth).rejects.toThrow("left");
+    expect(slots.queued).toBe(1);
+    slots.release(second);
+    await third;
+    expect(order).toEqual([second]);
+    expect(first).not.toBe(second);
+  });
+});
+
+describe("a Decider over an engine that may be remote", () => {
+  const QUESTIONS = [["q", { type: "noul" as const, instructions: "Is it?" }]] as const;
+
+  it("prepares its prompt once; a first caller that hangs up does not cancel it", async () => {
+    const { engine, state } = memoryEngine("a");
+    state.delayMs = 50;
+    const decider = new Decider(engine, { examples: false, contentFree: false });
+    const controller = new AbortController();
+    const first = decider.decide({ state: "x", questions: QUESTIONS }, controller.signal);
+    const second = decider.decide({ state: "y", questions: QUESTIONS });
+    setTimeout(() => controller.abort(new DOMException("client left", "AbortError")), 10);
+    await expect(first).rejects.toMatchObject({ name: "AbortError" });
+    const result = await second;
+    expect(result.answers.q?.type).toBe("noul");
+    // Two renders (the tail, then the head), shared by both requests.
+    expect(state.renders).toBe(2);
+  });
+
+  it("prepares again after a preparation failed", async () => {
+    const { engine, state } = memoryEngine("a");
+    const decider = new Decider(engine, { examples: false, contentFree: false });
+    state.fail = true;
+    await expect(decider.decide({ state: "x", questions: QUESTIONS })).rejects.toBeInstanceOf(
+      EngineCallError,
+    );
+    state.fail = false;
+    await expect(decider.decide({ state: "x", questions: QUESTIONS })).resolves.toBeDefined();
+  });
+});
+
+describe("vLLM backend on recorded exchanges", () => {
+  let server: Replay;
+  afterEach(async () => {
+    expect(server.unmatched).toEqual([]);
+    await server.close();
+  });
+
+  it("reads the model, tokenizes, renders the chat template and scores", async () => {
+    server = await replay(loadExchanges("vllm/exchanges"));
+    const engine = await VllmEngine.open({ url: `${server.url}/v1` });
+    expect(engine.model).toMatchObject({ id: "Qwen/Qwen2.5-0.5B-Instruct", contextSize: 32768 });
+    expect(await engine.ready()).toBe(true);
+    const prefix = await engine.tokenize("The parcel arrived.");
+    expect(prefix).toEqual([785, 29309, 11052, 13]);
+    expect(
+      await engine.chatTemplate.render([
+        { role: "system", content: "Be brief." },
+        { role: "user", content: "Hi" },
+      ]),
+    ).toBe(
+      "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n",
+    );
+    const tail = await engine.tokenize("<|im_end|>\n<|im_start|>assistant\n", { special: true });
+    const result = await engine.score({
+      prefix,
+      branches: [
+        { tokens: [3872, 432, 4124, 30, ...tail], candidates: [9454, 2753] },
+        {
+          tokens: [23085, 2083, 30, ...tail],
+          candidates: [6032, 11451],
+          children: [{ tokens: [11451], candidates: [287] }],
+        },
+      ],
+    });
+    // Top logprobs for all but candidate 11451, which came from prompt_logprobs.
+    expect(result.branches).toEqual([
+      { logprobs: [-0.2231, -1.7148] },
+      { logprobs: [-0.9163, -2.9957], children: [{ logprobs: [-0.0513] }] },
+    ]);
+    expect(result.cachedPrefixTokens).toBe(0);
+    expect(result.evaluatedTokens).toBe(4 + 13 + 12 + 13);
+  });
+
+  it("refuses state text that vLLM would read as a control token", async () => {
+    server = await replay(loadExchanges("vllm/exchanges"));
+    const engine = await VllmEngine.open({ url: server.url });
+    await expect(engine.tokenize("ok <|im_end|>")).rejects.toBeInstanceOf(PromptTextError);
+  });
+
+  it("passes a 4xx on as a refusal, not as an engine failure", async () => {
+    server = await replay(loadExchanges("vllm/exchanges"));
+    const engine = await VllmEngine.open({ url: server.url });
+    const error = await engine.tokenize("refused").catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(EngineRequestError);
+    expect((error as EngineRequestError).status).toBe(400);
+  });
+
+  it("counts a server that is gone as an engine failure", async () => {
+    server = await replay(loadExchanges("vllm/exchanges"));
+    const engine = await VllmEngine.open({ url: server.url });
+    await server.close();
+    await expect(engine.tokenize("The parcel arrived.")).rejects.toBeInstanceOf(EngineCallError);
+    server = await replay([]);
+  });
+});
+
+describe("pass-through to a native /v1/systemone", () => {
+  let server: Replay;
+  afterEach(async () => {
+    expect(server.unmatched).toEqual([]);
+    await server.close();
+  });
+  const exchanges = loadExchanges("systemone/exchanges");
+  const recorded = exchanges[1]!.body as { model: string; state: string; questions: object };
+
+  it("detects the endpoint: a validation answer, not a 404", async () => {
+    server = await replay(exchanges);
+    expect(await SystemOnePassThrough.detect(server.url)).toBe(true);
+    const none = await replay([]);
+    expect(await SystemOnePassThrough.detect(none.url)).toBe(false);
+    none.unmatched.length = 0;
+    await none.close();
+  });
+
+  it("forwards the validated request and returns the engine's answers through the API", async () => {
+    server = await replay(exchanges);
+    const service = await startPassThroughService({
+      passThrough: new SystemOnePassThrough({ urls: [server.url] }),
+      modelId: "smollm2-135m-instruct",
+      host: "127.0.0.1",
+      port: 0,
+      logger: false,
+    });
+    try {
+      const ok = await postJson(`${service.url}/v1/systemone`, recorded);
+      expect(ok.status).toBe(200);
+      expect(ok.body).toEqual(exchanges[1]!.response);
+      const refused = await postJson(`${service.url}/v1/systemone`, exchanges[2]!.body);
+      expect(refused.status).toBe(422);
+      expect(refused.body.detail[0].type).toBe("state_too_long");
+      // decisiond's own validation answers before the engine is asked.
+      const bad = await postJson(`${service.url}/v1/systemone`, { model: recorded.model });
+      expect(bad.status).toBe(422);
+      await server.close();
+      const down = await postJson(`${service.url}/v1/systemone`, recorded);
+      expect(down.status).toBe(503);
+      expect(down.headers.get("retry-after")).toBe("1");
+      expect(down.body.detail.error_type).toBe("engine_unreachable");
+      server = await replay([]);
+    } finally {
+      await service.close();
+    }
+  });
+
+  it("writes the wire body back in request order", () => {
+    const body = toWireRequest("m", {
+      state: { a: 1 },
+      questions: [
+        [
+          "c",
+          {
+            type: "choice",
+            options: [
+              ["x", null],
+              ["y", "why"],
+            ],
+          },
+        ],
+        ["s", { type: "score", instructions: "How?", levels: ["lo", "hi"] }],
+      ],
+    });
+    expect(body).toEqual({
+      model: "m",
+      state: { a: 1 },
+      questions: {
+        c: { type: "choice", criteria: { x: null, y: "why" } },
+        s: { type: "score", instructions: "How?", criteria: ["lo", "hi"] },
+      },
+    });
+    expect(Object.keys(body.questions as object)).toEqual(["c", "s"]);
+  });
+});
