@@ -20,6 +20,7 @@ const unit = [
   "test/media.test.ts",
   "test/models.test.ts",
   "test/operations.test.ts",
+  "test/remote-unit.test.ts",
 ];
 
 export default defineConfig({
