@@ -22,26 +22,45 @@ function platformOf(name) {
 }
 
 let added = 0;
+/** Keys of the entries this run creates. */
+const fresh = new Set();
 for (const [pkg, version] of Object.entries(llama.optionalDependencies ?? {})) {
   const key = `node_modules/${pkg}`;
-  if (lock.packages[key]) continue;
   const short = pkg.split("/")[1];
+  const resolved = `https://registry.npmjs.org/${pkg}/-/${short}-${version}.tgz`;
+  if (lock.packages[key]) {
+    // npm install drops `resolved` from entries it cannot fetch; put it back.
+    if (!lock.packages[key].integrity && !lock.packages[key].resolved) {
+      lock.packages[key] = { version, resolved, ...lock.packages[key] };
+      added++;
+    }
+    continue;
+  }
   const { os, cpu } = platformOf(short);
   lock.packages[key] = {
     version,
-    resolved: `https://registry.npmjs.org/${pkg}/-/${short}-${version}.tgz`,
+    resolved,
     cpu: [cpu],
     license: "MIT",
     optional: true,
     os: [os],
     engines: { node: ">=20.0.0" },
   };
+  fresh.add(key);
   added++;
 }
-const root = lock.packages[""];
-const rest = Object.keys(lock.packages)
-  .filter((k) => k !== "")
-  .sort((a, b) => a.localeCompare(b, "en"));
-lock.packages = Object.fromEntries([["", root], ...rest.map((k) => [k, lock.packages[k]])]);
+// New entries go after the last of node-llama-cpp's platform packages; nothing else moves.
+const keys = Object.keys(lock.packages);
+const ours = keys.filter((k) => k.startsWith("node_modules/@node-llama-cpp/")).sort();
+const last = keys.findLastIndex(
+  (k) => k.startsWith("node_modules/@node-llama-cpp/") && !fresh.has(k),
+);
+const order = keys.filter((k) => !fresh.has(k));
+order.splice(
+  last - [...fresh].filter((k) => keys.indexOf(k) < last).length + 1,
+  0,
+  ...ours.filter((k) => fresh.has(k)),
+);
+lock.packages = Object.fromEntries(order.map((k) => [k, lock.packages[k]]));
 writeFileSync(lockPath, JSON.stringify(lock, null, 2) + "\n");
-console.log(`package-lock.json: ${added} platform package(s) added`);
+console.log(`package-lock.json: ${added} platform package entries added or completed`);

@@ -10,7 +10,7 @@ import { decodeRequestMedia, type MediaOptions } from "../media/request.js";
 import { installDecompression } from "./decompress.js";
 import { apiError, detailsFromZod, HttpError, validationError } from "./errors.js";
 import { isCommonRequest } from "./fast-check.js";
-import { admittedTicket, installGate } from "./gate.js";
+import { admittedTicket, installGate, type Gate } from "./gate.js";
 import { requireLoopbackHost } from "./host.js";
 import { emptyBodyError, JSON_CONTENT_TYPE, parseJsonBody } from "./json.js";
 import { jsonShapeProblems } from "./json-shape.js";
@@ -20,6 +20,8 @@ import { openApiDocument } from "./openapi.js";
 import { SystemOneRequestSchema } from "./schemas.js";
 import { toDecisionRequest } from "./translate.js";
 import { DeadlineError, WorkQueue, type WorkQueueOptions } from "./work-queue.js";
+
+export type { Gate, GateTicket } from "./gate.js";
 
 /** The reason a request's signal aborts when its client hangs up. */
 class ClientGoneError extends Error {
@@ -50,40 +52,6 @@ export interface ServedModel {
     signal?: AbortSignal,
     hooks?: DecideHooks,
   ): Promise<DecisionResult>;
-}
-
-/**
- * Admission of a request before it reaches the model (authentication, per-account concurrency,
- * allowance). `authenticate` runs in `onRequest`, before the body is read, and `admit` once the
- * body is complete (see ./gate.ts); each throws an {@link HttpError} to refuse; the returned ticket is settled once with the usage of the call (or
- * `undefined` when it failed or never reached the model).
- */
-export interface Gate {
-  /**
-   * Checks the request's credential in `onRequest`, before its body is read; throws an
-   * {@link HttpError} (401) to refuse. Optional: without it the credential is checked by `admit`.
-   */
-  authenticate?(request: FastifyRequest): Promise<void>;
-  /** Admits the request once its body is complete and parsed (`preHandler`). */
-  admit(request: FastifyRequest): Promise<GateTicket>;
-}
-
-/** What {@link Gate.admit} returns for an admitted request. */
-export interface GateTicket {
-  /** The model is done with the call (or it failed): frees the account's slot. Later calls are ignored. */
-  settle(usage: { input_tokens: number; output_tokens: number } | undefined): void;
-  /**
-   * How the call was answered (once, before the reply is written; 499 when the client left);
-   * resolves when its ledger row is written.
-   */
-  finish?(outcome: { status: number; model: string | undefined }): Promise<void> | void;
-  /**
-   * Reserves the call's tokens against the account's allowance before the model runs.
-   * @throws {HttpError} 429 `allowance_exhausted` when the call would overrun it.
-   */
-  reserve?(usage: { input_tokens: number; output_tokens: number }): Promise<void>;
-  /** The client went away before its answer: free the account's slot now (usage still follows via settle). */
-  release?(): void;
 }
 
 /** Options of {@link buildApp}. */

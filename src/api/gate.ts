@@ -1,7 +1,40 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { AdmissionError, type Admission, type AdmissionRefusal } from "../accounts/admission.js";
-import type { Gate, GateTicket } from "./app.js";
 import { apiError, type HttpError } from "./errors.js";
+
+/**
+ * Admission of a request before it reaches the model (authentication, per-account concurrency,
+ * allowance). `authenticate` runs in `onRequest`, before the body is read, and `admit` once the
+ * body is complete ({@link installGate}); each throws an {@link HttpError} to refuse; the returned ticket is settled once with the usage of the call (or
+ * `undefined` when it failed or never reached the model).
+ */
+export interface Gate {
+  /**
+   * Checks the request's credential in `onRequest`, before its body is read; throws an
+   * {@link HttpError} (401) to refuse. Optional: without it the credential is checked by `admit`.
+   */
+  authenticate?(request: FastifyRequest): Promise<void>;
+  /** Admits the request once its body is complete and parsed (`preHandler`). */
+  admit(request: FastifyRequest): Promise<GateTicket>;
+}
+
+/** What {@link Gate.admit} returns for an admitted request. */
+export interface GateTicket {
+  /** The model is done with the call (or it failed): frees the account's slot. Later calls are ignored. */
+  settle(usage: { input_tokens: number; output_tokens: number } | undefined): void;
+  /**
+   * How the call was answered (once, before the reply is written; 499 when the client left);
+   * resolves when its ledger row is written.
+   */
+  finish?(outcome: { status: number; model: string | undefined }): Promise<void> | void;
+  /**
+   * Reserves the call's tokens against the account's allowance before the model runs.
+   * @throws {HttpError} 429 `allowance_exhausted` when the call would overrun it.
+   */
+  reserve?(usage: { input_tokens: number; output_tokens: number }): Promise<void>;
+  /** The client went away before its answer: free the account's slot now (usage still follows via settle). */
+  release?(): void;
+}
 
 /**
  * Admission over HTTP: the gate of `POST /v1/systemone` reads `Authorization: Bearer <key>` and
