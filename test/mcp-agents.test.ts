@@ -1,5 +1,6 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { DEFAULT_REQUEST_TIMEOUT_MSEC } from "@modelcontextprotocol/sdk/shared/protocol.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { existsSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -135,6 +136,22 @@ describe("item 8: decisiond mcp under an agent", () => {
       /timed out|timeout/i,
     );
   });
+
+  it("a 120 s call succeeds on the client's default request timeout, reset by progress", async () => {
+    // The case at full length: twice the MCP SDK's default request timeout.
+    expect(DEFAULT_REQUEST_TIMEOUT_MSEC).toBe(60_000);
+    slowModel(120_000);
+    const mcp = await connect();
+    let notifications = 0;
+    const started = Date.now();
+    const result = (await mcp.callTool(call("slow"), undefined, {
+      resetTimeoutOnProgress: true,
+      onprogress: () => notifications++,
+    })) as CallToolResult;
+    expect(result.isError, JSON.stringify(result.content)).toBeFalsy();
+    expect(Date.now() - started).toBeGreaterThanOrEqual(120_000);
+    expect(notifications).toBeGreaterThan(0);
+  }, 200_000);
 
   it("a cancelled call aborts its HTTP request, and decisiond cancels the model's work", async () => {
     const model$ = slowModel(10_000);
