@@ -5,7 +5,7 @@
 #   scripts/build-llama-server.sh            # -> ~/.cache/decisiond/llama-server/0.3.36/llama-server
 #
 # Idempotent: exits at once when the binary is cached. Takes ~15–25 minutes on 2 shared cores.
-# Environment: DECISIOND_CACHE (default ~/.cache/decisiond), LLAMA_SERVER_JOBS (default 2).
+# Environment: DECISIOND_CACHE (default ~/.cache/decisiond), LLAMA_SERVER_JOBS (default: nproc).
 #
 # CPU flags: node-llama-cpp's prebuilt linux-x64 binary ships every ggml CPU variant and loads the
 # best one this CPU supports (on an AVX-512 machine, `zen4`); this build compiles only that same
@@ -17,7 +17,7 @@ VERSION=0.3.36
 CACHE="${DECISIOND_CACHE:-$HOME/.cache/decisiond}"
 OUT="$CACHE/llama-server/$VERSION"
 BIN="$OUT/llama-server"
-JOBS="${LLAMA_SERVER_JOBS:-2}"
+JOBS="${LLAMA_SERVER_JOBS:-$(nproc)}"
 
 if [ -x "$BIN" ]; then
   echo "$BIN"
