@@ -178,44 +178,24 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     ...(engine.model.vision ? { media: await mediaOptions(engine, options) } : {}),
     decide: (request, signal, hooks) => engineErrors(decider.decide(request, signal, hooks)),
   };
-  const lifecycle = new Lifecycle();
-  const app = await buildApp({
-    lifecycle,
-    readiness: {
-      ...options.readiness,
-      engine: async () => {
-        if ((await (engine as Engine).ready?.()) === false)
-          throw new Error("the engine does not answer its health check");
-      },
+  const readiness = {
+    ...options.readiness,
+    engine: async () => {
+      if ((await (engine as Engine).ready?.()) === false)
+        throw new Error("the engine does not answer its health check");
     },
-    ...(options.queueDepth ? { queueDepth: options.queueDepth } : {}),
-    models: [served],
-    ...(options.bodyLimit ? { bodyLimit: options.bodyLimit } : {}),
-    queue: {
-      ...(options.queueCapacity ? { capacity: options.queueCapacity } : {}),
-      ...(options.deadlineMs !== undefined ? { deadlineMs: options.deadlineMs } : {}),
+  };
+  const { app, url, lifecycle } = await listenApp(served, { ...options, readiness }).catch(
+    async (error: unknown) => {
+      await engine.close();
+      throw error;
     },
-    ...(options.requestTimeoutMs ? { requestTimeoutMs: options.requestTimeoutMs } : {}),
-    ...(options.logger !== undefined ? { logger: options.logger } : {}),
-    ...(options.gate ? { gate: options.gate } : {}),
-    ...(options.console ? { console: options.console } : {}),
-    version: packageVersion(),
-  });
-  const host = options.host ?? "127.0.0.1";
-  try {
-    await app.listen({ host, port: options.port ?? 8080 });
-  } catch (error) {
-    await engine.close();
-    throw error;
-  }
-  const address = app.server.address();
-  const port = typeof address === "object" && address ? address.port : options.port;
-  const urlHost = host.includes(":") ? `[${host}]` : host;
+  );
   return {
     app,
     engine,
     decider,
-    url: `http://${urlHost}:${port}`,
+    url,
     drain: (timeoutMs) => lifecycle.drain(timeoutMs),
     async close() {
       await app.close();
@@ -230,24 +210,11 @@ export async function startService(options: ServiceOptions): Promise<Service> {
  * @throws when the app cannot listen.
  */
 export async function startPassThroughService(
-  options: Pick<
-    ServiceOptions,
-    | "modelId"
-    | "isDefault"
-    | "description"
-    | "releaseDate"
-    | "host"
-    | "port"
-    | "bodyLimit"
-    | "logger"
-    | "gate"
-    | "console"
-    | "queueCapacity"
-    | "deadlineMs"
-    | "requestTimeoutMs"
-    | "readiness"
-    | "queueDepth"
-  > & { readonly passThrough: SystemOnePassThrough; readonly modelId: string },
+  options: AppServiceOptions &
+    Pick<ServiceOptions, "isDefault" | "description" | "releaseDate"> & {
+      readonly passThrough: SystemOnePassThrough;
+      readonly modelId: string;
+    },
 ): Promise<Omit<Service, "engine" | "decider">> {
   const { passThrough, modelId } = options;
   const served: ServedModel = {
@@ -260,6 +227,41 @@ export async function startPassThroughService(
     decide: (request: DecisionRequest, signal?: AbortSignal) =>
       engineErrors(passThrough.decide(modelId, request, signal)),
   };
+  const { app, url, lifecycle } = await listenApp(served, options);
+  return {
+    app,
+    url,
+    drain: (timeoutMs) => lifecycle.drain(timeoutMs),
+    close: () => app.close(),
+  };
+}
+
+/** The options of {@link listenApp}: those of a service that concern its HTTP side. */
+type AppServiceOptions = Pick<
+  ServiceOptions,
+  | "host"
+  | "port"
+  | "bodyLimit"
+  | "logger"
+  | "gate"
+  | "console"
+  | "queueCapacity"
+  | "deadlineMs"
+  | "requestTimeoutMs"
+  | "readiness"
+  | "queueDepth"
+>;
+
+/**
+ * Builds the app serving one model, with a drain state of its own, and listens.
+ * @returns the app, its URL (`http://host:port`, the bound port when `port` is 0) and its
+ *   {@link Lifecycle}.
+ * @throws when the app cannot listen (the port is taken, the host not local).
+ */
+async function listenApp(
+  served: ServedModel,
+  options: AppServiceOptions,
+): Promise<{ app: FastifyInstance; url: string; lifecycle: Lifecycle }> {
   const lifecycle = new Lifecycle();
   const app = await buildApp({
     lifecycle,
@@ -282,12 +284,7 @@ export async function startPassThroughService(
   const address = app.server.address();
   const port = typeof address === "object" && address ? address.port : options.port;
   const urlHost = host.includes(":") ? `[${host}]` : host;
-  return {
-    app,
-    url: `http://${urlHost}:${port}`,
-    drain: (timeoutMs) => lifecycle.drain(timeoutMs),
-    close: () => app.close(),
-  };
+  return { app, url: `http://${urlHost}:${port}`, lifecycle };
 }
 
 /**
