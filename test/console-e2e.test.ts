@@ -105,7 +105,7 @@ describe.skipIf(missing !== undefined && !process.env.CI)("console in headless C
   afterAll(async () => {
     await browser?.close();
     await service?.close();
-    store?.close();
+    await store?.close();
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 

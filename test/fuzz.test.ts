@@ -46,7 +46,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await app?.close();
-  store?.close();
+  await store?.close();
   await rm(home, { recursive: true, force: true });
 });
 

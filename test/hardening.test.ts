@@ -55,7 +55,7 @@ beforeEach(async () => {
 
 afterEach(async () => {
   await app?.close();
-  store.close();
+  await store.close();
   await rm(home, { recursive: true, force: true });
 });
 

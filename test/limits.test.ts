@@ -1,4 +1,5 @@
 import { postJson } from "./support/service.js";
+import { StubModel, stubAnswer as answer } from "./support/stub-model.js";
 import { Ajv2020 } from "ajv/dist/2020.js";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -10,74 +11,16 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { Admission } from "../src/accounts/admission.js";
 import { SqliteStore } from "../src/accounts/sqlite-store.js";
 import type { AccountStore } from "../src/accounts/store.js";
-import { buildApp, type FastifyInstance, type ServedModel } from "../src/api/app.js";
+import { buildApp, type FastifyInstance } from "../src/api/app.js";
 import { accountGate } from "../src/api/gate.js";
 import { registerKeysCommand } from "../src/cli/keys.js";
 import { registerUsageCommands } from "../src/cli/usage.js";
-import type { DecisionRequest, DecisionResult } from "../src/decision/types.js";
 
 /**
  * Admission, limits and bad input, on the real HTTP stack (Fastify on a loopback port, the real
  * accounts store and gate) with a stand-in model whose `decide` the test holds open: admission
  * does not depend on the model, and holding the call makes "one in flight" observable.
  */
-
-type Decide = (request: DecisionRequest, signal?: AbortSignal) => Promise<DecisionResult>;
-
-/** Answers every question with fixed numbers and the given usage. */
-function answer(
-  request: DecisionRequest,
-  usage = { input_tokens: 8, output_tokens: 3 },
-): DecisionResult {
-  const answers: DecisionResult["answers"] = {};
-  for (const [id, q] of request.questions) {
-    if (q.type === "noul") answers[id] = { type: "noul", noul: 0.75 };
-    else if (q.type === "choice") {
-      const ids = q.options.map(([o]) => o);
-      answers[id] = {
-        type: "choice",
-        choice: ids[0]!,
-        probabilities: Object.fromEntries(ids.map((o, i) => [o, i === 0 ? 1 : 0])),
-        confidence: 1,
-      };
-    } else {
-      const legend = Object.fromEntries(q.levels.map((l, i) => [String(i), l ?? ""]));
-      answers[id] = {
-        type: "score",
-        score: 0,
-        legend,
-        probabilities: Object.fromEntries(q.levels.map((_, i) => [String(i), i === 0 ? 1 : 0])),
-        confidence: 1,
-      };
-    }
-  }
-  return { answers, usage, stats: { evaluatedTokens: usage.input_tokens, cachedPrefixTokens: 0 } };
-}
-
-/** A stand-in model; calls go through `decide`, which the test may replace. */
-class StubModel implements ServedModel {
-  readonly names = ["stub-1"];
-  readonly aliases = ["jev-latest"];
-  readonly description = "a stand-in model for admission tests";
-  readonly releaseDate = "2026-01-01";
-  readonly acceptsImages = false;
-  readonly acceptsVideos = false;
-  inFlight = 0;
-  maxInFlight = 0;
-  entered = 0;
-  impl: Decide = async (request) => answer(request);
-
-  decide = async (request: DecisionRequest, signal?: AbortSignal): Promise<DecisionResult> => {
-    this.inFlight++;
-    this.entered++;
-    this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
-    try {
-      return await this.impl(request, signal);
-    } finally {
-      this.inFlight--;
-    }
-  };
-}
 
 const latches: (() => void)[] = [];
 

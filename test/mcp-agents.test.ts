@@ -60,7 +60,7 @@ afterEach(async () => {
 
 afterAll(async () => {
   await app?.close();
-  store?.close();
+  await store?.close();
   await rm(home, { recursive: true, force: true });
 });
 

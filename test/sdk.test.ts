@@ -40,7 +40,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await service?.close();
-  store?.close();
+  await store?.close();
   await rm(dir, { recursive: true, force: true });
 });
 
