@@ -18,8 +18,7 @@ import { branchCallSizes, leadCallSizes, scheduleBranches } from "./branch-sched
 import { prefixCallSizes, prefixResumeAfter } from "./kernel-split.js";
 import { commonPrefixLength, PrefixSnapshotCache } from "./prefix-cache.js";
 import {
-  branchDepthTokens,
-  ContextOverflowError,
+  contextOverflowOf,
   type BranchScore,
   type ChatMessage,
   type ChatTemplate,
@@ -260,11 +259,8 @@ export class LlamaEngine implements Engine {
   score(request: ScoreRequest, signal?: AbortSignal): Promise<ScoreResult> {
     if (request.media?.length)
       return Promise.reject(new Error(`model ${this.model.id} does not accept images`));
-    for (const branch of request.branches) {
-      const needed = request.prefix.length + branchDepthTokens(branch);
-      if (needed > this.model.contextSize)
-        return Promise.reject(new ContextOverflowError(needed, this.model.contextSize));
-    }
+    const overflow = contextOverflowOf(request, this.model.contextSize);
+    if (overflow) return Promise.reject(overflow);
     // A request that comes before the write-behind takes its place: its restorePrefix writes
     // the snapshot only if it drops the prefix.
     this.cancelSnapshotWrite();

@@ -198,6 +198,23 @@ export class ContextOverflowError extends Error {
 }
 
 /**
+ * The overflow of a request on a context of `contextSize` tokens per request: the first branch
+ * whose prefix + media positions + branch path (`branchDepthTokens`) exceeds it.
+ * @returns the error to throw, or `undefined` when every branch fits.
+ */
+export function contextOverflowOf(
+  request: ScoreRequest,
+  contextSize: number,
+  mediaTokens = 0,
+): ContextOverflowError | undefined {
+  for (const branch of request.branches) {
+    const needed = request.prefix.length + mediaTokens + branchDepthTokens(branch);
+    if (needed > contextSize) return new ContextOverflowError(needed, contextSize);
+  }
+  return undefined;
+}
+
+/**
  * Thrown by an engine that takes its prompt as text (see `engine/vision.ts`) when request text
  * would not reach the model as the planned tokens, e.g. a state containing the text of a control
  * token such as `<|im_end|>`, which that engine's tokenizer would read as the control token.

@@ -11,8 +11,8 @@ import { WorkerLink } from "./vision-link.js";
 import { idefics3TemplateOf } from "./vision-template.js";
 import { type WorkerBranch, type WorkerBranchScore, type WorkerResult } from "./vision-protocol.js";
 import {
-  branchDepthTokens,
   ContextOverflowError,
+  contextOverflowOf,
   PromptTextError,
   type BranchScore,
   type ChatTemplate,
@@ -147,11 +147,8 @@ export class VisionEngine implements Engine {
 
   score(request: ScoreRequest, signal?: AbortSignal): Promise<ScoreResult> {
     const mediaTokens = (request.media?.length ?? 0) * this.model.imageTokens!;
-    for (const branch of request.branches) {
-      const needed = request.prefix.length + mediaTokens + branchDepthTokens(branch);
-      if (needed > this.model.contextSize)
-        return Promise.reject(new ContextOverflowError(needed, this.model.contextSize));
-    }
+    const overflow = contextOverflowOf(request, this.model.contextSize, mediaTokens);
+    if (overflow) return Promise.reject(overflow);
     let previous = -1;
     for (const item of request.media ?? []) {
       if (item.at < previous || item.at > request.prefix.length)

@@ -6,8 +6,7 @@ import {
 } from "../branch-schedule.js";
 import { prefixCallSizes, prefixResumeAfter } from "../kernel-split.js";
 import {
-  branchDepthTokens,
-  ContextOverflowError,
+  contextOverflowOf,
   type BranchScore,
   type ChatMessage,
   type ChatTemplate,
@@ -222,11 +221,8 @@ export class LlamaServerEngine implements Engine {
    */
   async score(request: ScoreRequest, signal?: AbortSignal): Promise<ScoreResult> {
     if (request.media?.length) throw new Error(`model ${this.model.id} does not accept images`);
-    for (const branch of request.branches) {
-      const needed = request.prefix.length + branchDepthTokens(branch);
-      if (needed > this.model.contextSize)
-        throw new ContextOverflowError(needed, this.model.contextSize);
-    }
+    const overflow = contextOverflowOf(request, this.model.contextSize);
+    if (overflow) throw overflow;
     const slot = await this.slots.acquire(signal);
     try {
       return await this.scoreOnSlot(slot, request, signal);

@@ -1,6 +1,5 @@
 import {
-  branchDepthTokens,
-  ContextOverflowError,
+  contextOverflowOf,
   PromptTextError,
   type BranchScore,
   type ChatMessage,
@@ -212,11 +211,8 @@ export class VllmEngine implements Engine {
    */
   async score(request: ScoreRequest, signal?: AbortSignal): Promise<ScoreResult> {
     if (request.media?.length) throw new Error(`model ${this.model.id} does not accept images`);
-    for (const branch of request.branches) {
-      const needed = request.prefix.length + branchDepthTokens(branch);
-      if (needed > this.model.contextSize)
-        throw new ContextOverflowError(needed, this.model.contextSize);
-    }
+    const overflow = contextOverflowOf(request, this.model.contextSize);
+    if (overflow) throw overflow;
     const prefix = [...request.prefix];
     const first = await this.complete({ prompt: prefix, max_tokens: 1 }, signal);
     const prefixCached = first.usage?.prompt_tokens_details?.cached_tokens ?? 0;
