@@ -1,7 +1,8 @@
-import { execFileSync } from "node:child_process";
+import { execFile } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { openLlamaEngine } from "../src/engine/llama.js";
 import { Decider, TUNED_READOUT } from "../src/decision/decide.js";
@@ -18,12 +19,18 @@ const root = join(import.meta.dirname, "..");
 let work: string;
 let python: string;
 
-function run(file: string, args: string[]): string {
-  return execFileSync(file, args, {
+/**
+ * Runs a command to completion and returns its stdout. Asynchronous: a synchronous child (the
+ * environment set-up takes minutes) would block the test worker past vitest's RPC timeout.
+ * @throws the child's error, with its stderr, when it exits non-zero.
+ */
+async function run(file: string, args: string[]): Promise<string> {
+  const { stdout } = await promisify(execFile)(file, args, {
     cwd: root,
     encoding: "utf8",
-    stdio: ["ignore", "pipe", "pipe"],
+    maxBuffer: 64 * 1024 * 1024,
   });
+  return stdout;
 }
 
 const items = [
@@ -55,11 +62,17 @@ const items = [
 }));
 
 describe("training smoke test (tiny model)", () => {
-  beforeAll(() => {
-    python = run("bash", ["training/setup.sh"]).trim().split("\n").at(-1)!;
+  beforeAll(async () => {
+    python = (await run("bash", ["training/setup.sh"])).trim().split("\n").at(-1)!;
     work = mkdtempSync(join(tmpdir(), "decisiond-train-"));
     const source = inject("modelPath");
-    run(python, ["training/tiny_model.py", "--source", source, "--out", join(work, "tiny.gguf")]);
+    await run(python, [
+      "training/tiny_model.py",
+      "--source",
+      source,
+      "--out",
+      join(work, "tiny.gguf"),
+    ]);
   }, 1_200_000);
 
   afterAll(() => {
@@ -72,7 +85,7 @@ describe("training smoke test (tiny model)", () => {
     writeFileSync(data, items.map((i) => JSON.stringify(i)).join("\n") + "\n");
     // Render refuses test rows by default: these ids hash to the fit split (format.ts splitOf).
     const tokens = join(work, "tokens.jsonl");
-    run("node", [
+    await run("node", [
       "dist/cli/main.js",
       "render",
       "--model",
@@ -97,7 +110,7 @@ describe("training smoke test (tiny model)", () => {
     );
 
     const adapterDir = join(work, "adapter");
-    run(python, [
+    await run(python, [
       "training/train.py",
       "--model",
       tiny,
@@ -119,7 +132,7 @@ describe("training smoke test (tiny model)", () => {
     };
     expect(summary.steps).toBe(4);
     const adapter = join(work, "tiny.decision.gguf");
-    run(python, ["training/export_gguf.py", "--adapter", adapterDir, "--out", adapter]);
+    await run(python, ["training/export_gguf.py", "--adapter", adapterDir, "--out", adapter]);
     expect(existsSync(adapter)).toBe(true);
 
     const request = {

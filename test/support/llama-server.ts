@@ -1,19 +1,24 @@
-import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { createServer } from "node:net";
 import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
 
 /**
  * A real llama.cpp `llama-server` for the tests, built once by scripts/build-llama-server.sh
  * (cached in ~/.cache/decisiond/llama-server/).
  */
 
-/** Path of the llama-server binary, building it when it is not cached (15–25 minutes). */
-export function llamaServerBinary(): string {
+/**
+ * Path of the llama-server binary, building it when it is not cached (15–25 minutes).
+ * Asynchronous, so a build does not block the test worker past vitest's RPC timeout.
+ */
+export async function llamaServerBinary(): Promise<string> {
   const script = fileURLToPath(new URL("../../scripts/build-llama-server.sh", import.meta.url));
-  return execFileSync("bash", [script], {
+  const { stdout } = await promisify(execFile)("bash", [script], {
     encoding: "utf8",
-    stdio: ["ignore", "pipe", "inherit"],
-  }).trim();
+    maxBuffer: 64 * 1024 * 1024,
+  });
+  return stdout.trim();
 }
 
 /** A free loopback port. */
@@ -62,7 +67,7 @@ export interface LlamaServerProcess {
 export async function startLlamaServer(
   options: LlamaServerProcessOptions,
 ): Promise<LlamaServerProcess> {
-  const binary = llamaServerBinary();
+  const binary = await llamaServerBinary();
   const port = options.port ?? (await freePort());
   const parallel = options.parallel ?? 1;
   const child = spawn(
