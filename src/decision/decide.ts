@@ -132,7 +132,8 @@ export const TUNED_READOUT: Readonly<ReadoutSettings> = {
   examples: false,
   questionContrast: false,
   systemMessage: TUNED_SYSTEM_MESSAGE,
-  maxWordLabelTokens: 16,
+  // Banking77's longest intent id is 17 tokens; the adapter names options, it does not point at numbers.
+  maxWordLabelTokens: 24,
 };
 
 /** The content-free states of contextual calibration, as in Zhao et al. 2021, §4. */
