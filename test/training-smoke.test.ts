@@ -126,6 +126,10 @@ describe("training smoke test (tiny model)", () => {
       "0.05",
       "--threads",
       "1",
+      // LoRA on the top block only, as the full run does: the later steps reuse the cached
+      // output of the frozen block below (train.py LowerCache).
+      "--layers",
+      "1",
     ]);
     const summary = JSON.parse(readFileSync(join(adapterDir, "summary.json"), "utf8")) as {
       steps: number;

@@ -2,7 +2,9 @@
 
 Input: evaluation JSONL files written by `decisiond eval convert` (src/evaluation/format.ts).
 Output: evaluation JSONL (same format: id, request, expected) of augmented training requests, only
-from rows whose group lands in the `fit` split (format.ts `splitOf`), so no test row is ever seen.
+from rows whose group lands in the `fit` split (format.ts `splitOf`), so no test row is ever seen,
+and not from the 15% of fit rows held back to fit the calibration profile on answers to rows the
+adapter never saw (`--calibration-out`).
 `decisiond render` then turns them into token ids with the server's own prompt code.
 
 Every dataset is asked in several forms (choice with renamed and shuffled option ids, with and
@@ -38,10 +40,21 @@ def split_of(item_id: str) -> str:
     return "fit" if word % 2 == 0 else "test"
 
 
+CALIBRATION_PERCENT = 15
+
+
+def is_calibration(item_id: str) -> bool:
+    """Whether a fit row is kept out of training for fitting the calibration profile: the second
+    32-bit word of the group's SHA-256 below 15% (so the choice is independent of the split)."""
+    word = int.from_bytes(hashlib.sha256(group_of(item_id).encode()).digest()[4:8], "big")
+    return word % 100 < CALIBRATION_PERCENT
+
+
 def read(path: Path, cap: int | None = None, seed: int = 0) -> list[dict]:
-    """The fit rows of a converted file, at most `cap` of them (a seeded sample)."""
+    """The fit rows of a converted file that training may use (not calibration rows), at most
+    `cap` of them (a seeded sample)."""
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    rows = [r for r in rows if split_of(r["id"]) == "fit"]
+    rows = [r for r in rows if split_of(r["id"]) == "fit" and not is_calibration(r["id"])]
     if cap is not None and len(rows) > cap:
         rows = random.Random(seed).sample(rows, cap)
     return rows
@@ -183,9 +196,9 @@ SENT_NAMES = {
 SENT_DESC = {"positive": "The reviewer likes the movie", "negative": "The reviewer dislikes the movie"}
 
 
-def sst2(b: Builder, rows):
+def sst2(b: Builder, rows, repeat=3):
     rng = b.rng
-    for r in rows:
+    for r in [r for _ in range(repeat) for r in rows]:
         s = r["request"]["state"]
         y = next(iter(r["expected"].values()))
         y = y if isinstance(y, bool) else y == "positive"
@@ -231,6 +244,13 @@ def sst5(b: Builder, rows):
             three = "negative" if y < 2 else "neutral" if y == 2 else "positive"
             opts = [("negative", "Dislikes the movie"), ("neutral", "Mixed or no clear opinion"), ("positive", "Likes the movie")]
             b.choice(sid, s, "sentiment", rng.choice(SENT_INSTR_CHOICE), opts, three, unclear=False)
+        if y != 2:  # a polar sentence is also a binary sentiment example (sst2's forms)
+            polar = y > 2
+            if rng.random() < 0.5:
+                b.noul(sid, s, "positive", rng.choice(SENT_INSTR_POS), polar, SENT_DESC["positive"], SENT_DESC["negative"])
+            else:
+                opts, g = renamed(rng, SENT_NAMES, "positive" if polar else "negative", SENT_DESC)
+                b.choice(sid, s, "sentiment", rng.choice(SENT_INSTR_CHOICE), opts, g, unclear=False)
 
 
 AG_NAMES = {
@@ -321,7 +341,7 @@ def banking77(b: Builder, rows, limit: int, full: int):
         if i < full:
             b.choice(sid, s, "intent", instr, intents, y, unclear=False, keep_desc=True)
         elif rng.random() < 0.75:
-            k = rng.choice([3, 4, 5, 6, 8, 10, 12, 16, 20])
+            k = rng.choice([4, 6, 8, 10, 12, 16, 20, 30, 40])
             others = [o for o in intents if o[0] != y]
             opts = [(y, crit[y])] + rng.sample(others, k - 1)
             b.choice(sid, s, "intent", instr, opts, y)
@@ -426,8 +446,8 @@ def wikiqa(b: Builder, rows):
 
 # Source rows used per dataset (fit split), sized so one pass fits the CPU budget (docs/TRAINING.md).
 CAPS = {
-    "sst2": 433, "sst5": 260, "ag_news": 420, "trec": 117, "banking77": 420,
-    "boolq": 260, "rte": 137, "cb": 23, "climate_fever": 300, "wikiqa": 1488,
+    "sst2": 433, "sst5": 517, "ag_news": 1200, "trec": 117, "banking77": 1300,
+    "boolq": 835, "rte": 137, "cb": 23, "climate_fever": 900, "wikiqa": 1488,
 }
 
 
@@ -436,9 +456,10 @@ def main():
     ap.add_argument("--data-dir", required=True, type=Path)
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--exclude", action="append", default=[], help="leave a dataset out (transfer runs)")
-    ap.add_argument("--banking-full", type=int, default=12, help="banking77 rows asked with all 77 intents")
+    ap.add_argument("--banking-full", type=int, default=150, help="banking77 rows asked with all 77 intents")
     ap.add_argument("--scale", type=float, default=1.0, help="multiply every dataset's row cap")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--calibration-out", type=Path, help="folder for the held-back calibration rows, one JSONL a dataset")
     a = ap.parse_args()
     rng = random.Random(a.seed)
     b = Builder(rng)
@@ -450,13 +471,19 @@ def main():
     if use("sst2"): sst2(b, read(d / "sst2.jsonl", c["sst2"]))
     if use("sst5"): sst5(b, read(d / "sst5.jsonl", c["sst5"]))
     if use("ag_news"): ag_news(b, read(d / "ag_news.jsonl", c["ag_news"]))
-    if use("trec"): trec(b, read(d / "trec.jsonl", c["trec"]), repeat=3)
+    if use("trec"): trec(b, read(d / "trec.jsonl", c["trec"]), repeat=5)
     if use("banking77"): banking77(b, read(d / "banking77.jsonl", c["banking77"]), c["banking77"], a.banking_full)
     if use("boolq"): boolq(b, read(d / "boolq.jsonl", c["boolq"]))
-    if use("rte"): rte(b, read(d / "rte.jsonl", c["rte"]), [], repeat=2)
-    if use("cb"): cb(b, read(d / "cb.jsonl", c["cb"]), repeat=3)
+    if use("rte"): rte(b, read(d / "rte.jsonl", c["rte"]), [], repeat=3)
+    if use("cb"): cb(b, read(d / "cb.jsonl", c["cb"]), repeat=4)
     if use("climate_fever"): climate_fever(b, read(d / "climate_fever.jsonl", c["climate_fever"]))
     if use("wikiqa"): wikiqa(b, read(d / "wikiqa.jsonl", c["wikiqa"]))
+    if a.calibration_out:
+        a.calibration_out.mkdir(parents=True, exist_ok=True)
+        for f in sorted(d.glob("*.jsonl")):
+            lines = [line for line in f.read_text().splitlines() if line.strip()]
+            held = [line for line in lines if split_of(json.loads(line)["id"]) == "fit" and is_calibration(json.loads(line)["id"])]
+            (a.calibration_out / f.name).write_text("".join(line + "\n" for line in held))
     rng.shuffle(b.items)
     assert all(split_of(i["id"]) == "fit" for i in b.items)
     a.out.write_text("".join(json.dumps(i) + "\n" for i in b.items))

@@ -4,14 +4,14 @@
 #
 # Usage: npm run train -- [--model NAME|PATH] [--minutes M] [--exclude DATASET]... [--out DIR]
 #   --model    base GGUF (catalogue name or path; default smollm2-135m-instruct)
-#   --minutes  wall-time budget of the training loop (default 80)
+#   --minutes  wall-time budget of the training loop (default 110)
 #   --exclude  leave a dataset out of training (transfer runs; repeatable)
 #   --out      work folder (default .decisiond-train/<model>); the adapter lands in adapters/
 #              and its profile in profiles/ only for a full run (no --exclude)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
-model=smollm2-135m-instruct minutes=80 out="" excludes=()
+model=smollm2-135m-instruct minutes=110 out="" excludes=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --model) model="$2"; shift 2 ;;
@@ -32,10 +32,11 @@ datasets=(sst2 sst5 ag_news trec banking77 boolq rte cb climate_fever wikiqa)
 for d in "${datasets[@]}"; do
   [ -f "$out/data/$d.jsonl" ] || $cli eval convert --dataset "$d" --out "$out/data/$d.jsonl"
 done
-"$py" training/augment.py --data-dir "$out/data" --out "$out/train.jsonl" ${excludes[@]/#/--exclude }
+"$py" training/augment.py --data-dir "$out/data" --out "$out/train.jsonl" --calibration-out "$out/calibration" \
+  ${excludes[@]/#/--exclude }
 $cli render --model "$modelPath" --data "$out/train.jsonl" --split fit --out "$out/train.tokens.jsonl"
 "$py" training/train.py --model "$modelPath" --data "$out/train.tokens.jsonl" --out "$out/adapter" \
-  --minutes "$minutes" --layers 16 --bf16 --batch-tokens 1024 --lr 4e-4 --max-len 1600
+  --minutes "$minutes" --layers 18 --bf16 --batch-tokens 1024 --lr 1e-3 --max-len 2048 --epochs 5
 "$py" training/plot_loss.py --csv "$out/adapter/loss.csv" --out "$out/adapter/loss.png"
 "$py" training/export_gguf.py --adapter "$out/adapter" --out "$out/$name.decision.gguf"
 if [ ${#excludes[@]} -eq 0 ]; then
@@ -43,8 +44,10 @@ if [ ${#excludes[@]} -eq 0 ]; then
   cp "$out/$name.decision.gguf" "adapters/$name.decision.gguf"
   cp "$out/adapter/loss.png" "docs/training-loss-$name.png"
   cp "$out/adapter/summary.json" "adapters/$name.decision.json"
+  # The profile is fitted on the fit rows augment.py held back from training (answers to rows the
+  # adapter never saw), the eval forms of the datasets with enough of them.
   fit=()
-  for d in "${datasets[@]}"; do fit+=(--data "$out/data/$d.jsonl"); done
-  $cli calibrate --model "$model" --adapter "adapters/$name.decision.gguf" "${fit[@]}" --limit 60
+  for d in sst2 sst5 ag_news banking77 boolq climate_fever wikiqa; do fit+=(--data "$out/calibration/$d.jsonl"); done
+  $cli calibrate --model "$model" --adapter "adapters/$name.decision.gguf" "${fit[@]}" --limit 60 --min-questions 30
 fi
 echo "train: adapter $out/$name.decision.gguf"

@@ -46,7 +46,8 @@ def load_examples(path: Path) -> list[dict]:
 
 def nodes_of(e: dict) -> tuple[list[int], list[tuple[int, list[int], int]]]:
     """The sequence to evaluate and, per trie node on the gold path, (position, candidates, gold
-    index among them). Nodes with a single candidate carry no loss and are left out."""
+    index among them). A node with a single candidate has no choice to make among the labels, but
+    the readout still multiplies in its full-vocabulary probability, so it is kept for that term."""
     labels: list[list[int]] = e["labels"]
     gold = labels[e["gold"]]
     seq = e["prefix"] + e["branch"] + gold[:-1]
@@ -57,8 +58,7 @@ def nodes_of(e: dict) -> tuple[list[int], list[tuple[int, list[int], int]]]:
         for lab in labels:
             if len(lab) > depth and lab[:depth] == gold[:depth] and lab[depth] not in cands:
                 cands.append(lab[depth])
-        if len(cands) > 1:
-            nodes.append((start + depth, cands, cands.index(tok)))
+        nodes.append((start + depth, cands, cands.index(tok)))
     return seq, nodes
 
 
@@ -79,20 +79,67 @@ def batches(examples: list[dict], budget: int, rng: random.Random) -> list[list[
     return out
 
 
-def step_loss(model, embed_weight: torch.Tensor, batch: list[dict], ordinal: float):
-    """Mean loss of a batch: restricted-softmax cross-entropy at each gold-path node, plus the
-    squared-EMD term for score questions."""
+def run_layers(inner, hidden: torch.Tensor, mask: torch.Tensor, layers) -> torch.Tensor:
+    """`hidden` [batch, tokens, width] through `layers` of the decoder `inner` (a LlamaModel or
+    alike), with its causal-and-padding mask and rotary position embeddings, as its own forward
+    builds them."""
+    from transformers.masking_utils import create_causal_mask
+
+    pos = torch.arange(hidden.shape[1]).unsqueeze(0)
+    causal = create_causal_mask(config=inner.config, inputs_embeds=hidden, attention_mask=mask, cache=None, position_ids=pos)
+    rope = inner.rotary_emb(hidden, position_ids=pos)
+    for layer in layers:
+        hidden = layer(hidden, attention_mask=causal, position_embeddings=rope, position_ids=pos)
+    return hidden
+
+
+class LowerCache:
+    """Hidden states after the frozen lower blocks, per batch, computed on the first pass and
+    reused on the next ones: with LoRA on the top N blocks only, the blocks below never change,
+    so each later pass costs the top blocks alone (bfloat16, about 1.2 KB a token for a
+    576-wide model)."""
+
+    def __init__(self, cut: int):
+        self.cut = cut
+        self.store: dict[int, torch.Tensor] = {}
+
+    def hidden(self, inner, key: int, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """The last hidden state of batch `key` (token ids `ids`, padding mask `mask`)."""
+        layers = inner.layers[: inner.config.num_hidden_layers]
+        if key not in self.store:
+            with torch.no_grad():
+                low = run_layers(inner, inner.embed_tokens(ids), mask, layers[: self.cut])
+            self.store[key] = low.to(torch.bfloat16)
+        return inner.norm(run_layers(inner, self.store[key], mask, layers[self.cut :]))
+
+
+def step_loss(model, embed_weight: torch.Tensor, batch: list[dict], ordinal: float, vocab: float,
+              cache: LowerCache | None = None, key: int = 0):
+    """Mean loss of a batch: restricted-softmax cross-entropy at each branching gold-path node,
+    the full-vocabulary cross-entropy of the gold token at every gold-path node (weight 1 where the
+    node has a single candidate, `vocab` elsewhere: the readout chains full-softmax probabilities,
+    so the labels must hold the mass), plus the squared-EMD term for score questions."""
     n = max(len(e["_seq"]) for e in batch)
     ids = torch.zeros((len(batch), n), dtype=torch.long)
     mask = torch.zeros((len(batch), n), dtype=torch.long)
     for i, e in enumerate(batch):
         ids[i, : len(e["_seq"])] = torch.tensor(e["_seq"])
         mask[i, : len(e["_seq"])] = 1
-    hidden = model.base_model.model.model(input_ids=ids, attention_mask=mask).last_hidden_state
+    inner = model.base_model.model.model
+    if cache is not None:
+        hidden = cache.hidden(inner, key, ids, mask)
+    else:
+        hidden = inner(input_ids=ids, attention_mask=mask).last_hidden_state
     total = hidden.new_zeros(())
     for i, e in enumerate(batch):
         for pos, cands, g in e["_nodes"]:
-            logits = hidden[i, pos].float() @ embed_weight[cands].T
+            h = hidden[i, pos].float()
+            weight = 1.0 if len(cands) == 1 else vocab
+            if weight > 0:
+                total = total - weight * torch.log_softmax(h @ embed_weight.T, -1)[cands[g]]
+            if len(cands) == 1:
+                continue
+            logits = h @ embed_weight[cands].T
             logp = torch.log_softmax(logits, -1)
             total = total - logp[g]
             if ordinal > 0 and e["type"] == "score" and pos == e["_nodes"][0][0] and all(
@@ -129,9 +176,12 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=3e-4)
     ap.add_argument("--batch-tokens", type=int, default=2048)
     ap.add_argument("--ordinal", type=float, default=1.0, help="weight of the score questions' squared-EMD term")
+    ap.add_argument("--vocab", type=float, default=0.2, help="weight of the full-vocabulary term at branching nodes")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--bf16", action="store_true", help="bfloat16 autocast (CPUs with AVX512-BF16 or AMX)")
+    ap.add_argument("--save-every", type=float, default=0, help="save the adapter every this many minutes (0: at the end only)")
+    ap.add_argument("--no-cache", action="store_true", help="recompute the frozen lower blocks every pass")
     ap.add_argument("--max-len", type=int, default=0, help="leave out examples longer than this (0: none)")
     ap.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (0: no limit; smoke tests)")
     a = ap.parse_args()
@@ -163,7 +213,7 @@ def main() -> None:
     examples = load_examples(a.data)
     for e in examples:
         e["_seq"], e["_nodes"] = nodes_of(e)
-    examples = [e for e in examples if e["_nodes"] and (not a.max_len or len(e["_seq"]) <= a.max_len)]
+    examples = [e for e in examples if any(len(c) > 1 for _, c, _ in e["_nodes"]) and (not a.max_len or len(e["_seq"]) <= a.max_len)]
     plan = batches(examples, a.batch_tokens, rng)
     total_steps = max(1, int(len(plan) * a.epochs))
     if a.max_steps:
@@ -171,6 +221,7 @@ def main() -> None:
     tokens_total = sum(len(e["_seq"]) for e in examples)
     print(f"{len(examples)} examples, {tokens_total} tokens, {len(plan)} batches a pass, {total_steps} steps", flush=True)
 
+    cache = LowerCache(n_layers - a.layers) if a.layers and a.layers < n_layers and not a.no_cache else None
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=a.lr, weight_decay=0.0)
     warmup = max(1, total_steps // 30)
@@ -191,12 +242,14 @@ def main() -> None:
     step = 0
     smoothed = None
     deadline = start + a.minutes * 60
+    last_save = start
     while step < total_steps and time.time() < deadline:
-        batch = plan[step % len(plan)]
+        key = step % len(plan)
+        batch = plan[key]
         for g in opt.param_groups:
             g["lr"] = lr_at(step)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
-            loss = step_loss(model, embed_weight, batch, a.ordinal)
+            loss = step_loss(model, embed_weight, batch, a.ordinal, a.vocab, cache, key)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
@@ -206,6 +259,9 @@ def main() -> None:
         value = loss.item()
         smoothed = value if smoothed is None else 0.98 * smoothed + 0.02 * value
         w.writerow([step, round(time.time() - start, 1), seen_tokens, round(value, 5), f"{lr_at(step - 1):.3g}"])
+        if a.save_every and time.time() - last_save > a.save_every * 60:
+            last_save = time.time()
+            model.save_pretrained(str(a.out / f"checkpoint-{step}"))
         if step % 20 == 0 or step == 1:
             log.flush()
             el = time.time() - start
