@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import { decisiondHome } from "../models/home.js";
-import { allowanceWindow, type Allowance, type AllowancePeriod } from "./allowance.js";
+import type { Allowance } from "./allowance.js";
 
 /**
  * The accounts store: accounts, API keys (hashed), the usage ledger, allowance reservations and
@@ -216,44 +216,3 @@ export interface AccountStore {
    */
   tryLockAccount(accountId: number): Promise<AccountLock | undefined>;
 }
-
-/** Account names: a letter or digit, then up to 63 letters, digits, `.`, `_` or `-`. */
-const ACCOUNT_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
-
-/** @throws {StoreError} on a name that is not an account name. */
-export function checkAccountName(name: string): void {
-  if (!ACCOUNT_NAME.test(name))
-    throw new StoreError(
-      `bad account name "${name}": use up to 64 letters, digits, ".", "_" or "-", starting with a letter or digit`,
-    );
-}
-
-/** @throws {StoreError} on a token count that is not a whole number ≥ 0. */
-export function checkAllowance(allowance: Allowance | undefined): void {
-  if (allowance && !(Number.isSafeInteger(allowance.tokens) && allowance.tokens >= 0))
-    throw new StoreError(`an allowance is a whole number of tokens ≥ 0, got ${allowance.tokens}`);
-}
-
-/** Milliseconds in a UTC day (the ledger's times are UTC; days have no leap seconds in it). */
-export const DAY_MS = 86_400_000;
-
-/**
- * The allowance state from an account's allowance and the tokens used and reserved in its
- * current window (`window` from {@link allowanceWindow}).
- */
-export function allowanceStateOf(
-  allowance: Allowance,
-  used: number,
-  reserved: number,
-  renewsAt: number | undefined,
-): AllowanceState {
-  return {
-    ...allowance,
-    used,
-    reserved,
-    remaining: Math.max(0, allowance.tokens - used - reserved),
-    renewsAt,
-  };
-}
-
-export { allowanceWindow, type AllowancePeriod };
