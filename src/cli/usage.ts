@@ -2,7 +2,8 @@ import { InvalidArgumentError, type Command } from "commander";
 import { ALLOWANCE_PERIODS, type AllowancePeriod } from "../accounts/allowance.js";
 import type { AccountUsage } from "../accounts/store.js";
 import { allowanceView } from "../console/views.js";
-import { err, isoTime, out, storeOption, table, time, withStore } from "./keys.js";
+import { err, isoTime, out, table, time, withStore } from "./keys.js";
+import { storeOption } from "./options.js";
 
 /**
  * `decisiond usage [--account NAME]` (calls and tokens from the ledger, and each allowance) and
