@@ -137,7 +137,11 @@ export interface Service {
 
 /**
  * Loads the model (or takes {@link ServiceOptions.engine}), builds the app and starts listening.
- * @throws when the model cannot load, or neither a model path nor an engine is given.
+ * @param options - its settings (as `decisiond serve` configures them) and what it serves
+ * @returns the running service; `close()` it (the engine is closed with it)
+ * @throws Error when neither a model path nor an engine is given; the engine's error when the
+ *   model cannot load; Fastify's when the app cannot listen (the engine is closed first)
+ * @example `const service = await startService({ modelPath, host: "127.0.0.1", port: 0 });`
  */
 export async function startService(options: ServiceOptions): Promise<Service> {
   if (!options.engine && !options.modelPath)
@@ -222,7 +226,9 @@ export async function startService(options: ServiceOptions): Promise<Service> {
 /**
  * Serves engines that answer `/v1/systemone` themselves (engine/remote/systemone.ts): decisiond's
  * keys, limits, validation and console in front, the engine's answers passed through.
- * @throws when the app cannot listen.
+ * @returns the running service, with no engine or decider of its own
+ * @throws Fastify's error when the app cannot listen.
+ * @example `await startPassThroughService({ passThrough, modelId: "smollm2-135m-instruct", port: 0 })`
  */
 export async function startPassThroughService(
   options: AppServiceOptions &

@@ -69,13 +69,13 @@ export const FIRST_KEY_LOCK = -2;
 /** Where a query runs: on any pooled connection, or on one (inside a transaction). */
 export type Queryable = pg.Pool | pg.PoolClient;
 
-/** BIGINT (int8) and numeric sums as numbers: every count and time here is < 2^53. */
-const TYPES = {
+/** BIGINT (int8) and numeric sums as numbers: every count and time here is below 2^53. */
+const TYPES: pg.CustomTypesConfig = {
   getTypeParser(oid: number, format?: "text" | "binary") {
     if (oid === 20 || oid === 1700) return (value: string) => Number(value);
     return pg.types.getTypeParser(oid, format) as (value: string) => unknown;
   },
-} as unknown as pg.CustomTypesConfig;
+};
 
 /**
  * A pool of up to `max` connections to `url`, with TCP keepalive, reading BIGINT and numeric

@@ -75,7 +75,7 @@ export interface PostgresStoreOptions extends StoreOptions {
  * session-level advisory lock held on a connection of its own for the length of the call: the
  * database frees it when the call ends, and by itself when the replica dies or its connection
  * drops. Why: docs/decisions/040-replicas-on-postgresql.md
- * @example const store = await PostgresStore.open("postgres://decisiond@db:5432/decisiond");
+ * @example `const store = await PostgresStore.open("postgres://decisiond@db:5432/decisiond");`
  */
 export class PostgresStore implements AccountStore {
   readonly kind = "postgres";

@@ -12,12 +12,11 @@ import {
 } from "./store.js";
 
 /**
- * What the two store backends ({@link SqliteStore} and {@link PostgresStore}) share apart from
+ * What the two store backends (`SqliteStore` and `PostgresStore`) share apart from
  * their SQL: the rows their queries return, the records made from them, the checks on what is
  * written, the allowance arithmetic and the errors they throw. Both backends' tables have the same
  * column names and their queries name result columns alike, so one mapping serves both.
- *
- * @see {@link AccountStore} for what each store method promises.
+ * Why: docs/decisions/061-one-row-mapping-for-both-stores.md
  */
 
 /** A row of `accounts` (`SELECT *`). */
@@ -214,9 +213,9 @@ export function utcDayStart(ms: number): number {
 
 /**
  * The allowance state from an account's allowance and the tokens used and reserved in its
- * current window (from {@link allowanceWindow}).
+ * current window (from `allowanceWindow`).
  * @param renewsAt - the window's end, ms; `undefined` for a total allowance
- * @example allowanceStateOf({ tokens: 100, period: "day" }, 60, 30, end).remaining // → 10
+ * @example `allowanceStateOf({ tokens: 100, period: "day" }, 60, 30, end).remaining` → `10`
  */
 export function allowanceStateOf(
   allowance: Allowance,

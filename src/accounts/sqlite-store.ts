@@ -21,7 +21,7 @@ function settle<T>(call: () => T): Promise<T> {
   try {
     return Promise.resolve(call());
   } catch (error) {
-    return Promise.reject(error as Error);
+    return Promise.reject(error);
   }
 }
 

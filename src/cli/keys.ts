@@ -12,6 +12,7 @@ export { isoTime } from "../console/views.js";
  * `decisiond keys create|list|revoke`: API keys in the accounts store (`--store`, default
  * `sqlite:$DECISIOND_HOME/decisiond.db`). They work while `serve` runs: a revoked key is refused on its
  * next request.
+ * @example `registerKeysCommand(program);`
  */
 export function registerKeysCommand(program: Command): void {
   const keys = program.command("keys").description("create, list and revoke API keys");

@@ -102,6 +102,7 @@ export function serveConsole(
 /**
  * Adds `serve`: start the HTTP service on a model, pulling the default model first when it is not
  * cached. Every flag has an environment variable (`DECISIOND_*`), listed in `--help`.
+ * @example `registerServeCommand(program); await program.parseAsync(["node", "decisiond", "serve"]);`
  */
 export function registerServeCommand(program: Command): void {
   const serve = program.command("serve").description("serve POST /v1/systemone on a local model");

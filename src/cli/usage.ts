@@ -7,7 +7,9 @@ import { storeOption } from "./options.js";
 
 /**
  * `decisiond usage [--account NAME]` (calls and tokens from the ledger, and each allowance) and
- * `decisiond accounts list|create|set-allowance`.
+ * `decisiond accounts list|create|set-allowance`, on the store of `--store` (see
+ * {@link storeOption}).
+ * @example `registerUsageCommands(program);`
  */
 export function registerUsageCommands(program: Command): void {
   program
