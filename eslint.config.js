@@ -59,7 +59,9 @@ export default tseslint.config(
       "src/client/**/*.ts",
       "src/console/**/*.ts",
       "src/engine/vision*.ts",
-      "src/cli/{eval,eval-setup,pull,calibrate,render,keys,usage}.ts",
+      "src/accounts/**/*.ts",
+      "src/cli/**/*.ts",
+      "src/server.ts",
     ],
     rules: {
       "max-lines": ["error", { max: 400 }],

@@ -32,16 +32,62 @@ export const DEFAULT_PUBLIC_NAME = "decisiond-1.0-experimental";
 /** The official clients' default model name; accepted as an alias of the served model. */
 export const CLIENT_DEFAULT_ALIAS = "jev-latest";
 
-/** Options of {@link startService}. */
-export interface ServiceOptions {
+/**
+ * The settings of a service, as `decisiond serve` reads them from its flags and `DECISIOND_*`
+ * variables (cli/serve-config.ts); each one absent takes the default named on it.
+ */
+export interface ServiceSettings {
+  /** Address to bind. Default `127.0.0.1`. */
+  readonly host?: string;
+  /** Port to listen on; 0 picks a free one. Default 8080. */
+  readonly port?: number;
+  /** Largest request body, bytes. Default: the app's (api/app.ts). */
+  readonly bodyLimit?: number;
+  /** Longest time to receive a whole request, ms. Default: the app's (30 s). */
+  readonly requestTimeoutMs?: number;
+  /** Decisions admitted at once (running + waiting) before 503. Default: the app's (16). */
+  readonly queueCapacity?: number;
+  /** Longest a decision may wait and run, ms; 0 for none. Default: the app's (300 s). */
+  readonly deadlineMs?: number;
+  /** `false` for no log; else pino at `level` (default `info`). */
+  readonly logger?: boolean | { level?: string };
+  /** Tokens per request (prefix + longest question). Default: the engine's. */
+  readonly contextSize?: number;
+  /** CPU threads. Default: the engine's (physical cores). */
+  readonly threads?: number;
+  /** Question branches evaluated side by side (text models). Default: the engine's. */
+  readonly parallelBranches?: number;
+  /** Most tokens one decode call takes. Default: the engine's. */
+  readonly batchSize?: number;
+  /** Bytes of the engine's prefix cache; 0 turns it off. Default: the engine's (512 MiB). */
+  readonly prefixCacheBytes?: number;
+  /** Vision only: side of the square images fed to the projector. Default: the projector's. */
+  readonly imageSize?: number;
+  /** Vision only: frames sampled from a video. Default 8, capped so frames fill at most half the context. */
+  readonly videoFrames?: number;
+  /** Vision only: longest video accepted, in seconds. Default 60. */
+  readonly videoMaxSeconds?: number;
+  /** Vision only: largest decoded image or video frame, in pixels. Default 40 megapixels. */
+  readonly maxImagePixels?: number;
+  /** Option-order debiasing of choice questions. Default `off`. */
+  readonly debias?: DebiasMode;
   /**
-   * Absolute path of the GGUF file (loaded in-process); with {@link engine}, only where its
-   * calibration profile may lie beside it.
+   * Choice labels, contextual calibration, in-context examples, question contrast: only the ones
+   * to change, over the Decider's defaults (over {@link TUNED_READOUT} with an adapter).
+   */
+  readonly readout?: ReadoutSettings;
+}
+
+/** Options of {@link startService}: its settings, and what it serves and with what parts. */
+export interface ServiceOptions extends ServiceSettings {
+  /**
+   * Absolute path of the GGUF file (loaded in-process); with {@link ServiceOptions.engine}, only
+   * where its calibration profile may lie beside it.
    */
   readonly modelPath?: string;
   /**
    * An engine already opened, e.g. a pool of remote engines (engine/remote/): served instead of
-   * loading {@link modelPath}. The service closes it.
+   * loading {@link ServiceOptions.modelPath}. The service closes it.
    */
   readonly engine?: Engine;
   /**
@@ -54,45 +100,16 @@ export interface ServiceOptions {
    * defaults to {@link TUNED_READOUT} and the calibration profile is the adapter's.
    */
   readonly adapterPath?: string;
-  /** Vision only: side of the square images fed to the projector. Default: the projector's. */
-  readonly imageSize?: number;
-  /** Vision only: frames sampled from a video. Default 8, capped so frames fill at most half the context. */
-  readonly videoFrames?: number;
-  /** Vision only: longest video accepted, in seconds. Default 60. */
-  readonly videoMaxSeconds?: number;
-  /** Vision only: largest decoded image or video frame, in pixels. Default 40 megapixels. */
-  readonly maxImagePixels?: number;
   /** Model id (catalogue name, or the file name for `--model PATH`). */
   readonly modelId?: string;
   /** Whether this is the catalogue default, also served as {@link DEFAULT_PUBLIC_NAME}. */
   readonly isDefault?: boolean;
   readonly description?: string;
+  /** The model's release date, `YYYY-MM-DD`. */
   readonly releaseDate?: string;
-  readonly host?: string;
-  /** 0 picks a free port. Default 8080. */
-  readonly port?: number;
-  readonly contextSize?: number;
-  readonly threads?: number;
-  readonly parallelBranches?: number;
-  readonly batchSize?: number;
-  /** Bytes of the engine's prefix cache; 0 turns it off. Default: the engine's (512 MiB). */
-  readonly prefixCacheBytes?: number;
-  readonly bodyLimit?: number;
-  /** Decisions admitted at once (running + waiting) before 503; default the app's (16). */
-  readonly queueCapacity?: number;
-  /** Longest a decision may take, in ms (0: none); default the app's (120 s). */
-  readonly deadlineMs?: number;
-  /** Longest time to receive a whole request, in ms; default the app's (30 s). */
-  readonly requestTimeoutMs?: number;
-  readonly debias?: DebiasMode;
-  /**
-   * Choice labels, contextual calibration, in-context examples, question contrast. Default: the
-   * Decider's.
-   */
-  readonly readout?: ReadoutSettings;
   /** A profile to apply; default: `profiles/<model id>.json` beside the model or in the package. */
   readonly calibration?: CalibrationProfile | "none";
-  readonly logger?: boolean | { level?: string };
+  /** Who may call, and the accounts' admission; none (open, loopback only) when absent. */
   readonly gate?: Gate;
   /** The web console under `/console`; none when absent. */
   readonly console?: ConsoleOptions;
@@ -120,7 +137,11 @@ export interface Service {
 
 /**
  * Loads the model (or takes {@link ServiceOptions.engine}), builds the app and starts listening.
- * @throws when the model cannot load, or neither a model path nor an engine is given.
+ * @param options - its settings (as `decisiond serve` configures them) and what it serves
+ * @returns the running service; `close()` it (the engine is closed with it)
+ * @throws Error when neither a model path nor an engine is given; the engine's error when the
+ *   model cannot load; Fastify's when the app cannot listen (the engine is closed first)
+ * @example `const service = await startService({ modelPath, host: "127.0.0.1", port: 0 });`
  */
 export async function startService(options: ServiceOptions): Promise<Service> {
   if (!options.engine && !options.modelPath)
@@ -136,22 +157,20 @@ export async function startService(options: ServiceOptions): Promise<Service> {
           modelPath,
           mmprojPath: options.mmprojPath,
           id: modelId,
-          ...(options.contextSize ? { contextSize: options.contextSize } : {}),
-          ...(options.threads ? { threads: options.threads } : {}),
-          ...(options.batchSize ? { batchSize: options.batchSize } : {}),
-          ...(options.imageSize ? { imageSize: options.imageSize } : {}),
+          contextSize: options.contextSize,
+          threads: options.threads,
+          batchSize: options.batchSize,
+          imageSize: options.imageSize,
         })
       : await openLlamaEngine({
           modelPath,
           id: modelId,
-          ...(options.adapterPath ? { adapterPath: options.adapterPath } : {}),
-          ...(options.contextSize ? { contextSize: options.contextSize } : {}),
-          ...(options.threads ? { threads: options.threads } : {}),
-          ...(options.parallelBranches ? { parallelBranches: options.parallelBranches } : {}),
-          ...(options.batchSize ? { batchSize: options.batchSize } : {}),
-          ...(options.prefixCacheBytes !== undefined
-            ? { prefixCacheBytes: options.prefixCacheBytes }
-            : {}),
+          adapterPath: options.adapterPath,
+          contextSize: options.contextSize,
+          threads: options.threads,
+          parallelBranches: options.parallelBranches,
+          batchSize: options.batchSize,
+          prefixCacheBytes: options.prefixCacheBytes,
         });
   const calibration =
     options.calibration === "none"
@@ -161,7 +180,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
           ? loadCalibrationProfile(adapterProfileId(options.adapterPath), options.adapterPath)
           : loadCalibrationProfile(modelId, modelPath)));
   const decider = new Decider(engine, {
-    ...(calibration ? { calibration } : {}),
+    calibration,
     debias: options.debias ?? "off",
     ...(options.adapterPath ? TUNED_READOUT : {}),
     ...options.readout,
@@ -175,7 +194,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     releaseDate: options.releaseDate ?? "2026-11-21",
     acceptsImages: engine.model.vision,
     acceptsVideos: engine.model.vision,
-    ...(engine.model.vision ? { media: await mediaOptions(engine, options) } : {}),
+    media: engine.model.vision ? await mediaOptions(engine, options) : undefined,
     decide: (request, signal, hooks) => engineErrors(decider.decide(request, signal, hooks)),
   };
   const readiness = {
@@ -207,7 +226,9 @@ export async function startService(options: ServiceOptions): Promise<Service> {
 /**
  * Serves engines that answer `/v1/systemone` themselves (engine/remote/systemone.ts): decisiond's
  * keys, limits, validation and console in front, the engine's answers passed through.
- * @throws when the app cannot listen.
+ * @returns the running service, with no engine or decider of its own
+ * @throws Fastify's error when the app cannot listen.
+ * @example `await startPassThroughService({ passThrough, modelId: "smollm2-135m-instruct", port: 0 })`
  */
 export async function startPassThroughService(
   options: AppServiceOptions &
@@ -265,18 +286,15 @@ async function listenApp(
   const lifecycle = new Lifecycle();
   const app = await buildApp({
     lifecycle,
-    ...(options.readiness ? { readiness: options.readiness } : {}),
-    ...(options.queueDepth ? { queueDepth: options.queueDepth } : {}),
+    readiness: options.readiness,
+    queueDepth: options.queueDepth,
     models: [served],
-    ...(options.bodyLimit ? { bodyLimit: options.bodyLimit } : {}),
-    queue: {
-      ...(options.queueCapacity ? { capacity: options.queueCapacity } : {}),
-      ...(options.deadlineMs !== undefined ? { deadlineMs: options.deadlineMs } : {}),
-    },
-    ...(options.requestTimeoutMs ? { requestTimeoutMs: options.requestTimeoutMs } : {}),
-    ...(options.logger !== undefined ? { logger: options.logger } : {}),
-    ...(options.gate ? { gate: options.gate } : {}),
-    ...(options.console ? { console: options.console } : {}),
+    bodyLimit: options.bodyLimit,
+    queue: { capacity: options.queueCapacity, deadlineMs: options.deadlineMs },
+    requestTimeoutMs: options.requestTimeoutMs,
+    logger: options.logger,
+    gate: options.gate,
+    console: options.console,
     version: packageVersion(),
   });
   const host = options.host ?? "127.0.0.1";
@@ -338,7 +356,7 @@ export async function mediaOptions(
     imageSize,
     videoFrames: Math.min(wanted, fit),
     videoMaxSeconds: options.videoMaxSeconds ?? DEFAULT_VIDEO_MAX_SECONDS,
-    ...(options.maxImagePixels ? { maxPixels: options.maxImagePixels } : {}),
+    maxPixels: options.maxImagePixels,
   };
 }
 
@@ -351,7 +369,7 @@ export function packageVersion(): string {
 /**
  * The calibration profile of a model: `<model file>.calibration.json` beside the model file,
  * else `profiles/<model id>.json` shipped with decisiond; `undefined` when neither exists.
- * @throws {SyntaxError} when a profile file exists but is not valid JSON.
+ * @throws SyntaxError when a profile file exists but is not valid JSON.
  */
 export function loadCalibrationProfile(
   modelId: string,

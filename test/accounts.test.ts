@@ -16,12 +16,8 @@ import {
 import { MIGRATIONS, SqliteStore } from "../src/accounts/sqlite-store.js";
 import { defaultStorePath, StoreError } from "../src/accounts/store.js";
 import { registerKeysCommand } from "../src/cli/keys.js";
-import {
-  checkAuthHost,
-  isLoopbackHost,
-  openServeGate,
-  registerServeCommand,
-} from "../src/cli/serve.js";
+import { openServeGate, registerServeCommand } from "../src/cli/serve.js";
+import { checkAuthHost, isLoopbackHost } from "../src/cli/serve-config.js";
 import { registerUsageCommands } from "../src/cli/usage.js";
 
 let dir: string;
@@ -215,7 +211,7 @@ describe("key file and first start", () => {
 
   it("serve's first start creates an account and a key, writes it to the key file 0600 and prints only where it is", async () => {
     const lines: string[] = [];
-    const first = await openServeGate({ auth: "on", host: "127.0.0.1", admissionWait: 0 }, (l) =>
+    const first = await openServeGate({ auth: "on", admissionWaitMs: 0, store: undefined }, (l) =>
       lines.push(l),
     );
     expect(first.gate).toBeDefined();
@@ -236,7 +232,7 @@ describe("key file and first start", () => {
 
     // The next start finds a key and creates none.
     const later: string[] = [];
-    const second = await openServeGate({ auth: "on", host: "127.0.0.1", admissionWait: 0 }, (l) =>
+    const second = await openServeGate({ auth: "on", admissionWaitMs: 0, store: undefined }, (l) =>
       later.push(l),
     );
     await second.store!.close();
@@ -287,7 +283,9 @@ describe("--auth off", () => {
     expect(() => checkAuthHost({ auth: "on", host: "0.0.0.0" })).not.toThrow();
     const lines: string[] = [];
     expect(
-      await openServeGate({ auth: "off", host: "::1", admissionWait: 0 }, (l) => lines.push(l)),
+      await openServeGate({ auth: "off", admissionWaitMs: 0, store: undefined }, (l) =>
+        lines.push(l),
+      ),
     ).toEqual({
       gate: undefined,
       store: undefined,

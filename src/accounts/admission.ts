@@ -44,7 +44,7 @@ export interface Permit {
   /**
    * Reserves the call's tokens (known once the request is tokenized, before the model runs)
    * against the account's allowance, atomically across replicas.
-   * @throws {AdmissionError} `allowance` when they would take the account past its allowance:
+   * @throws {@link AdmissionError} `allowance` when they would take the account past its allowance:
    *   the call must not run.
    */
   reserve(usage: CallUsage): Promise<void>;
@@ -99,7 +99,10 @@ interface Slot {
 const RETRY_MIN_MS = 250;
 const RETRY_MAX_MS = 60_000;
 
-/** Admits calls against an {@link AccountStore}. One per server process. */
+/**
+ * Admits calls against an {@link AccountStore}. One per server process.
+ * @example `const admission = new Admission(store, { waitMs: 0 });`
+ */
 export class Admission {
   private readonly slots = new Map<number, Slot>();
   private readonly waitMs: number;
@@ -138,7 +141,7 @@ export class Admission {
 
   /**
    * Admits a call presenting `key`.
-   * @throws {AdmissionError} for a missing, unknown or revoked key, a spent allowance, or an
+   * @throws {@link AdmissionError} for a missing, unknown or revoked key, a spent allowance, or an
    *   account with a call in flight here or on another replica (after waiting up to `waitMs`).
    * @example const permit = await admission.admit(key); await permit.reserve(usage); … permit.settle(usage);
    */
@@ -271,7 +274,7 @@ export class Admission {
     });
   }
 
-  /** Waits for the slot to be handed over, up to `waitMs`. @throws {AdmissionError} on time-out. */
+  /** Waits for the slot to be handed over, up to `waitMs`. @throws {@link AdmissionError} on time-out. */
   private waitFor(slot: Slot, account: Account): Promise<void> {
     if (this.waitMs === 0) return Promise.reject(this.busyError(slot, account));
     return new Promise<void>((resolve, reject) => {

@@ -13,8 +13,9 @@ export interface Allowance {
 }
 
 /**
- * The period containing `now` (ms): its start, and its end (when the allowance renews;
- * `undefined` for `total`, which never renews).
+ * The period containing `now` (ms since the epoch, UTC): its start, and its end (when the
+ * allowance renews; `undefined` for `total`, which never renews), both ms.
+ * @example `allowanceWindow("day", Date.UTC(2026, 0, 2, 15))` → `{ start: Date.UTC(2026, 0, 2), end: Date.UTC(2026, 0, 3) }`
  */
 export function allowanceWindow(
   period: AllowancePeriod,

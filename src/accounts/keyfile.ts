@@ -51,7 +51,11 @@ export interface FirstKey {
  * a key for it and writes the key to the key file (replacing an older file, which can only hold a
  * key of another store). Does nothing when any key exists, revoked ones included: revoking every
  * key locks the service until `decisiond keys create`.
- * @returns the new key, to be shown once, or `undefined`.
+ * @param keyFile - where the key is written, mode 0600 (default: {@link apiKeyFilePath})
+ * @returns where the new key went (its account, id and file; the key itself is never returned,
+ *   so it cannot be printed), or `undefined` when the store has a key
+ * @throws the store's error, or the `fs` error when the key file cannot be written
+ * @example `const first = await ensureFirstKey(store); if (first) print(first.keyFile);`
  */
 export async function ensureFirstKey(
   store: AccountStore,

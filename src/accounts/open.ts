@@ -12,8 +12,8 @@ export type StoreLocation =
  * Parses a store URL: `sqlite:PATH` (relative paths from the working directory), or
  * `postgres://user[:password]@host[:port]/db` (also `postgresql://`, with libpq query options such
  * as `?sslmode=require`); `undefined` or empty is the default SQLite file.
- * @throws {Error} naming the accepted forms for anything else.
- * @example parseStoreUrl("sqlite:/var/lib/decisiond/decisiond.db") // → { kind: "sqlite", path: "/var/lib/decisiond/decisiond.db" }
+ * @throws {@link Error} naming the accepted forms for anything else.
+ * @example `parseStoreUrl("sqlite:/var/lib/decisiond/decisiond.db")` → `{ kind: "sqlite", path: "/var/lib/decisiond/decisiond.db" }`
  */
 export function parseStoreUrl(
   value: string | undefined,
@@ -52,7 +52,7 @@ export function redactUrl(url: string): string {
 
 /**
  * Opens (and migrates) the store at a location.
- * @throws {StoreError} for a schema newer than this decisiond; the driver's error when a
+ * @throws {@link StoreError} for a schema newer than this decisiond; the driver's error when a
  *   PostgreSQL database cannot be reached.
  * @example const store = await openStore(parseStoreUrl(process.env.DECISIOND_STORE));
  */

@@ -1,12 +1,12 @@
 import { join } from "node:path";
 import { decisiondHome } from "../models/home.js";
-import { allowanceWindow, type Allowance, type AllowancePeriod } from "./allowance.js";
+import type { Allowance } from "./allowance.js";
 
 /**
  * The accounts store: accounts, API keys (hashed), the usage ledger, allowance reservations and
  * the per-account admission lock, behind one asynchronous interface with two backends:
- * {@link import("./sqlite-store.js").SqliteStore} (one file, one machine; the default) and
- * {@link import("./postgres-store.js").PostgresStore} (several replicas on one database).
+ * `SqliteStore` (sqlite-store.ts: one file, one machine; the default) and `PostgresStore`
+ * (postgres-store.ts: several replicas on one database).
  * Both pass the same suite (test/store.test.ts). Times are milliseconds since the Unix epoch (UTC).
  * Why PostgreSQL and an advisory lock: docs/decisions/040-replicas-on-postgresql.md
  */
@@ -121,6 +121,7 @@ export const RESERVATION_TTL_MS = 10 * 60_000;
 /**
  * The store. Every method may reject with the backend's error when the database cannot be
  * reached; the ones that name an account or key reject with {@link StoreError} when it is unknown.
+ * @example `const store = await openStore(parseStoreUrl(url)); const found = await store.findKey(key);`
  */
 export interface AccountStore {
   /** `sqlite` or `postgres`. */
@@ -131,9 +132,9 @@ export interface AccountStore {
   ping(): Promise<void>;
   close(): Promise<void>;
 
-  /** @throws {StoreError} on a bad or taken name. */
+  /** @throws {@link StoreError} on a bad or taken name. */
   createAccount(name: string): Promise<Account>;
-  /** The account called `name`, created when missing. @throws {StoreError} on a bad name. */
+  /** The account called `name`, created when missing. @throws {@link StoreError} on a bad name. */
   ensureAccount(name: string): Promise<{ account: Account; created: boolean }>;
   findAccount(name: string): Promise<Account | undefined>;
   accountById(id: number): Promise<Account | undefined>;
@@ -141,7 +142,7 @@ export interface AccountStore {
   listAccounts(): Promise<Account[]>;
   /**
    * Sets (or with `undefined` removes) an account's allowance.
-   * @throws {StoreError} for an unknown account or a negative or fractional token count.
+   * @throws {@link StoreError} for an unknown account or a negative or fractional token count.
    */
   setAllowance(name: string, allowance: Allowance | undefined): Promise<Account>;
 
@@ -162,13 +163,13 @@ export interface AccountStore {
     label?: string,
   ): Promise<{ key: string; record: ApiKeyRecord } | undefined>;
   keyById(id: number): Promise<ApiKeyRecord | undefined>;
-  /** Keys, oldest first, of one account or of all. @throws {StoreError} for an unknown account. */
+  /** Keys, oldest first, of one account or of all. @throws {@link StoreError} for an unknown account. */
   listKeys(accountName?: string): Promise<ApiKeyRecord[]>;
   /** How many keys were ever created, revoked ones included. */
   countKeys(): Promise<number>;
   /**
    * Revokes a key; requests with it are refused from then on, on every replica.
-   * @returns the record, and whether it was already revoked. @throws {StoreError} for an unknown id.
+   * @returns the record, and whether it was already revoked. @throws {@link StoreError} for an unknown id.
    */
   revokeKey(id: number): Promise<{ record: ApiKeyRecord; alreadyRevoked: boolean }>;
   /**
@@ -195,7 +196,7 @@ export interface AccountStore {
   dailyUsage(accountId: number, since: number): Promise<DailyUsage[]>;
   /** An account's allowance as of now; `undefined` when it has none. */
   allowanceState(account: Account): Promise<AllowanceState | undefined>;
-  /** Usage per account (all of them, or one). @throws {StoreError} for an unknown account. */
+  /** Usage per account (all of them, or one). @throws {@link StoreError} for an unknown account. */
   usage(accountName?: string): Promise<AccountUsage[]>;
 
   /**
@@ -216,44 +217,3 @@ export interface AccountStore {
    */
   tryLockAccount(accountId: number): Promise<AccountLock | undefined>;
 }
-
-/** Account names: a letter or digit, then up to 63 letters, digits, `.`, `_` or `-`. */
-const ACCOUNT_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
-
-/** @throws {StoreError} on a name that is not an account name. */
-export function checkAccountName(name: string): void {
-  if (!ACCOUNT_NAME.test(name))
-    throw new StoreError(
-      `bad account name "${name}": use up to 64 letters, digits, ".", "_" or "-", starting with a letter or digit`,
-    );
-}
-
-/** @throws {StoreError} on a token count that is not a whole number ≥ 0. */
-export function checkAllowance(allowance: Allowance | undefined): void {
-  if (allowance && !(Number.isSafeInteger(allowance.tokens) && allowance.tokens >= 0))
-    throw new StoreError(`an allowance is a whole number of tokens ≥ 0, got ${allowance.tokens}`);
-}
-
-/** Milliseconds in a UTC day (the ledger's times are UTC; days have no leap seconds in it). */
-export const DAY_MS = 86_400_000;
-
-/**
- * The allowance state from an account's allowance and the tokens used and reserved in its
- * current window (`window` from {@link allowanceWindow}).
- */
-export function allowanceStateOf(
-  allowance: Allowance,
-  used: number,
-  reserved: number,
-  renewsAt: number | undefined,
-): AllowanceState {
-  return {
-    ...allowance,
-    used,
-    reserved,
-    remaining: Math.max(0, allowance.tokens - used - reserved),
-    renewsAt,
-  };
-}
-
-export { allowanceWindow, type AllowancePeriod };

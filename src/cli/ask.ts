@@ -138,7 +138,7 @@ export function registerAskCommand(program: Command): Command {
 
 /**
  * The request the flags describe.
- * @throws {InvalidArgumentError} naming the flag at fault.
+ * @throws {@link InvalidArgumentError} naming the flag at fault.
  */
 function buildRequest(flags: AskFlags): DecideRequest {
   if (flags.state === undefined)
@@ -176,7 +176,7 @@ function buildRequest(flags: AskFlags): DecideRequest {
 
 /**
  * A JSON argument: inline JSON, `@file` with JSON, or `@-` for stdin.
- * @throws {InvalidArgumentError} when the file cannot be read or the text is not JSON.
+ * @throws {@link InvalidArgumentError} when the file cannot be read or the text is not JSON.
  */
 export function parseJsonArgument(flag: string, value: string): unknown {
   let text = value;
@@ -216,7 +216,7 @@ export function parseJsonArgument(flag: string, value: string): unknown {
  * (the options speak for themselves).
  *
  * @returns `[id, question]` in the API's shape.
- * @throws {InvalidArgumentError} when the spec has no id, no question (noul), or no options.
+ * @throws {@link InvalidArgumentError} when the spec has no id, no question (noul), or no options.
  */
 export function parseQuestionSpec(
   kind: "choice" | "noul" | "score",
@@ -304,7 +304,7 @@ const MEDIA_TYPES: Record<string, { mime: string; flag: "--image" | "--video" }>
   ".mp4": { mime: "video/mp4", flag: "--video" },
 };
 
-/** A data URL given as is, or a file read into one. @throws {InvalidArgumentError} */
+/** A data URL given as is, or a file read into one. @throws {@link InvalidArgumentError} */
 function mediaDataUrl(flag: "--image" | "--video", value: string): string {
   if (value.startsWith("data:")) return value;
   const type = MEDIA_TYPES[extname(value).toLowerCase()];

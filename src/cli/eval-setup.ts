@@ -134,9 +134,9 @@ export function openEngine(model: ResolvedModel, flags: ModelFlags): Promise<Eng
   return openLlamaEngine({
     modelPath: model.modelPath,
     id: model.modelId,
-    ...(model.adapterPath ? { adapterPath: model.adapterPath } : {}),
-    ...(flags.contextSize ? { contextSize: flags.contextSize } : {}),
-    ...(flags.threads ? { threads: flags.threads } : {}),
+    adapterPath: model.adapterPath,
+    contextSize: flags.contextSize,
+    threads: flags.threads,
   });
 }
 

@@ -1,4 +1,4 @@
-import type { Command } from "commander";
+import { Option, type Command } from "commander";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import type { DebiasMode } from "../decision/decide.js";
@@ -119,10 +119,10 @@ export function registerEvalCommand(program: Command): Command {
       positiveInt,
     )
     .option("--seed <n>", "seed of the --options draw", (v) => Number.parseInt(v, 10), 0)
-    .option(
-      "--datasets-dir <dir>",
-      "folder of the datasets (env DECISIOND_DATASETS)",
-      process.env.DECISIOND_DATASETS ?? "../shared/datasets",
+    .addOption(
+      new Option("--datasets-dir <dir>", "folder of the datasets")
+        .env("DECISIOND_DATASETS")
+        .default("../shared/datasets"),
     )
     .action((_local: ConvertFlags, command: Command) => {
       // `eval` has its own --limit and --split, and commander hands options it sees anywhere on
@@ -167,8 +167,8 @@ async function runEvalCommand(flags: EvalFlags, command: string): Promise<void> 
       systems.push(
         await openNodeLlamaCppBaseline({
           modelPath: model.modelPath,
-          ...(flags.contextSize ? { contextSize: flags.contextSize } : {}),
-          ...(flags.threads ? { threads: flags.threads } : {}),
+          contextSize: flags.contextSize,
+          threads: flags.threads,
         }),
       );
     runs = await runEvaluation(items, systems, {

@@ -1,8 +1,9 @@
-import { InvalidArgumentError, Option, type Command } from "commander";
+import { InvalidArgumentError, type Command } from "commander";
 import Table from "cli-table3";
 import { openStore, parseStoreUrl } from "../accounts/open.js";
 import type { AccountStore } from "../accounts/store.js";
 import { keyView } from "../console/views.js";
+import { storeOption } from "./options.js";
 
 /** The JSON fields' ISO times, shared with the console's views (`null` for never). */
 export { isoTime } from "../console/views.js";
@@ -11,6 +12,7 @@ export { isoTime } from "../console/views.js";
  * `decisiond keys create|list|revoke`: API keys in the accounts store (`--store`, default
  * `sqlite:$DECISIOND_HOME/decisiond.db`). They work while `serve` runs: a revoked key is refused on its
  * next request.
+ * @example `registerKeysCommand(program);`
  */
 export function registerKeysCommand(program: Command): void {
   const keys = program.command("keys").description("create, list and revoke API keys");
@@ -95,14 +97,6 @@ function keyId(value: string): number {
   if (!Number.isSafeInteger(n) || n <= 0)
     throw new InvalidArgumentError(`expected a key id (a number from keys list), got "${value}"`);
   return n;
-}
-
-/** `--store URL` (env `DECISIOND_STORE`): `sqlite:PATH` (default) or `postgres://user@host:port/db`. */
-export function storeOption(): Option {
-  return new Option(
-    "--store <url>",
-    "accounts store: sqlite:PATH or postgres://user@host:port/db (env DECISIOND_STORE; default sqlite:$DECISIOND_HOME/decisiond.db)",
-  ).env("DECISIOND_STORE");
 }
 
 /** Opens the store at `url` (see {@link parseStoreUrl}), runs `fn`, closes the store. */

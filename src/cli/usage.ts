@@ -2,11 +2,14 @@ import { InvalidArgumentError, type Command } from "commander";
 import { ALLOWANCE_PERIODS, type AllowancePeriod } from "../accounts/allowance.js";
 import type { AccountUsage } from "../accounts/store.js";
 import { allowanceView } from "../console/views.js";
-import { err, isoTime, out, storeOption, table, time, withStore } from "./keys.js";
+import { err, isoTime, out, table, time, withStore } from "./keys.js";
+import { storeOption } from "./options.js";
 
 /**
  * `decisiond usage [--account NAME]` (calls and tokens from the ledger, and each allowance) and
- * `decisiond accounts list|create|set-allowance`.
+ * `decisiond accounts list|create|set-allowance`, on the store of `--store` (see
+ * {@link storeOption}).
+ * @example `registerUsageCommands(program);`
  */
 export function registerUsageCommands(program: Command): void {
   program

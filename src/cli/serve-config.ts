@@ -1,0 +1,366 @@
+import { InvalidArgumentError, Option } from "commander";
+import { readFileSync } from "node:fs";
+import { isLoopbackName } from "../api/host.js";
+import { checkAdminToken } from "../console/plugin.js";
+import type { DebiasMode } from "../decision/decide.js";
+import { parseEngineList, type EngineSpec } from "../engine/remote/index.js";
+import { DEFAULT_MODEL } from "../models/catalogue.js";
+import type { ServiceSettings } from "../server.js";
+import {
+  byteSize,
+  milliseconds,
+  oneOf,
+  port,
+  positiveInt,
+  readoutOf,
+  storeOption,
+  type ReadoutFlags,
+} from "./options.js";
+
+/**
+ * The configuration of `decisiond serve`: its flags, each also read from a `DECISIOND_*`
+ * environment variable (commander's `Option.env()`; a flag wins over its variable), turned once
+ * into a typed, validated {@link ServeConfig} that is passed down whole.
+ * Why this shape: docs/decisions/060-configuration-built-once.md
+ */
+
+type OnOff = "on" | "off";
+
+/** `serve`'s options as commander parses them, before {@link toServeConfig}. */
+export interface ServeFlags extends ReadoutFlags {
+  host: string;
+  port: number;
+  model: string;
+  mmproj?: string;
+  adapter?: string;
+  imageSize?: number;
+  videoFrames?: number;
+  videoMaxSeconds?: number;
+  contextSize?: number;
+  threads?: number;
+  parallel?: number;
+  bodyLimit?: number;
+  prefixCache?: number;
+  debias: DebiasMode;
+  logLevel: string;
+  auth: OnOff;
+  admissionWait: number;
+  queue?: number;
+  deadline?: number;
+  requestTimeout?: number;
+  console: OnOff;
+  adminTokenFile?: string;
+  store?: string;
+  drainTimeout: number;
+  engine: EngineSpec[];
+  engineDeadline: number;
+}
+
+/** The configuration `serve` runs with: built once by {@link toServeConfig}, then only read. */
+export interface ServeConfig {
+  /** What the service starts with (HTTP, operations, engine, vision, readout), passed whole. */
+  readonly service: ServiceSettings & { readonly host: string; readonly port: number };
+  /** `--model`: a catalogue name, or a path to a GGUF file (one ending in `.gguf` or existing). */
+  readonly model: string;
+  /** `--mmproj`: the multimodal projector of a `--model PATH`. */
+  readonly mmproj: string | undefined;
+  /** `--adapter`: a GGUF LoRA path, `none`, or `undefined` for the catalogue model's own. */
+  readonly adapter: string | undefined;
+  /** `--auth`: `off` only on a loopback host (checked here). */
+  readonly auth: OnOff;
+  /** `--admission-wait`: ms a request may wait for its account's slot before 429. */
+  readonly admissionWaitMs: number;
+  /** `--store`: the accounts store URL; `undefined` for the default SQLite file. */
+  readonly store: string | undefined;
+  /** `--console`: the web console at `/console`. */
+  readonly console: OnOff;
+  /** The console's admin token, checked; `undefined` with none given or `--console off`. */
+  readonly adminToken: string | undefined;
+  /** `--drain-timeout`: ms requests in flight may take after SIGTERM. */
+  readonly drainTimeoutMs: number;
+  /** `--engine`: remote engines to read decisions from; empty to load the model in-process. */
+  readonly engines: readonly EngineSpec[];
+  /** `--engine-deadline`: ms one engine call may take, retries included. */
+  readonly engineDeadlineMs: number;
+}
+
+/**
+ * A `serve` option read from `--flag`, else from the variable `env`, else its default.
+ * @param parse - the value's parser, for the flag and the variable alike (an empty variable is a
+ *   value, checked as any other)
+ */
+function envOption<T>(
+  flags: string,
+  description: string,
+  env: string,
+  parse?: (value: string) => T,
+): Option {
+  const option = new Option(flags, description).env(env);
+  return parse ? option.argParser(parse) : option;
+}
+
+/** `--engine KIND=URL`, repeatable; its variable holds a comma-separated list. */
+function engineList(value: string, previous: EngineSpec[]): EngineSpec[] {
+  try {
+    return [...previous, ...parseEngineList(value)];
+  } catch (error) {
+    throw new InvalidArgumentError((error as Error).message);
+  }
+}
+
+/**
+ * Every option of `decisiond serve`, in the order `--help` lists them.
+ * @returns new `Option`s, each with its `DECISIOND_*` variable (`--store` shares
+ *   {@link storeOption} with `keys`, `accounts` and `usage`).
+ * @example for (const option of serveOptions()) command.addOption(option);
+ */
+export function serveOptions(): Option[] {
+  const onOff = oneOf<OnOff>("on", "off");
+  return [
+    envOption("--host <host>", "address to bind", "DECISIOND_HOST").default("127.0.0.1"),
+    envOption("--port <port>", "port to listen on", "DECISIOND_PORT", port).default(8080),
+    envOption(
+      "--model <name|path>",
+      "catalogue model name, or path to a GGUF file",
+      "DECISIOND_MODEL",
+    ).default(DEFAULT_MODEL),
+    envOption(
+      "--adapter <path|none>",
+      "GGUF LoRA adapter applied on the model; none for the base alone (default: the catalogue model's shipped decision-tuned adapter)",
+      "DECISIOND_ADAPTER",
+    ),
+    envOption(
+      "--mmproj <path>",
+      "multimodal projector GGUF for a --model PATH: serve it as a vision model",
+      "DECISIOND_MMPROJ",
+    ),
+    envOption(
+      "--image-size <pixels>",
+      "vision: side of the square images fed to the projector (default: the projector's)",
+      "DECISIOND_IMAGE_SIZE",
+      positiveInt,
+    ),
+    envOption(
+      "--video-frames <n>",
+      "vision: frames sampled from a video, capped by the context (default 8)",
+      "DECISIOND_VIDEO_FRAMES",
+      positiveInt,
+    ),
+    envOption(
+      "--video-max-seconds <s>",
+      "vision: longest video accepted (default 60)",
+      "DECISIOND_VIDEO_MAX_SECONDS",
+      positiveInt,
+    ),
+    envOption(
+      "--context-size <tokens>",
+      "tokens per request: prefix + longest question",
+      "DECISIOND_CONTEXT_SIZE",
+      positiveInt,
+    ),
+    envOption(
+      "--threads <n>",
+      "CPU threads (default: physical cores)",
+      "DECISIOND_THREADS",
+      positiveInt,
+    ),
+    envOption(
+      "--parallel <n>",
+      "question branches evaluated side by side (default 1 on CPU, 16 on GPU)",
+      "DECISIOND_PARALLEL",
+      positiveInt,
+    ),
+    envOption(
+      "--prefix-cache <size>",
+      "memory for snapshots of evaluated prefixes (states), e.g. 512MiB; 0 turns it off (default 512MiB)",
+      "DECISIOND_PREFIX_CACHE",
+      byteSize,
+    ),
+    envOption(
+      "--body-limit <size>",
+      "largest request body, e.g. 16MiB",
+      "DECISIOND_BODY_LIMIT",
+      byteSize,
+    ),
+    envOption(
+      "--debias <mode>",
+      "option-order debiasing: off, reverse or cyclic",
+      "DECISIOND_DEBIAS",
+      oneOf<DebiasMode>("off", "reverse", "cyclic"),
+    ).default("off"),
+    envOption(
+      "--labels <style>",
+      "choice labels: words (option ids after an Answer: cue) or fixed (letters) (default words)",
+      "DECISIOND_LABELS",
+      oneOf<"words" | "fixed">("words", "fixed"),
+    ),
+    envOption(
+      "--content-free <on|off>",
+      "contextual calibration against content-free states (default on)",
+      "DECISIOND_CONTENT_FREE",
+      onOff,
+    ),
+    envOption(
+      "--examples <on|off>",
+      "in-context examples before every request (default on)",
+      "DECISIOND_EXAMPLES",
+      onOff,
+    ),
+    envOption(
+      "--question-contrast <on|off>",
+      "yes/no answers read against the state alone (default on)",
+      "DECISIOND_QUESTION_CONTRAST",
+      onOff,
+    ),
+    envOption("--log-level <level>", "pino log level", "DECISIOND_LOG_LEVEL").default("info"),
+    envOption(
+      "--auth <on|off>",
+      "require API keys; off is for local development and only on a loopback host",
+      "DECISIOND_AUTH",
+      onOff,
+    ).default("on"),
+    envOption(
+      "--admission-wait <ms>",
+      "how long a request may wait while its account has another in flight, then 429",
+      "DECISIOND_ADMISSION_WAIT",
+      milliseconds,
+    ).default(0),
+    envOption(
+      "--queue <n>",
+      "requests admitted at once (running or waiting for the model); one more gets 503 with Retry-After (default 16)",
+      "DECISIOND_QUEUE",
+      positiveInt,
+    ),
+    envOption(
+      "--deadline <ms>",
+      "longest a request may wait and run, then 503 and its work is cancelled; 0 for none (default 300000)",
+      "DECISIOND_DEADLINE",
+      milliseconds,
+    ),
+    envOption(
+      "--request-timeout <ms>",
+      "longest time to receive a whole request, headers and body, then 408 (default 30000)",
+      "DECISIOND_REQUEST_TIMEOUT",
+      milliseconds,
+    ),
+    envOption(
+      "--console <on|off>",
+      "the web console at /console: API keys, usage, playground",
+      "DECISIOND_CONSOLE",
+      onOff,
+    ).default("on"),
+    storeOption(),
+    envOption(
+      "--drain-timeout <ms>",
+      "on SIGTERM, how long requests in flight may take to finish before the process exits anyway",
+      "DECISIOND_DRAIN_TIMEOUT",
+      milliseconds,
+    ).default(30_000),
+    envOption(
+      "--admin-token-file <path>",
+      "file holding the console's admin token (or the token itself in DECISIOND_ADMIN_TOKEN); none: admin sign-in is off",
+      "DECISIOND_ADMIN_TOKEN_FILE",
+    ),
+    new Option(
+      "--engine <KIND=URL>",
+      "a remote engine to read decisions from instead of loading the model: llama-server=URL or vllm=URL; repeat for several (comma-separated in the variable)",
+    )
+      .env("DECISIOND_ENGINE")
+      .argParser(engineList)
+      .default([]),
+    envOption(
+      "--engine-deadline <ms>",
+      "with --engine: longest time one engine call may take, retries on other engines included, before 503",
+      "DECISIOND_ENGINE_DEADLINE",
+      milliseconds,
+    ).default(30_000),
+  ];
+}
+
+/**
+ * Validates `serve`'s options once and gives them their typed shape.
+ * @param flags - what commander parsed from {@link serveOptions}
+ * @param env - where `DECISIOND_ADMIN_TOKEN` is read (the one setting with no flag: a secret)
+ * @returns the configuration, whose `service` part `startService` takes whole
+ * @throws Error for `--auth off` on a host that is not loopback, an unreadable admin token
+ *   file or a weak admin token (see {@link readAdminToken})
+ * @example const config = toServeConfig(command.opts<ServeFlags>());
+ */
+export function toServeConfig(
+  flags: ServeFlags,
+  env: NodeJS.ProcessEnv = process.env,
+): ServeConfig {
+  checkAuthHost(flags);
+  return {
+    service: {
+      host: flags.host,
+      port: flags.port,
+      // 0 leaves the app's default, as for a flag not given.
+      bodyLimit: flags.bodyLimit || undefined,
+      requestTimeoutMs: flags.requestTimeout || undefined,
+      queueCapacity: flags.queue,
+      deadlineMs: flags.deadline,
+      logger: { level: flags.logLevel },
+      contextSize: flags.contextSize,
+      threads: flags.threads,
+      parallelBranches: flags.parallel,
+      prefixCacheBytes: flags.prefixCache,
+      imageSize: flags.imageSize,
+      videoFrames: flags.videoFrames,
+      videoMaxSeconds: flags.videoMaxSeconds,
+      debias: flags.debias,
+      readout: readoutOf(flags),
+    },
+    model: flags.model,
+    mmproj: flags.mmproj,
+    adapter: flags.adapter,
+    auth: flags.auth,
+    admissionWaitMs: flags.admissionWait,
+    store: flags.store,
+    console: flags.console,
+    adminToken: flags.console === "on" ? readAdminToken(flags, env) : undefined,
+    drainTimeoutMs: flags.drainTimeout,
+    engines: flags.engine,
+    engineDeadlineMs: flags.engineDeadline,
+  };
+}
+
+/**
+ * Whether `host` binds to loopback only: `localhost`, 127.0.0.0/8 or ::1 (also as
+ * `::ffff:127.x.y.z` or in brackets); not other `*.localhost` names (see {@link isLoopbackName}).
+ * @example isLoopbackHost("::1") // → true
+ */
+export function isLoopbackHost(host: string): boolean {
+  return isLoopbackName(host);
+}
+
+/** @throws Error for `--auth off` on a host that is not loopback. */
+export function checkAuthHost(flags: Pick<ServeFlags, "auth" | "host">): void {
+  if (flags.auth === "off" && !isLoopbackHost(flags.host))
+    throw new Error(
+      `--auth off is only allowed on a loopback address (127.0.0.1, ::1, localhost), not --host ${flags.host}: ` +
+        "anyone who can reach the port could use the service without a key",
+    );
+}
+
+/**
+ * The console's admin token: the content of `--admin-token-file` (one trailing newline dropped),
+ * else `DECISIOND_ADMIN_TOKEN`; `undefined` when neither is given (admin sign-in off).
+ * @throws Error for an unreadable file or a weak token (see {@link checkAdminToken}).
+ */
+export function readAdminToken(
+  flags: Pick<ServeFlags, "adminTokenFile">,
+  env: NodeJS.ProcessEnv = process.env,
+): string | undefined {
+  let token: string | undefined;
+  if (flags.adminTokenFile !== undefined) {
+    try {
+      token = readFileSync(flags.adminTokenFile, "utf8").replace(/\r?\n$/, "");
+    } catch (error) {
+      throw new Error(
+        `cannot read the admin token file ${flags.adminTokenFile}: ${(error as Error).message}`,
+      );
+    }
+  } else if (env.DECISIOND_ADMIN_TOKEN) token = env.DECISIOND_ADMIN_TOKEN;
+  return token === undefined ? undefined : checkAdminToken(token);
+}
