@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { isCommonRequest } from "../src/api/fast-check.js";
-import { SystemOneRequestSchema } from "../src/api/schemas.js";
+import { SystemOneRequestSchema } from "../src/protocol/schemas.js";
 
 /**
  * The compiled fast check (src/api/fast-check.ts) lets a body skip zod. That is only sound if

@@ -8,7 +8,10 @@ import { PromptTextError } from "../engine/types.js";
 import { MediaInputError } from "../media/errors.js";
 import { decodeRequestMedia, type MediaOptions } from "../media/request.js";
 import { installDecompression } from "./decompress.js";
-import { apiError, detailsFromZod, HttpError, validationError } from "./errors.js";
+import { DEFAULT_BODY_LIMIT } from "../protocol/limits.js";
+import { ApiError, Errors, errorTypeOf, HttpError, validationError } from "../protocol/errors.js";
+import { SystemOneRequestSchema } from "../protocol/schemas.js";
+import { detailsFromZod } from "../protocol/validation.js";
 import { isCommonRequest } from "./fast-check.js";
 import { admittedTicket, installGate, type Gate } from "./gate.js";
 import { requireLoopbackHost } from "./host.js";
@@ -17,7 +20,6 @@ import { jsonShapeProblems } from "./json-shape.js";
 import { Lifecycle } from "./lifecycle.js";
 import { createMetrics } from "./metrics.js";
 import { openApiDocument } from "./openapi.js";
-import { SystemOneRequestSchema } from "./schemas.js";
 import { toDecisionRequest } from "./translate.js";
 import { DeadlineError, WorkQueue, type WorkQueueOptions } from "./work-queue.js";
 
@@ -102,8 +104,7 @@ const READY_CHECK_MS = 2000;
 /** 30 s, the default time to receive a whole request. */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
 
-/** 16 MiB, the default request body limit. */
-export const DEFAULT_BODY_LIMIT = 16 * 1024 * 1024;
+export { DEFAULT_BODY_LIMIT };
 
 /**
  * Builds the Fastify app: `POST /v1/systemone`, `GET /v1/models`, `GET /healthz` (alive),
@@ -207,12 +208,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     if (request.method !== "POST" || request.routeOptions.url !== "/v1/systemone") return;
     if (lifecycle.draining) {
       void reply.header("connection", "close");
-      throw apiError(
-        503,
-        "shutting_down",
-        "this decisiond replica is shutting down and takes no new requests; retry (another replica will answer)",
-        { "retry-after": "1" },
-      );
+      throw new ApiError(Errors.shuttingDown, [], { headers: { "retry-after": "1" } });
     }
     lifecycle.enter();
     reply.raw.once("close", () => lifecycle.leave());
@@ -242,13 +238,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     }
     request.log.error({ err: error }, "internal fault");
     if (request.routeOptions.url === "/v1/systemone") metrics.engineErrors.inc();
-    void reply.code(500).send({
-      detail: {
-        error_type: "internal_error",
-        message: `internal error; quote request id ${request.id} when reporting it`,
-        request_id: request.id,
-      },
-    });
+    const fault = new ApiError(Errors.internal, [request.id]);
+    void reply.code(fault.statusCode).send(withRequestId(fault.body, request.id));
   });
 
   const queue = new WorkQueue(options.queue);
@@ -361,8 +352,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
           return;
         }
         if (error instanceof DeadlineError)
-          throw apiError(503, "deadline_exceeded", `${error.message}; retry later`, {
-            "retry-after": String(Math.max(1, Math.ceil(queue.deadlineMs / 4000))),
+          throw new ApiError(Errors.deadlineExceeded, [error.deadlineMs], {
+            headers: { "retry-after": String(Math.max(1, Math.ceil(queue.deadlineMs / 4000))) },
           });
         if (error instanceof StateTooLongError)
           throw validationError([
@@ -406,18 +397,6 @@ function withRequestId(body: unknown, requestId: string): unknown {
   const detail = (body as { detail?: unknown }).detail;
   if (typeof detail !== "object" || detail === null || Array.isArray(detail)) return body;
   return { ...body, detail: { ...detail, request_id: requestId } };
-}
-
-/** The `error_type` of an error body (`validation_error` for a 422 list), "" when it has none. */
-function errorTypeOf(payload: string): string {
-  try {
-    const detail = (JSON.parse(payload) as { detail?: unknown }).detail;
-    if (Array.isArray(detail)) return "validation_error";
-    const type = (detail as { error_type?: unknown } | undefined)?.error_type;
-    return typeof type === "string" ? type : "";
-  } catch {
-    return "";
-  }
 }
 
 /** `promise`, or a rejection with `message` after `ms`. */
@@ -536,30 +515,19 @@ function answeredName(model: ServedModel, requested: string): string {
 
 /** The 404 body of a request to no route. */
 function notFoundBody(request: FastifyRequest) {
-  return {
-    detail: { error_type: "not_found", message: `no route ${request.method} ${request.url}` },
-  };
+  return new ApiError(Errors.routeNotFound, [request.method, request.url]).body;
 }
 
 /** Bodies of Fastify's own 4xx errors (size, media type, empty body), in the API's error shape. */
 function clientErrorBody(error: Error & { statusCode?: number; code?: string }, bodyLimit: number) {
   switch (error.code) {
     case "FST_ERR_CTP_BODY_TOO_LARGE":
-      return {
-        detail: {
-          error_type: "request_too_large",
-          message: `the request body exceeds the limit of ${bodyLimit} bytes (${(bodyLimit / 1048576).toFixed(0)} MiB)`,
-        },
-      };
+      return new ApiError(Errors.requestTooLarge, [bodyLimit, (bodyLimit / 1048576).toFixed(0)])
+        .body;
     case "FST_ERR_CTP_INVALID_MEDIA_TYPE":
-      return {
-        detail: {
-          error_type: "unsupported_media_type",
-          message: "the body must be JSON sent with Content-Type: application/json",
-        },
-      };
+      return new ApiError(Errors.unsupportedMediaType).body;
     default:
-      return { detail: { error_type: "invalid_request", message: error.message } };
+      return new ApiError(Errors.invalidRequest, [error.message]).body;
   }
 }
 

@@ -5,8 +5,8 @@ import {
   MAX_SCORE_LEVELS,
   MIN_CHOICE_OPTIONS,
   MIN_SCORE_LEVELS,
-  type SystemOneRequest,
-} from "./schemas.js";
+} from "../protocol/limits.js";
+import type { SystemOneRequest } from "../protocol/schemas.js";
 
 /**
  * A compiled check (Ajv, JSON Schema draft-07) of the common request body: `model`, `state` and

@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { AdmissionError, type Admission, type AdmissionRefusal } from "../accounts/admission.js";
-import { apiError, type HttpError } from "./errors.js";
+import { bearerKey, WWW_AUTHENTICATE } from "../protocol/bearer.js";
+import { ApiError, Errors, type HttpError } from "../protocol/errors.js";
 
 /**
  * Admission of a request before it reaches the model (authentication, per-account concurrency,
@@ -66,10 +67,7 @@ export function accountGate(admission: Admission, keys?: KeyLookup): Gate {
     async authenticate(request) {
       const key = bearerKey(request.headers.authorization);
       if (key === undefined || key === "")
-        throw refusalError({
-          kind: "authentication",
-          message: "missing API key: send it as Authorization: Bearer <key>",
-        });
+        throw new ApiError(Errors.missingKey, [], { headers: WWW_AUTHENTICATE });
       if (!keys) return;
       const found = await keys.findKey(key);
       // The wording is Admission's, which checks again when it admits.
@@ -104,44 +102,19 @@ export function accountGate(admission: Admission, keys?: KeyLookup): Gate {
   };
 }
 
-/**
- * The key of an `Authorization: Bearer <key>` header (scheme case-insensitive), `undefined` when
- * the header is absent. @throws {HttpError} 401 for another scheme or a malformed header.
- */
-export function bearerKey(header: string | undefined): string | undefined {
-  if (header === undefined || header.trim() === "") return undefined;
-  const match = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(header);
-  if (!match)
-    throw apiError(
-      401,
-      "authentication_error",
-      "the Authorization header must be Bearer <key>",
-      WWW_AUTHENTICATE,
-    );
-  return match[1];
-}
-
-const WWW_AUTHENTICATE = { "www-authenticate": 'Bearer realm="decisiond"' };
-
 /** A refusal as an HTTP error: 401 `authentication_error`, 429 `concurrency_limit` / `allowance_exhausted`. */
 export function refusalError(refusal: AdmissionRefusal): HttpError {
   switch (refusal.kind) {
     case "authentication":
-      return apiError(401, "authentication_error", refusal.message, WWW_AUTHENTICATE);
+      return new ApiError(Errors.keyRefused, [refusal.message], { headers: WWW_AUTHENTICATE });
     case "concurrency":
-      return apiError(
-        429,
-        "concurrency_limit",
-        refusal.message,
-        retryHeaders(refusal.retryAfterMs),
-      );
+      return new ApiError(Errors.concurrencyLimit, [refusal.message], {
+        headers: retryHeaders(refusal.retryAfterMs),
+      });
     case "allowance":
-      return apiError(
-        429,
-        "allowance_exhausted",
-        refusal.message,
-        refusal.retryAfterMs === undefined ? {} : retryHeaders(refusal.retryAfterMs),
-      );
+      return new ApiError(Errors.allowanceExhausted, [refusal.message], {
+        headers: refusal.retryAfterMs === undefined ? {} : retryHeaders(refusal.retryAfterMs),
+      });
   }
 }
 

@@ -1,4 +1,5 @@
-import type { ValidationDetail } from "./errors.js";
+import type { ValidationDetail } from "../protocol/errors.js";
+import { MAX_JSON_DEPTH } from "../protocol/limits.js";
 
 /**
  * Checks on a parsed body that both validators (./fast-check.ts and zod) run behind, so they
@@ -10,9 +11,6 @@ import type { ValidationDetail } from "./errors.js";
  * - no question or option id `__proto__` (JSON.parse keeps it as an own key; zod dropped it
  *   silently, so the question went unanswered).
  */
-
-/** Deepest nesting of arrays and objects accepted anywhere in a body (the body itself is 1). */
-export const MAX_JSON_DEPTH = 64;
 
 /**
  * The problems of a parsed JSON body, as 422 details (empty when there are none). Walks the value

@@ -1,4 +1,4 @@
-import { validationError } from "./errors.js";
+import { validationError } from "../protocol/errors.js";
 
 /**
  * The content types parsed as JSON: `application/json` and `application/<x>+json`, any case,

@@ -6,7 +6,7 @@ import {
   SystemOneRequestSchema,
   SystemOneResponseSchema,
   ValidationErrorSchema,
-} from "./schemas.js";
+} from "../protocol/schemas.js";
 
 /**
  * `GET /openapi.json`: an OpenAPI 3.1 document whose schemas are generated (`z.toJSONSchema`)

@@ -1,5 +1,5 @@
 import type { DecisionRequest, Json, Question, TextValue } from "../decision/types.js";
-import type { SystemOneRequest } from "./schemas.js";
+import type { SystemOneRequest } from "../protocol/schemas.js";
 
 /**
  * The validated wire request as the decision layer's {@link DecisionRequest}: questions and

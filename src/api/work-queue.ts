@@ -1,4 +1,4 @@
-import { apiError, type HttpError } from "./errors.js";
+import { ApiError, Errors } from "../protocol/errors.js";
 
 /**
  * Bounds the work waiting for the model: at most `capacity` decisions are admitted at once
@@ -98,13 +98,10 @@ export class WorkQueue {
     }
   }
 
-  private overloaded(): HttpError {
+  private overloaded(): ApiError {
     const ms = Math.round(Math.min(60_000, Math.max(1000, this.typicalMs * this.admitted)));
-    return apiError(
-      503,
-      "overloaded",
-      `the server has ${this.admitted} requests waiting for the model, its limit; retry in about ${Math.ceil(ms / 1000)} s`,
-      { "retry-after": String(Math.ceil(ms / 1000)), "retry-after-ms": String(ms) },
-    );
+    return new ApiError(Errors.overloaded, [this.admitted, Math.ceil(ms / 1000)], {
+      headers: { "retry-after": String(Math.ceil(ms / 1000)), "retry-after-ms": String(ms) },
+    });
   }
 }

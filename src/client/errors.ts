@@ -1,9 +1,6 @@
-/** One entry of a 422 body: where (`loc`, starting with "body"), what (`msg`) and a `type`. */
-export interface ValidationDetail {
-  loc: (string | number)[];
-  msg: string;
-  type: string;
-}
+import type { ValidationDetail } from "../protocol/errors.js";
+
+export type { ValidationDetail };
 
 /** The fields of a {@link DecisiondError}. */
 export interface DecisiondErrorInit {

@@ -1,19 +1,20 @@
 import { z } from "zod";
+import {
+  MAX_CHOICE_OPTIONS,
+  MAX_QUESTIONS,
+  MAX_SCORE_LEVELS,
+  MIN_CHOICE_OPTIONS,
+  MIN_SCORE_LEVELS,
+} from "./limits.js";
 
 /**
  * Request and response schemas of `POST /v1/systemone`, in the shapes of the System One API.
  * The same schemas validate requests and generate `GET /openapi.json`.
  *
- * Limits (System One API docs; jevcompat SPEC §3): 1–16 questions; choice 2–255 options; score
- * 2–10 levels; instructions and descriptions are text: a non-empty string, or an object or array
- * (structured text); one image or one video.
+ * Limits (./limits.ts): 1–16 questions; choice 2–255 options; score 2–10 levels; instructions and
+ * descriptions are text: a non-empty string, or an object or array (structured text); one image
+ * or one video.
  */
-
-export const MAX_QUESTIONS = 16;
-export const MIN_CHOICE_OPTIONS = 2;
-export const MAX_CHOICE_OPTIONS = 255;
-export const MIN_SCORE_LEVELS = 2;
-export const MAX_SCORE_LEVELS = 10;
 
 /** Any JSON value. */
 export const JsonValue = z.json();
@@ -128,7 +129,10 @@ export const SystemOneRequestSchema = z.object({
   videos: z.array(DataUrl).length(1, "Send exactly one video").optional(),
 });
 
+/** The body of `POST /v1/systemone`: model, state, 1–16 questions, optionally one image or video. */
 export type SystemOneRequest = z.infer<typeof SystemOneRequestSchema>;
+/** One question of a request (`choice`, `noul` or `score`). */
+export type Question = SystemOneRequest["questions"][string];
 
 const Probabilities = z.record(z.string(), z.number().min(0).max(1));
 
@@ -173,7 +177,10 @@ export const SystemOneResponseSchema = z.object({
   }),
 });
 
+/** The answer to a {@link SystemOneRequest}: `{model, answers, usage}`. */
 export type SystemOneResponse = z.infer<typeof SystemOneResponseSchema>;
+/** One answer of a response, discriminated by `type`. */
+export type Answer = SystemOneResponse["answers"][string];
 
 /** One entry of `GET /v1/models`. */
 export const ModelEntrySchema = z.object({
@@ -181,6 +188,9 @@ export const ModelEntrySchema = z.object({
   description: z.string(),
   release_date: z.string(),
 });
+
+/** One model served (`GET /v1/models`). */
+export type ModelEntry = z.infer<typeof ModelEntrySchema>;
 
 /** A validation failure (FastAPI shape): 422 `{"detail": [{loc, msg, type}]}`. */
 export const ValidationErrorSchema = z.object({
