@@ -28,6 +28,7 @@ export {
   type ValidationDetail,
   type ValidationErrorBody,
 } from "./errors.js";
+export { requestJsonSchema, type JsonSchema } from "./json-schema.js";
 export * from "./limits.js";
 export { CLIENT_DEFAULT_ALIAS, PUBLIC_MODEL_NAME } from "./models.js";
 export {

@@ -9,78 +9,131 @@ import {
 
 /**
  * Request and response schemas of `POST /v1/systemone`, in the shapes of the System One API.
- * The same schemas validate requests and generate `GET /openapi.json`.
+ * The same schemas validate requests (as JSON Schema, ./json-schema.ts) and generate
+ * `GET /openapi.json`; zod words the 422 details.
  *
  * Limits (./limits.ts): 1–16 questions; choice 2–255 options; score 2–10 levels; instructions and
  * descriptions are text: a non-empty string, or an object or array (structured text); one image
  * or one video.
  */
 
-/** Any JSON value. */
-export const JsonValue = z.json();
+/**
+ * What a refinement checks, as JSON Schema keywords, for the validator's JSON Schema: zod cannot
+ * express a `superRefine` there. `replace` stands for the whole schema instead of adding to it.
+ * Not used by the OpenAPI document, which states these limits in words.
+ */
+export type JsonSchemaExtra = Record<string, unknown> & { replace?: Record<string, unknown> };
+
+/** The {@link JsonSchemaExtra} of each schema that has one (read by ./json-schema.ts). */
+export const jsonSchemaExtras = z.registry<JsonSchemaExtra>();
+
+/** `schema`, with `extra` recorded for the validator's JSON Schema. */
+function withExtra<T extends z.ZodType>(schema: T, extra: JsonSchemaExtra): T {
+  jsonSchemaExtras.add(schema, extra);
+  return schema;
+}
+
+/**
+ * Any JSON value. In the validator's JSON Schema it is left unchecked (`{}`): the body came from
+ * `JSON.parse`, and src/api/json-shape.ts has checked its depth and numbers.
+ */
+export const JsonValue = withExtra(z.json(), { replace: {} });
+
+/**
+ * Text in the validator's JSON Schema: each of `minLength`, `minItems` and `minProperties`
+ * applies to its own type only, so one type check does what zod's union does.
+ */
+const TEXT = { type: ["string", "array", "object"], minLength: 1, minItems: 1, minProperties: 1 };
 
 /** Text: a non-empty string, or a non-empty object or array rendered as structured text. */
-export const TextValue = z.union(
-  [
-    z.string().min(1, "Text should not be empty"),
-    z.array(z.json()).min(1, "Text should not be an empty array"),
-    z
-      .record(z.string(), z.json())
-      .refine((o) => Object.keys(o).length > 0, "Text should not be an empty object"),
-  ],
-  { error: "Input should be a string, an object or an array" },
+export const TextValue = withExtra(
+  z.union(
+    [
+      z.string().min(1, "Text should not be empty"),
+      z.array(z.json()).min(1, "Text should not be an empty array"),
+      z
+        .record(z.string(), z.json())
+        .refine((o) => Object.keys(o).length > 0, "Text should not be an empty object"),
+    ],
+    { error: "Input should be a string, an object or an array" },
+  ),
+  { replace: TEXT },
 );
+
+/** Text or `null` (an undescribed option or level; absent instructions). */
+const NullableText = withExtra(TextValue.nullable(), {
+  replace: { ...TEXT, type: ["null", ...TEXT.type] },
+});
 
 const ChoiceQuestionSchema = z.object({
   type: z.literal("choice"),
-  instructions: TextValue.nullable().optional(),
-  criteria: z
-    .record(z.string().min(1, "Option ids should not be empty"), TextValue.nullable(), {
-      error: (issue) =>
-        issue.input === undefined
-          ? "Field required"
-          : "Input should be an object of option id → description",
-    })
-    .superRefine((criteria, ctx) => {
-      const n = Object.keys(criteria).length;
-      if (n < MIN_CHOICE_OPTIONS || n > MAX_CHOICE_OPTIONS)
-        ctx.addIssue({
-          code: n < MIN_CHOICE_OPTIONS ? "too_small" : "too_big",
-          origin: "object",
-          minimum: MIN_CHOICE_OPTIONS,
-          maximum: MAX_CHOICE_OPTIONS,
-          input: criteria,
-          message: `A choice needs ${MIN_CHOICE_OPTIONS} to ${MAX_CHOICE_OPTIONS} options, got ${n}`,
-        } as never);
-    }),
+  instructions: NullableText.optional(),
+  criteria: withExtra(
+    z
+      .record(z.string().min(1, "Option ids should not be empty"), NullableText, {
+        error: (issue) =>
+          issue.input === undefined
+            ? "Field required"
+            : "Input should be an object of option id → description",
+      })
+      .superRefine((criteria, ctx) => {
+        const n = Object.keys(criteria).length;
+        if (n < MIN_CHOICE_OPTIONS || n > MAX_CHOICE_OPTIONS)
+          ctx.addIssue({
+            code: n < MIN_CHOICE_OPTIONS ? "too_small" : "too_big",
+            origin: "object",
+            minimum: MIN_CHOICE_OPTIONS,
+            maximum: MAX_CHOICE_OPTIONS,
+            input: criteria,
+            message: `A choice needs ${MIN_CHOICE_OPTIONS} to ${MAX_CHOICE_OPTIONS} options, got ${n}`,
+          } as never);
+      }),
+    { minProperties: MIN_CHOICE_OPTIONS, maxProperties: MAX_CHOICE_OPTIONS },
+  ),
 });
 
-const NoulQuestionSchema = z
-  .object({
-    type: z.literal("noul"),
-    instructions: TextValue.nullable().optional(),
-    criteria: z
-      .strictObject(
-        { true: TextValue.nullable().optional(), false: TextValue.nullable().optional() },
-        { error: "Input should be an object with 'true' and/or 'false'" },
-      )
-      .nullable()
-      .optional(),
-  })
-  .superRefine((q, ctx) => {
-    if (q.instructions == null && q.criteria?.true == null && q.criteria?.false == null)
-      ctx.addIssue({
-        code: "custom",
-        path: ["instructions"],
-        message: "A noul question needs instructions or criteria",
-      });
-  });
+/** A property that is present and not `null`, in JSON Schema. */
+const present = (name: string) => ({
+  type: "object",
+  required: [name],
+  properties: { [name]: { not: { type: "null" } } },
+});
+
+const NoulQuestionSchema = withExtra(
+  z
+    .object({
+      type: z.literal("noul"),
+      instructions: NullableText.optional(),
+      criteria: z
+        .strictObject(
+          { true: NullableText.optional(), false: NullableText.optional() },
+          { error: "Input should be an object with 'true' and/or 'false'" },
+        )
+        .nullable()
+        .optional(),
+    })
+    .superRefine((q, ctx) => {
+      if (q.instructions == null && q.criteria?.true == null && q.criteria?.false == null)
+        ctx.addIssue({
+          code: "custom",
+          path: ["instructions"],
+          message: "A noul question needs instructions or criteria",
+        });
+    }),
+  {
+    anyOf: [
+      present("instructions"),
+      { type: "object", required: ["criteria"], properties: { criteria: present("true") } },
+      { type: "object", required: ["criteria"], properties: { criteria: present("false") } },
+    ],
+  },
+);
 
 const ScoreQuestionSchema = z.object({
   type: z.literal("score"),
-  instructions: TextValue.nullable().optional(),
+  instructions: NullableText.optional(),
   criteria: z
-    .array(TextValue.nullable(), {
+    .array(NullableText, {
       error: (issue) =>
         issue.input === undefined
           ? "Field required"
@@ -91,16 +144,29 @@ const ScoreQuestionSchema = z.object({
 });
 
 /** One question, discriminated by `type`. */
-export const QuestionSchema = z.discriminatedUnion(
-  "type",
-  [ChoiceQuestionSchema, NoulQuestionSchema, ScoreQuestionSchema],
-  { error: "Input should have a 'type' of 'choice', 'noul' or 'score'" },
+export const QuestionSchema = withExtra(
+  z.discriminatedUnion("type", [ChoiceQuestionSchema, NoulQuestionSchema, ScoreQuestionSchema], {
+    error: "Input should have a 'type' of 'choice', 'noul' or 'score'",
+  }),
+  // Ajv reads `type` first and checks the one matching branch.
+  {
+    type: "object",
+    required: ["type"],
+    properties: { type: { type: "string" } },
+    discriminator: { propertyName: "type" },
+  },
 );
 
-/** One base64 data URL. */
-const DataUrl = z.string().regex(/^data:[a-z0-9.+-]+\/[a-z0-9.+-]+;base64,/i, {
-  message: "Input should be a base64 data URL (data:<mime>;base64,...)",
-});
+/**
+ * One base64 data URL. (JSON Schema patterns have no flags: the validator's pattern spells out
+ * the case-insensitive match.)
+ */
+const DataUrl = withExtra(
+  z.string().regex(/^data:[a-z0-9.+-]+\/[a-z0-9.+-]+;base64,/i, {
+    message: "Input should be a base64 data URL (data:<mime>;base64,...)",
+  }),
+  { pattern: "^[Dd][Aa][Tt][Aa]:[A-Za-z0-9.+-]+/[A-Za-z0-9.+-]+;[Bb][Aa][Ss][Ee]64," },
+);
 
 /** The request body of `POST /v1/systemone`. Unknown top-level fields are ignored. */
 export const SystemOneRequestSchema = z.object({
@@ -110,21 +176,24 @@ export const SystemOneRequestSchema = z.object({
     })
     .min(1),
   state: JsonValue,
-  questions: z
-    .record(z.string().min(1, "Question ids should not be empty"), QuestionSchema, {
-      error: (i) =>
-        i.input === undefined
-          ? "Field required"
-          : "Input should be an object of question id → question",
-    })
-    .superRefine((questions, ctx) => {
-      const n = Object.keys(questions).length;
-      if (n < 1 || n > MAX_QUESTIONS)
-        ctx.addIssue({
-          code: "custom",
-          message: `A request needs 1 to ${MAX_QUESTIONS} questions, got ${n}`,
-        });
-    }),
+  questions: withExtra(
+    z
+      .record(z.string().min(1, "Question ids should not be empty"), QuestionSchema, {
+        error: (i) =>
+          i.input === undefined
+            ? "Field required"
+            : "Input should be an object of question id → question",
+      })
+      .superRefine((questions, ctx) => {
+        const n = Object.keys(questions).length;
+        if (n < 1 || n > MAX_QUESTIONS)
+          ctx.addIssue({
+            code: "custom",
+            message: `A request needs 1 to ${MAX_QUESTIONS} questions, got ${n}`,
+          });
+      }),
+    { minProperties: 1, maxProperties: MAX_QUESTIONS },
+  ),
   images: z.array(DataUrl).length(1, "Send exactly one image").optional(),
   videos: z.array(DataUrl).length(1, "Send exactly one video").optional(),
 });
