@@ -19,6 +19,7 @@ const unit = [
   "test/media.test.ts",
   "test/models.test.ts",
   "test/operations.test.ts",
+  "test/package-entry.test.ts",
   "test/remote-unit.test.ts",
   "test/request-validator.test.ts",
 ];
