@@ -30,7 +30,7 @@ export interface GateTicket {
   finish?(outcome: { status: number; model: string | undefined }): Promise<void> | void;
   /**
    * Reserves the call's tokens against the account's allowance before the model runs.
-   * @throws {HttpError} 429 `allowance_exhausted` when the call would overrun it.
+   * @throws {@link HttpError} 429 ({@link Errors.allowanceExhausted}) when the call would overrun it.
    */
   reserve?(usage: { input_tokens: number; output_tokens: number }): Promise<void>;
   /** The client went away before its answer: free the account's slot now (usage still follows via settle). */
@@ -59,7 +59,7 @@ export const GATED_ROUTE = { method: "POST", url: "/v1/systemone" } as const;
 
 /**
  * A {@link Gate} over an {@link Admission}: refusals become 401 / 429 in the API's error shape.
- * @param keys when given, a missing, unknown or revoked key is refused before the body is read;
+ * @param keys - when given, a missing, unknown or revoked key is refused before the body is read;
  *   without it only a missing or malformed Authorization header is.
  */
 export function accountGate(admission: Admission, keys?: KeyLookup): Gate {
@@ -102,7 +102,10 @@ export function accountGate(admission: Admission, keys?: KeyLookup): Gate {
   };
 }
 
-/** A refusal as an HTTP error: 401 `authentication_error`, 429 `concurrency_limit` / `allowance_exhausted`. */
+/**
+ * An admission refusal as an HTTP error: {@link Errors.keyRefused} (401),
+ * {@link Errors.concurrencyLimit} or {@link Errors.allowanceExhausted} (429).
+ */
 export function refusalError(refusal: AdmissionRefusal): HttpError {
   switch (refusal.kind) {
     case "authentication":
@@ -142,7 +145,7 @@ export function admittedTicket(request: FastifyRequest): GateTicket | undefined 
  * before its answer frees the slot at once; its call is recorded as 499, with the tokens the
  * model spent, once the route lets go of the model.
  *
- * @param modelOf the served model a parsed body names, if any (for the ledger).
+ * @param modelOf - the served model a parsed body names, if any (for the ledger).
  */
 export function installGate(
   app: FastifyInstance,

@@ -30,7 +30,7 @@ export function hostOfHeader(header: string): string {
 }
 
 /**
- * Refuses (403 `host_not_allowed`) every request whose Host header does not name loopback, for a
+ * Refuses ({@link Errors.hostNotAllowed}) every request whose Host header does not name loopback, for a
  * server without authentication that listens on loopback: a web page on another origin can make
  * the browser send requests to it by DNS rebinding (its own name resolving to 127.0.0.1), and
  * such requests carry the page's name in Host.

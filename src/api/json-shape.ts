@@ -16,7 +16,10 @@ import { MAX_JSON_DEPTH } from "../protocol/limits.js";
  * iteratively, so any depth is safe to check. The first problem of each kind is reported.
  * @param body - a value from `JSON.parse`
  * @returns one detail per kind of problem found: `too_deep`, `finite_number`, `value_error`
- * @example jsonShapeProblems(JSON.parse("[".repeat(65) + "]".repeat(65))) // → [{ type: "too_deep", … }]
+ * @example
+ * ```ts
+ * jsonShapeProblems(JSON.parse("[".repeat(65) + "]".repeat(65))); // → [{ type: "too_deep", … }]
+ * ```
  */
 export function jsonShapeProblems(body: unknown): ValidationDetail[] {
   const details: ValidationDetail[] = [];

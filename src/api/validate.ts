@@ -16,7 +16,7 @@ import type { ServedModel } from "./options.js";
 let compiled: ValidateFunction | undefined;
 
 /**
- * Whether a parsed JSON body is a valid request. Compiles the schema on first use (~10 ms).
+ * Whether a parsed JSON body is a valid request. Compiles the schema on first use.
  * @param body - a value from `JSON.parse` that passed {@link jsonShapeProblems} (no non-finite
  *   numbers, no deeper nesting than the limit), not arbitrary JavaScript
  * @returns `true` exactly when `SystemOneRequestSchema` accepts it (test/request-validator.test.ts)

@@ -13,7 +13,8 @@ export const WWW_AUTHENTICATE: Readonly<Record<string, string>> = {
  * The key of an `Authorization: Bearer <key>` header.
  * @param header - the header's value, `undefined` when absent
  * @returns the key; `undefined` when the header is absent or blank
- * @throws {@link ApiError} 401 `authentication_error` for another scheme or a malformed header
+ * @throws {@link ApiError} {@link Errors.malformedAuthorization} (401) for another scheme or a
+ *   malformed header
  * @example bearerKey("Bearer dsk_abc") // → "dsk_abc"
  */
 export function bearerKey(header: string | undefined): string | undefined {

@@ -265,7 +265,10 @@ export class ApiError extends HttpError {
  * A 422 listing what is wrong with the request, {@link Errors.validation}.
  * @param detail - one entry per problem
  * @returns the error to throw; its body is `{"detail": detail}`
- * @example throw validationError([{ loc: ["body", "model"], msg: "Field required", type: "missing" }]);
+ * @example
+ * ```ts
+ * throw validationError([{ loc: ["body", "model"], msg: "Field required", type: "missing" }]);
+ * ```
  */
 export function validationError(detail: ValidationDetail[]): HttpError {
   const body: ValidationErrorBody = { detail };

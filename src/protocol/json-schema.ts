@@ -13,7 +13,10 @@ export type JsonSchema = Record<string, unknown>;
  *
  * Compile it once (src/api/validate.ts); test/request-schema.test.ts holds it to zod's verdict.
  * @returns a fresh document on each call
- * @example new Ajv({ discriminator: true, allowUnionTypes: true }).compile(requestJsonSchema())
+ * @example
+ * ```ts
+ * const validate = new Ajv({ discriminator: true, allowUnionTypes: true }).compile(requestJsonSchema());
+ * ```
  */
 export function requestJsonSchema(): JsonSchema {
   const schema = z.toJSONSchema(SystemOneRequestSchema, {

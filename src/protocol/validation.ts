@@ -36,7 +36,11 @@ function issueType(issue: z.core.$ZodIssue): string {
  * @param issues - from a failed `safeParse` (parsed with `reportInput: true`, so a missing field
  *   reads "Field required")
  * @returns one detail per issue, in zod's order
- * @example detailsFromZod(issues) // → [{ loc: ["body", "model"], msg: "Field required", type: "missing" }]
+ * @example
+ * ```ts
+ * detailsFromZod(SystemOneRequestSchema.safeParse({}).error!.issues);
+ * // → [{ loc: ["body", "model"], msg: "Field required", type: "missing" }, …]
+ * ```
  */
 export function detailsFromZod(issues: readonly z.core.$ZodIssue[]): ValidationDetail[] {
   return issues.map((issue) => {
