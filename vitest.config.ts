@@ -14,13 +14,14 @@ const unit = [
   "test/eval-format.test.ts",
   "test/eval-metrics.test.ts",
   "test/eval-runner.test.ts",
-  "test/fast-check.test.ts",
   "test/fuzz.test.ts",
   "test/kernel-split.test.ts",
   "test/media.test.ts",
   "test/models.test.ts",
   "test/operations.test.ts",
+  "test/package-entry.test.ts",
   "test/remote-unit.test.ts",
+  "test/request-validator.test.ts",
 ];
 
 export default defineConfig({

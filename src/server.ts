@@ -2,7 +2,8 @@ import { existsSync, readFileSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { buildApp, type FastifyInstance, type Gate, type ServedModel } from "./api/app.js";
-import { apiError, HttpError } from "./api/errors.js";
+import { ApiError, Errors, HttpError } from "./protocol/errors.js";
+import { CLIENT_DEFAULT_ALIAS, PUBLIC_MODEL_NAME } from "./protocol/models.js";
 import { Lifecycle } from "./api/lifecycle.js";
 import type { ConsoleOptions } from "./console/plugin.js";
 import type { CalibrationProfile } from "./decision/calibration.js";
@@ -28,9 +29,9 @@ import { DEFAULT_VIDEO_FRAMES, DEFAULT_VIDEO_MAX_SECONDS } from "./media/video.j
  */
 
 /** The public name of the default model (DESIGN: served as this and under its own name). */
-export const DEFAULT_PUBLIC_NAME = "decisiond-1.0-experimental";
+export const DEFAULT_PUBLIC_NAME = PUBLIC_MODEL_NAME;
 /** The official clients' default model name; accepted as an alias of the served model. */
-export const CLIENT_DEFAULT_ALIAS = "jev-latest";
+export { CLIENT_DEFAULT_ALIAS };
 
 /**
  * The settings of a service, as `decisiond serve` reads them from its flags and `DECISIOND_*`
@@ -314,15 +315,15 @@ async function engineErrors(decision: Promise<DecisionResult>): Promise<Decision
     return await decision;
   } catch (error) {
     if (error instanceof EngineUnavailableError)
-      throw apiError(503, "engine_unreachable", error.message, {
-        "retry-after": String(error.retryAfterSeconds),
+      throw new ApiError(Errors.engineUnreachable, [error.message], {
+        headers: { "retry-after": String(error.retryAfterSeconds) },
       });
     if (error instanceof EngineRequestError && error.status < 500) {
       let body: unknown;
       try {
         body = JSON.parse(error.body);
       } catch {
-        body = { detail: { error_type: "engine_refused", message: error.body.slice(0, 500) } };
+        body = new ApiError(Errors.engineRefused, [error.body.slice(0, 500)]).body;
       }
       throw new HttpError(error.status, body);
     }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { SystemOneRequest } from "../src/api/schemas.js";
+import type { SystemOneRequest } from "../src/protocol/schemas.js";
 import { toDecisionRequest } from "../src/api/translate.js";
 import type { CalibrationProfile } from "../src/decision/calibration.js";
 import { Decider } from "../src/decision/decide.js";

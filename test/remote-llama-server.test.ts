@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { SystemOneRequestSchema } from "../src/api/schemas.js";
+import { SystemOneRequestSchema } from "../src/protocol/schemas.js";
 import { toDecisionRequest } from "../src/api/translate.js";
 import { Decider } from "../src/decision/decide.js";
 import type { DecisionRequest } from "../src/decision/types.js";

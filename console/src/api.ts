@@ -4,70 +4,30 @@
  * never as a cookie, so no other site can make the browser act with it.
  */
 
-/** A key as the console API lists it. */
-export interface KeyView {
-  id: number;
-  account: string;
-  prefix: string;
-  label: string | null;
-  created_at: string | null;
-  last_used_at: string | null;
-  revoked_at: string | null;
-}
+import type {
+  AccountView,
+  ConfigView,
+  CreatedKey,
+  KeyView,
+  SessionView,
+  UsageView,
+} from "../../src/protocol/console.js";
+import { ClientErrorTypes, Errors, type ValidationDetail } from "../../src/protocol/errors.js";
+import { type ModelEntry, type SystemOneResponse } from "../../src/protocol/schemas.js";
 
-export interface AllowanceView {
-  tokens: number;
-  period: "day" | "month" | "total";
-  used: number;
-  remaining: number;
-  renews_at: string | null;
-}
-
-export interface AccountView {
-  name: string;
-  created_at: string | null;
-  allowance: AllowanceView | null;
-  active_keys: number;
-}
-
-export interface DayView {
-  date: string;
-  calls: number;
-  failed_calls: number;
-  input_tokens: number;
-  output_tokens: number;
-}
-
-export interface Totals {
-  calls: number;
-  failed_calls: number;
-  input_tokens: number;
-  output_tokens: number;
-}
-
-export interface UsageView {
-  account: string;
-  days: DayView[];
-  window: Totals;
-  all_time: Totals;
-  allowance: AllowanceView | null;
-}
-
-export type SessionView = { role: "admin" } | { role: "account"; account: string; key: KeyView };
-
-export interface ConfigView {
-  auth: boolean;
-  admin_sign_in: boolean;
-}
-
-export type CreatedKey = KeyView & { key: string; account_created: boolean };
-
-/** One 422 detail. */
-export interface ValidationDetail {
-  loc: (string | number)[];
-  msg: string;
-  type: string;
-}
+export type {
+  AccountView,
+  AllowanceView,
+  ConfigView,
+  CreatedKey,
+  DayView,
+  KeyView,
+  SessionView,
+  UsageTotals as Totals,
+  UsageView,
+} from "../../src/protocol/console.js";
+export type { Answer } from "../../src/protocol/schemas.js";
+export type { ValidationDetail };
 
 /** A refused or failed call, with the server's own words. */
 export class ApiError extends Error {
@@ -99,7 +59,11 @@ export async function request<T>(
       ...(options.body !== undefined ? { body: JSON.stringify(options.body) } : {}),
     });
   } catch (error) {
-    throw new ApiError(0, "network_error", `decisiond could not be reached: ${String(error)}`);
+    throw new ApiError(
+      0,
+      ClientErrorTypes.network,
+      `decisiond could not be reached: ${String(error)}`,
+    );
   }
   const text = await response.text();
   let body: unknown = undefined;
@@ -114,7 +78,7 @@ export async function request<T>(
   if (Array.isArray(detail))
     throw new ApiError(
       response.status,
-      "validation_error",
+      Errors.validation.type,
       (detail as ValidationDetail[]).map((d) => `${d.loc.join(".")}: ${d.msg}`).join("; "),
       detail as ValidationDetail[],
       requestId,
@@ -123,13 +87,17 @@ export async function request<T>(
     const d = detail as { error_type?: string; message?: string };
     throw new ApiError(
       response.status,
-      d.error_type ?? "error",
+      d.error_type ?? ClientErrorTypes.unknown,
       d.message ?? `HTTP ${response.status}`,
       [],
       requestId,
     );
   }
-  throw new ApiError(response.status, "error", `HTTP ${response.status} ${text.slice(0, 200)}`);
+  throw new ApiError(
+    response.status,
+    ClientErrorTypes.unknown,
+    `HTTP ${response.status} ${text.slice(0, 200)}`,
+  );
 }
 
 /** The console API, for one credential. */
@@ -163,25 +131,10 @@ export const fetchConfig = () => request<ConfigView>("/console/api/config");
 
 /** Served models. */
 export const fetchModels = () =>
-  request<{ models: { name: string; description: string }[] }>("/v1/models").then((r) => r.models);
+  request<{ models: ModelEntry[] }>("/v1/models").then((r) => r.models);
 
-/** The answers of POST /v1/systemone. */
-export type Answer =
-  | { type: "noul"; noul: number }
-  | { type: "choice"; choice: string; probabilities: Record<string, number>; confidence: number }
-  | {
-      type: "score";
-      score: number;
-      legend: Record<string, string>;
-      probabilities: Record<string, number>;
-      confidence: number;
-    };
-
-export interface DecisionResponse {
-  model: string;
-  answers: Record<string, Answer>;
-  usage: { input_tokens: number; output_tokens: number };
-}
+/** The answer of POST /v1/systemone. */
+export type DecisionResponse = SystemOneResponse;
 
 /** POST /v1/systemone with `key` (none when the server runs with --auth off). */
 export const decide = (key: string | null, body: unknown) =>

@@ -1,3 +1,5 @@
+import { MAX_QUESTIONS, MAX_SCORE_LEVELS } from "../../src/protocol/limits.js";
+
 /**
  * The playground's questions as edited (drafts), and the request body of POST /v1/systemone they
  * make. The server validates the body; here only what a JSON object cannot carry is checked
@@ -30,9 +32,8 @@ let nextUid = 1;
 /** A fresh key for a list item. */
 export const uid = () => nextUid++;
 
-/** Most questions per request (the API's limit). */
-export const MAX_QUESTIONS = 16;
-export const MAX_LEVELS = 10;
+/** Most questions per request, and most levels of a score (the API's limits). */
+export { MAX_QUESTIONS, MAX_SCORE_LEVELS as MAX_LEVELS };
 
 export function newQuestion(type: QuestionType, index: number): QuestionDraft {
   return {

@@ -2,7 +2,7 @@ import type { FastifyInstance } from "fastify";
 import { Decompress as ZstdStream } from "fzstd";
 import { Transform, type TransformCallback } from "node:stream";
 import { createBrotliDecompress, createGunzip, createInflate } from "node:zlib";
-import { apiError, HttpError } from "./errors.js";
+import { ApiError, Errors, HttpError } from "../protocol/errors.js";
 import { JSON_CONTENT_TYPE } from "./json.js";
 import { ZstdFrameError, ZstdFrameGuard } from "./zstd-frames.js";
 
@@ -33,11 +33,7 @@ export function installDecompression(app: FastifyInstance, bodyLimit: number): v
     // decoding errors would come after the reply.
     if (!JSON_CONTENT_TYPE.test(request.headers["content-type"] ?? "")) return payload;
     if (codings.length > 1 || !(CONTENT_ENCODINGS as readonly string[]).includes(codings[0]!))
-      throw apiError(
-        415,
-        "unsupported_content_encoding",
-        `Content-Encoding "${header}" is not supported; send the body uncompressed or as one of gzip, deflate, br, zstd`,
-      );
+      throw new ApiError(Errors.unsupportedContentEncoding, [header]);
     const coding = codings[0]!;
     const decoder = createDecoder(coding, bodyLimit);
     const limited = limitTo(bodyLimit) as Decoded;
@@ -59,11 +55,7 @@ export function installDecompression(app: FastifyInstance, bodyLimit: number): v
           ? error
           : error instanceof ZstdFrameError && error.kind === "too_large"
             ? tooLarge()
-            : apiError(
-                400,
-                "invalid_body_encoding",
-                `the body is not valid ${coding} data: ${error.message}`,
-              ),
+            : new ApiError(Errors.invalidBodyEncoding, [coding, error.message]),
       ),
     );
     limited.on("limit", () => stop(tooLarge()));

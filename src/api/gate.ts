@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { AdmissionError, type Admission, type AdmissionRefusal } from "../accounts/admission.js";
-import { apiError, type HttpError } from "./errors.js";
+import { bearerKey, WWW_AUTHENTICATE } from "../protocol/bearer.js";
+import { ApiError, Errors, type HttpError } from "../protocol/errors.js";
 
 /**
  * Admission of a request before it reaches the model (authentication, per-account concurrency,
@@ -29,7 +30,7 @@ export interface GateTicket {
   finish?(outcome: { status: number; model: string | undefined }): Promise<void> | void;
   /**
    * Reserves the call's tokens against the account's allowance before the model runs.
-   * @throws {HttpError} 429 `allowance_exhausted` when the call would overrun it.
+   * @throws {@link HttpError} 429 ({@link Errors.allowanceExhausted}) when the call would overrun it.
    */
   reserve?(usage: { input_tokens: number; output_tokens: number }): Promise<void>;
   /** The client went away before its answer: free the account's slot now (usage still follows via settle). */
@@ -58,7 +59,7 @@ export const GATED_ROUTE = { method: "POST", url: "/v1/systemone" } as const;
 
 /**
  * A {@link Gate} over an {@link Admission}: refusals become 401 / 429 in the API's error shape.
- * @param keys when given, a missing, unknown or revoked key is refused before the body is read;
+ * @param keys - when given, a missing, unknown or revoked key is refused before the body is read;
  *   without it only a missing or malformed Authorization header is.
  */
 export function accountGate(admission: Admission, keys?: KeyLookup): Gate {
@@ -66,10 +67,7 @@ export function accountGate(admission: Admission, keys?: KeyLookup): Gate {
     async authenticate(request) {
       const key = bearerKey(request.headers.authorization);
       if (key === undefined || key === "")
-        throw refusalError({
-          kind: "authentication",
-          message: "missing API key: send it as Authorization: Bearer <key>",
-        });
+        throw new ApiError(Errors.missingKey, [], { headers: WWW_AUTHENTICATE });
       if (!keys) return;
       const found = await keys.findKey(key);
       // The wording is Admission's, which checks again when it admits.
@@ -105,43 +103,21 @@ export function accountGate(admission: Admission, keys?: KeyLookup): Gate {
 }
 
 /**
- * The key of an `Authorization: Bearer <key>` header (scheme case-insensitive), `undefined` when
- * the header is absent. @throws {HttpError} 401 for another scheme or a malformed header.
+ * An admission refusal as an HTTP error: {@link Errors.keyRefused} (401),
+ * {@link Errors.concurrencyLimit} or {@link Errors.allowanceExhausted} (429).
  */
-export function bearerKey(header: string | undefined): string | undefined {
-  if (header === undefined || header.trim() === "") return undefined;
-  const match = /^Bearer[ \t]+(\S+)[ \t]*$/i.exec(header);
-  if (!match)
-    throw apiError(
-      401,
-      "authentication_error",
-      "the Authorization header must be Bearer <key>",
-      WWW_AUTHENTICATE,
-    );
-  return match[1];
-}
-
-const WWW_AUTHENTICATE = { "www-authenticate": 'Bearer realm="decisiond"' };
-
-/** A refusal as an HTTP error: 401 `authentication_error`, 429 `concurrency_limit` / `allowance_exhausted`. */
 export function refusalError(refusal: AdmissionRefusal): HttpError {
   switch (refusal.kind) {
     case "authentication":
-      return apiError(401, "authentication_error", refusal.message, WWW_AUTHENTICATE);
+      return new ApiError(Errors.keyRefused, [refusal.message], { headers: WWW_AUTHENTICATE });
     case "concurrency":
-      return apiError(
-        429,
-        "concurrency_limit",
-        refusal.message,
-        retryHeaders(refusal.retryAfterMs),
-      );
+      return new ApiError(Errors.concurrencyLimit, [refusal.message], {
+        headers: retryHeaders(refusal.retryAfterMs),
+      });
     case "allowance":
-      return apiError(
-        429,
-        "allowance_exhausted",
-        refusal.message,
-        refusal.retryAfterMs === undefined ? {} : retryHeaders(refusal.retryAfterMs),
-      );
+      return new ApiError(Errors.allowanceExhausted, [refusal.message], {
+        headers: refusal.retryAfterMs === undefined ? {} : retryHeaders(refusal.retryAfterMs),
+      });
   }
 }
 
@@ -169,7 +145,7 @@ export function admittedTicket(request: FastifyRequest): GateTicket | undefined 
  * before its answer frees the slot at once; its call is recorded as 499, with the tokens the
  * model spent, once the route lets go of the model.
  *
- * @param modelOf the served model a parsed body names, if any (for the ledger).
+ * @param modelOf - the served model a parsed body names, if any (for the ledger).
  */
 export function installGate(
   app: FastifyInstance,

@@ -1,6 +1,6 @@
 import { isIP } from "node:net";
 import type { FastifyInstance } from "fastify";
-import { apiError } from "./errors.js";
+import { ApiError, Errors } from "../protocol/errors.js";
 
 /**
  * Whether `host` names this machine's loopback only: `localhost`, 127.0.0.0/8 or ::1 (also as
@@ -30,7 +30,7 @@ export function hostOfHeader(header: string): string {
 }
 
 /**
- * Refuses (403 `host_not_allowed`) every request whose Host header does not name loopback, for a
+ * Refuses ({@link Errors.hostNotAllowed}) every request whose Host header does not name loopback, for a
  * server without authentication that listens on loopback: a web page on another origin can make
  * the browser send requests to it by DNS rebinding (its own name resolving to 127.0.0.1), and
  * such requests carry the page's name in Host.
@@ -39,10 +39,6 @@ export function requireLoopbackHost(app: FastifyInstance): void {
   app.addHook("onRequest", async (request) => {
     const header = request.headers.host ?? "";
     if (!isLoopbackName(hostOfHeader(header)))
-      throw apiError(
-        403,
-        "host_not_allowed",
-        `Host ${JSON.stringify(header)} is not a loopback name: with --auth off decisiond answers requests to localhost, 127.0.0.1 or [::1] only (DNS rebinding protection)`,
-      );
+      throw new ApiError(Errors.hostNotAllowed, [JSON.stringify(header)]);
   });
 }

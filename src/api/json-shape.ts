@@ -1,24 +1,25 @@
-import type { ValidationDetail } from "./errors.js";
+import type { ValidationDetail } from "../protocol/errors.js";
+import { MAX_JSON_DEPTH } from "../protocol/limits.js";
 
 /**
- * Checks on a parsed body that both validators (./fast-check.ts and zod) run behind, so they
- * agree on them and neither recurses into a value too deep for the stack:
- * - nesting at most {@link MAX_JSON_DEPTH} deep (a state 10,000 deep made the prompt renderer
- *   throw `RangeError` → 500);
- * - finite numbers only (`1e999999` parses as Infinity, which JSON cannot carry: the fast check
- *   let it through and the prompt read it as `null`; zod refused it);
- * - no question or option id `__proto__` (JSON.parse keeps it as an own key; zod dropped it
- *   silently, so the question went unanswered).
+ * Checks on a parsed body that the validator (./validate.ts) and zod run behind, so neither
+ * recurses into a value too deep for the stack:
+ * - nesting at most {@link MAX_JSON_DEPTH} deep (deeper states overflowed the prompt
+ *   renderer's stack);
+ * - finite numbers only (`1e999999` parses as Infinity, which JSON cannot carry);
+ * - no question or option id `__proto__` (JSON.parse keeps it as an own key; zod would drop it
+ *   silently, leaving the question unanswered).
  */
-
-/** Deepest nesting of arrays and objects accepted anywhere in a body (the body itself is 1). */
-export const MAX_JSON_DEPTH = 64;
 
 /**
  * The problems of a parsed JSON body, as 422 details (empty when there are none). Walks the value
  * iteratively, so any depth is safe to check. The first problem of each kind is reported.
- * @param body a value from `JSON.parse`.
- * @example jsonShapeProblems({ state: [[[…]]] }) // → [{ loc: ["body", "state", 0, …], type: "too_deep", … }]
+ * @param body - a value from `JSON.parse`
+ * @returns one detail per kind of problem found: `too_deep`, `finite_number`, `value_error`
+ * @example
+ * ```ts
+ * jsonShapeProblems(JSON.parse("[".repeat(65) + "]".repeat(65))); // → [{ type: "too_deep", … }]
+ * ```
  */
 export function jsonShapeProblems(body: unknown): ValidationDetail[] {
   const details: ValidationDetail[] = [];

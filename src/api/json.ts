@@ -1,4 +1,4 @@
-import { validationError } from "./errors.js";
+import { validationError } from "../protocol/errors.js";
 
 /**
  * The content types parsed as JSON: `application/json` and `application/<x>+json`, any case,
@@ -8,7 +8,7 @@ export const JSON_CONTENT_TYPE = /^application\/([\w.+-]*\+)?json\s*(;|$)/i;
 
 /**
  * Parses a JSON request body.
- * @throws {HttpError} 422 with `detail[]` (FastAPI's shape, the API's convention for a body it
+ * @throws {@link HttpError} 422 with `detail[]` (FastAPI's shape, the API's convention for a body it
  *   cannot use): `type: "json_invalid"` at `loc: ["body", <character offset>]`, whose `msg` says
  *   where the syntax breaks (line, column and offset); `type: "missing"` at `["body"]` for an
  *   empty body.

@@ -1,6 +1,6 @@
 /**
  * The service's lifecycle as the HTTP layer sees it: decision requests being handled, and
- * whether the service drains (SIGTERM: new decision requests get 503 `shutting_down`, `/readyz`
+ * whether the service drains (SIGTERM: new decision requests get `Errors.shuttingDown`, `/readyz`
  * answers 503 so the load balancer stops sending, and the process exits once what is in flight
  * is answered).
  */

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { Errors } from "../protocol/errors.js";
 import {
   ErrorSchema,
   ModelEntrySchema,
@@ -6,7 +7,7 @@ import {
   SystemOneRequestSchema,
   SystemOneResponseSchema,
   ValidationErrorSchema,
-} from "./schemas.js";
+} from "../protocol/schemas.js";
 
 /**
  * `GET /openapi.json`: an OpenAPI 3.1 document whose schemas are generated (`z.toJSONSchema`)
@@ -58,8 +59,7 @@ export function componentSchemas(): Record<string, JsonSchema> {
     const { __shared, ...named } = generated.schemas;
     // Name the shared definitions, merging ones equal up to their own name.
     const renames = new Map<string, string>();
-    const defs = ((__shared as { $defs?: Record<string, JsonSchema> } | undefined)?.$defs ??
-      {}) as Record<string, JsonSchema>;
+    const defs = (__shared as { $defs?: Record<string, JsonSchema> } | undefined)?.$defs ?? {};
     const fresh: [string, JsonSchema][] = [];
     for (const [key, schema] of Object.entries(defs)) {
       const from = `${REF_BASE}__shared#/$defs/${key}`;
@@ -97,7 +97,7 @@ const error = (description: string) => ({ description, content: json("Error") })
 export function openApiDocument(options: OpenApiOptions): Record<string, unknown> {
   const security = options.auth ? [{ bearer: [] }] : [];
   const unauthorized = options.auth
-    ? { "401": error("Missing, unknown or revoked API key (`authentication_error`)") }
+    ? { "401": error(`Missing, unknown or revoked API key (\`${Errors.keyRefused.type}\`)`) }
     : {};
   return {
     openapi: "3.1.0",
@@ -129,7 +129,9 @@ export function openApiDocument(options: OpenApiOptions): Record<string, unknown
             },
             "400": error("The body's Content-Encoding data cannot be decoded"),
             ...unauthorized,
-            "413": error("The body is larger than the body limit (`request_too_large`)"),
+            "413": error(
+              `The body is larger than the body limit (\`${Errors.requestTooLarge.type}\`)`,
+            ),
             "415": error(
               "The body is not `application/json`, or its Content-Encoding is unsupported",
             ),
@@ -140,7 +142,8 @@ export function openApiDocument(options: OpenApiOptions): Record<string, unknown
             },
             "429": {
               description:
-                "The account has a request in flight (`concurrency_limit`) or its allowance is spent (`allowance_exhausted`)",
+                `The account has a request in flight (\`${Errors.concurrencyLimit.type}\`) ` +
+                `or its allowance is spent (\`${Errors.allowanceExhausted.type}\`)`,
               headers: {
                 "retry-after": { schema: { type: "integer", minimum: 1 }, description: "seconds" },
                 "retry-after-ms": {
@@ -150,7 +153,9 @@ export function openApiDocument(options: OpenApiOptions): Record<string, unknown
               },
               content: json("Error"),
             },
-            "500": error("An internal fault (`internal_error`); the message names the request id"),
+            "500": error(
+              `An internal fault (\`${Errors.internal.type}\`); the message names the request id`,
+            ),
           },
         },
       },

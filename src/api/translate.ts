@@ -1,5 +1,5 @@
-import type { DecisionRequest, Json, Question, TextValue } from "../decision/types.js";
-import type { SystemOneRequest } from "./schemas.js";
+import type { DecisionRequest, Question } from "../decision/types.js";
+import type { SystemOneRequest } from "../protocol/schemas.js";
 
 /**
  * The validated wire request as the decision layer's {@link DecisionRequest}: questions and
@@ -7,7 +7,7 @@ import type { SystemOneRequest } from "./schemas.js";
  */
 export function toDecisionRequest(body: SystemOneRequest): DecisionRequest {
   const questions = Object.entries(body.questions).map(([id, q]): [string, Question] => {
-    const instructions = (q.instructions ?? undefined) as TextValue | undefined;
+    const instructions = q.instructions ?? undefined;
     const base = instructions === undefined ? {} : { instructions };
     switch (q.type) {
       case "choice":
@@ -17,22 +17,22 @@ export function toDecisionRequest(body: SystemOneRequest): DecisionRequest {
             type: "choice",
             ...base,
             options: Object.entries(q.criteria).map(
-              ([option, description]) => [option, description as TextValue | null] as const,
+              ([option, description]) => [option, description] as const,
             ),
           },
         ];
       case "noul": {
         const criteria = q.criteria
           ? {
-              ...(q.criteria.true != null ? { true: q.criteria.true as TextValue } : {}),
-              ...(q.criteria.false != null ? { false: q.criteria.false as TextValue } : {}),
+              ...(q.criteria.true != null ? { true: q.criteria.true } : {}),
+              ...(q.criteria.false != null ? { false: q.criteria.false } : {}),
             }
           : undefined;
         return [id, { type: "noul", ...base, ...(criteria ? { criteria } : {}) }];
       }
       case "score":
-        return [id, { type: "score", ...base, levels: q.criteria as (TextValue | null)[] }];
+        return [id, { type: "score", ...base, levels: q.criteria }];
     }
   });
-  return { state: body.state as Json, questions };
+  return { state: body.state, questions };
 }

@@ -1,11 +1,12 @@
-import { apiError, type HttpError } from "./errors.js";
+import { ApiError, Errors } from "../protocol/errors.js";
 
 /**
  * Bounds the work waiting for the model: at most `capacity` decisions are admitted at once
  * (running or queued behind the engine, which runs one computation at a time); one more is
- * refused with 503 `overloaded` and a `Retry-After` estimated from recent durations. Each
- * admitted decision gets a deadline: past it, its signal aborts (the engine drops the work at
- * its next step, or when its turn comes) and the caller answers 503 `deadline_exceeded`.
+ * refused ({@link Errors.overloaded}) with a `Retry-After` estimated from recent durations.
+ * Each admitted decision gets a deadline: past it, its signal aborts (the engine drops the work
+ * at its next step, or when its turn comes) and the caller answers
+ * {@link Errors.deadlineExceeded}.
  * Why these defaults: docs/decisions/035-overload-and-deadlines.md
  */
 
@@ -49,15 +50,19 @@ export class WorkQueue {
 
   /**
    * Runs `work` under the queue's bound and deadline.
-   * @param work gets a signal that aborts when `signal` does or the deadline passes.
-   * @param signal the caller's own (e.g. aborted when the client hangs up).
-   * @param letGo called at once with a promise of what the work returns once it lets go
+   * @param work - gets a signal that aborts when `signal` does or the deadline passes.
+   * @param signal - the caller's own (e.g. aborted when the client hangs up).
+   * @param letGo - called at once with a promise of what the work returns once it lets go
    *   (`undefined` when it fails), also when the caller was answered sooner: the usage of
    *   abandoned work is charged then.
    * @returns what `work` returns. Rejects as soon as the signal aborts (with its reason: a
    *   {@link DeadlineError} past the deadline), even if `work` has not yet let go.
-   * @throws {HttpError} 503 `overloaded` with `Retry-After` when the queue is full.
-   * @example await queue.run((signal) => model.decide(request, signal), controller.signal)
+   * @throws {@link HttpError} 503 ({@link Errors.overloaded}) with `Retry-After` when the queue is
+   *   full
+   * @example
+   * ```ts
+   * await queue.run((signal) => model.decide(request, signal), controller.signal);
+   * ```
    */
   async run<T>(
     work: (signal: AbortSignal) => Promise<T>,
@@ -98,13 +103,10 @@ export class WorkQueue {
     }
   }
 
-  private overloaded(): HttpError {
+  private overloaded(): ApiError {
     const ms = Math.round(Math.min(60_000, Math.max(1000, this.typicalMs * this.admitted)));
-    return apiError(
-      503,
-      "overloaded",
-      `the server has ${this.admitted} requests waiting for the model, its limit; retry in about ${Math.ceil(ms / 1000)} s`,
-      { "retry-after": String(Math.ceil(ms / 1000)), "retry-after-ms": String(ms) },
-    );
+    return new ApiError(Errors.overloaded, [this.admitted, Math.ceil(ms / 1000)], {
+      headers: { "retry-after": String(Math.ceil(ms / 1000)), "retry-after-ms": String(ms) },
+    });
   }
 }

@@ -4,7 +4,7 @@
  * window is larger than decisiond decodes, when the frame declares more content than the body
  * limit, or when the frame has more blocks than any real compressor writes for a body that fits.
  * fzstd allocates the window the frame header declares (up to 2 GiB) and moves the whole window
- * once per block, so an unchecked 70-byte frame cost seconds and gigabytes.
+ * once per block, so a tiny unchecked frame can cost seconds of work and gigabytes of memory.
  * Why these bounds: docs/decisions/034-zstd-window-bound.md
  */
 
@@ -35,7 +35,11 @@ type State =
 
 /**
  * Checks a zstd stream chunk by chunk.
- * @example const guard = new ZstdFrameGuard(16 << 20); guard.push(chunk); // throws ZstdFrameError
+ * @example
+ * ```ts
+ * const guard = new ZstdFrameGuard(16 << 20);
+ * guard.push(chunk); // throws ZstdFrameError for a refused frame
+ * ```
  */
 export class ZstdFrameGuard {
   private state: State = { at: "magic" };
@@ -45,10 +49,13 @@ export class ZstdFrameGuard {
   private blocks = 0;
   private maxBlocks = 0;
 
-  /** @param bodyLimit the largest decompressed body in bytes. */
+  /** @param bodyLimit - the largest decompressed body, in bytes */
   constructor(private readonly bodyLimit: number) {}
 
-  /** Inspects the next bytes of the stream. @throws {ZstdFrameError} for a refused frame. */
+  /**
+   * Inspects the next bytes of the stream.
+   * @throws {@link ZstdFrameError} for a refused frame
+   */
   push(chunk: Uint8Array): void {
     let i = 0;
     while (i < chunk.length) {

@@ -1,18 +1,19 @@
-import type { z } from "zod";
-import type { ModelEntrySchema, SystemOneRequest, SystemOneResponse } from "../api/schemas.js";
+import {
+  ClientErrorTypes,
+  Errors,
+  httpStatusErrorType,
+  type ValidationDetail,
+} from "../protocol/errors.js";
+import type { ModelEntry, SystemOneRequest, SystemOneResponse } from "../protocol/schemas.js";
 import { resolveClientConfig, type ResolveOptions } from "./config.js";
-import { DecisiondError, type ValidationDetail } from "./errors.js";
+import { DecisiondError } from "./errors.js";
+
+export type { Answer, ModelEntry, Question } from "../protocol/schemas.js";
 
 /** The body of `POST /v1/systemone`: model, state, 1–16 questions, optionally one image or video. */
 export type DecideRequest = SystemOneRequest;
 /** The answer to {@link DecideRequest}: `{model, answers, usage}`. */
 export type DecideResponse = SystemOneResponse;
-/** One question of a request (`choice`, `noul` or `score`). */
-export type Question = DecideRequest["questions"][string];
-/** One answer of a response, discriminated by `type`. */
-export type Answer = DecideResponse["answers"][string];
-/** One model served by the service (`GET /v1/models`). */
-export type ModelEntry = z.infer<typeof ModelEntrySchema>;
 
 /** Options of {@link DecisiondClient}. */
 export interface DecisiondClientOptions {
@@ -137,7 +138,7 @@ export class DecisiondClient {
       if (!isJson)
         throw new DecisiondError({
           status: response.status,
-          errorType: "invalid_response",
+          errorType: ClientErrorTypes.invalidResponse,
           message: `the response to ${method} ${url} is not JSON: ${text}`,
           requestId,
         });
@@ -167,7 +168,7 @@ function errorFromResponse(
     }));
     return new DecisiondError({
       status,
-      errorType: "validation_error",
+      errorType: Errors.validation.type,
       message:
         details.map((d) => `${d.loc.join(".")}: ${d.msg}`).join("; ") || "the request is not valid",
       details,
@@ -178,7 +179,8 @@ function errorFromResponse(
   if (isObject(detail) && typeof detail.message === "string") {
     return new DecisiondError({
       status,
-      errorType: typeof detail.error_type === "string" ? detail.error_type : `http_${status}`,
+      errorType:
+        typeof detail.error_type === "string" ? detail.error_type : httpStatusErrorType(status),
       message: detail.message,
       requestId:
         requestId ?? (typeof detail.request_id === "string" ? detail.request_id : undefined),
@@ -188,7 +190,7 @@ function errorFromResponse(
   const reason = response.statusText ? ` ${response.statusText}` : "";
   return new DecisiondError({
     status,
-    errorType: `http_${status}`,
+    errorType: httpStatusErrorType(status),
     message: `HTTP ${status}${reason}${text ? `: ${text}` : ""}`,
     requestId,
     retryAfter,
@@ -204,7 +206,7 @@ function networkError(
   if (signal?.aborted)
     return new DecisiondError({
       status: 0,
-      errorType: "aborted",
+      errorType: ClientErrorTypes.aborted,
       message: `the request to ${url} was aborted`,
       cause: signal.reason ?? error,
     });
@@ -213,7 +215,7 @@ function networkError(
     cause?.code ?? cause?.message ?? (error instanceof Error ? error.message : String(error));
   return new DecisiondError({
     status: 0,
-    errorType: "connection_error",
+    errorType: ClientErrorTypes.connection,
     message: `no response from ${url} (${reason}); is decisiond running there? (SERVICE_BASE_URL sets the address)`,
     cause: error,
   });
@@ -227,7 +229,7 @@ function invalidResponse(
 ): DecisiondError {
   return new DecisiondError({
     status,
-    errorType: "invalid_response",
+    errorType: ClientErrorTypes.invalidResponse,
     message: `${what}: ${JSON.stringify(body)}`,
     requestId,
   });

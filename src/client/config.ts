@@ -1,13 +1,14 @@
 import { closeSync, fstatSync, openSync, readFileSync } from "node:fs";
 import { homedir as osHomedir } from "node:os";
 import { isAbsolute, join } from "node:path";
+import { PUBLIC_MODEL_NAME } from "../protocol/models.js";
 import { ClientConfigError } from "./errors.js";
 
 /** Where clients look for the service when `SERVICE_BASE_URL` is not set. */
 export const DEFAULT_BASE_URL = "http://127.0.0.1:8080";
 
 /** The model clients ask for when neither a flag nor `DECISIOND_MODEL` names one. */
-export const DEFAULT_MODEL_NAME = "decisiond-1.0-experimental";
+export const DEFAULT_MODEL_NAME = PUBLIC_MODEL_NAME;
 
 /** How a client reaches the service. */
 export interface ClientConfig {

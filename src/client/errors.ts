@@ -1,18 +1,15 @@
-/** One entry of a 422 body: where (`loc`, starting with "body"), what (`msg`) and a `type`. */
-export interface ValidationDetail {
-  loc: (string | number)[];
-  msg: string;
-  type: string;
-}
+import type { ValidationDetail } from "../protocol/errors.js";
+
+export type { ValidationDetail };
 
 /** The fields of a {@link DecisiondError}. */
 export interface DecisiondErrorInit {
   /** HTTP status; 0 when no response arrived (connection refused, DNS, reset, abort). */
   status: number;
   /**
-   * The server's `error_type` (e.g. `concurrency_limit`, `unauthorized`); `validation_error` for a
-   * 422; for failures without a server body: `connection_error`, `aborted`, `invalid_response`,
-   * or `http_<status>` for a non-JSON error body (a proxy's page, say).
+   * The server's `error_type` (the `type` of an entry of `Errors`, src/protocol/errors.ts;
+   * `Errors.validation.type` for a 422); for failures without a server body one of
+   * `ClientErrorTypes`, or `http_<status>` for a non-JSON error body (a proxy's page, say).
    */
   errorType: string;
   /** The server's message; for a 422, every detail as `loc: msg`, joined with "; ". */
@@ -34,7 +31,7 @@ export interface DecisiondErrorInit {
 export class DecisiondError extends Error {
   /** HTTP status; 0 when no response arrived. */
   readonly status: number;
-  /** The server's `error_type`, `validation_error` for a 422, or a client-side kind (see init). */
+  /** The server's `error_type`, or a client-side kind (see {@link DecisiondErrorInit.errorType}). */
   readonly errorType: string;
   /** The response's request id, to quote when reporting a problem. */
   readonly requestId: string | undefined;
@@ -66,8 +63,8 @@ export class DecisiondError extends Error {
   }
 
   /**
-   * One line for people: `HTTP 429 concurrency_limit: <message> (request id …; retry after 1 s)`,
-   * or `connection_error: <message>` when no response arrived.
+   * One line for people: `HTTP <status> <error type>: <message> (request id …; retry after 1 s)`,
+   * or `<error type>: <message>` when no response arrived.
    */
   describe(): string {
     const head = this.status > 0 ? `HTTP ${this.status} ${this.errorType}` : this.errorType;

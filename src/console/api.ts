@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { StoreError, type AccountStore } from "../accounts/store.js";
-import { apiError, validationError } from "../api/errors.js";
+import { ApiError, Errors, validationError } from "../protocol/errors.js";
 import { accountInScope, authenticate, keyInScope, type Principal } from "./auth.js";
 import { CreateKeyBody, KeyParams, KeysQuery, parseOr422, UsageQuery } from "./schemas.js";
 import { accountView, allowanceView, dayViews, keyView } from "./views.js";
@@ -64,12 +64,7 @@ export async function consoleApi(app: FastifyInstance, options: ConsoleApiOption
   const authenticateRequest = async (
     request: FastifyRequest,
   ): Promise<{ store: AccountStore; principal: Principal }> => {
-    if (!store)
-      throw apiError(
-        404,
-        "accounts_off",
-        "the server runs without accounts (--auth off): there are no keys or usage to manage",
-      );
+    if (!store) throw new ApiError(Errors.accountsOff);
     return {
       store,
       principal: await authenticate(request.headers.authorization, { store, adminToken }),
@@ -110,7 +105,7 @@ export async function consoleApi(app: FastifyInstance, options: ConsoleApiOption
       required: false,
     });
     if (account !== undefined && !(await store.findAccount(account)))
-      throw apiError(404, "not_found", `no account "${account}"`);
+      throw new ApiError(Errors.accountNotFound, [account]);
     return { keys: (await store.listKeys(account)).map(keyView) };
   });
 
@@ -164,7 +159,7 @@ export async function consoleApi(app: FastifyInstance, options: ConsoleApiOption
       required: true,
     })!;
     const account = await store.findAccount(name);
-    if (!account) throw apiError(404, "not_found", `no account "${name}"`);
+    if (!account) throw new ApiError(Errors.accountNotFound, [name]);
     const at = now();
     const since = at - (query.days - 1) * 86_400_000;
     const days = dayViews(await store.dailyUsage(account.id, since), at, query.days);

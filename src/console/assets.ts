@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { existsSync, statSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { apiError } from "../api/errors.js";
+import { ApiError, Errors } from "../protocol/errors.js";
 
 /**
  * The console's front end: the files `vite build` writes to `dist/console-app/` (from
@@ -61,12 +61,7 @@ export async function consoleAssets(app: FastifyInstance, assetsDir: string): Pr
   }
 
   const page = async (request: FastifyRequest, reply: FastifyReply) => {
-    if (!built)
-      throw apiError(
-        503,
-        "console_not_built",
-        `the console's front end is not built (no ${join(assetsDir, "index.html")}): run npm run build`,
-      );
+    if (!built) throw new ApiError(Errors.consoleNotBuilt, [join(assetsDir, "index.html")]);
     const path = (request.params as { "*"?: string })["*"] ?? "";
     if (TOP_LEVEL_FILE.test(path) && path !== "index.html" && isFile(join(assetsDir, path)))
       return reply.sendFile(path, { maxAge: "1h" });
@@ -79,7 +74,7 @@ export async function consoleAssets(app: FastifyInstance, assetsDir: string): Pr
   app.route({ method: "GET", url: "/", prefixTrailingSlash: "slash", handler: page });
   app.get("/*", async (request, reply) => {
     if (request.url.startsWith("/console/api/"))
-      throw apiError(404, "not_found", `no route ${request.method} ${request.url}`);
+      throw new ApiError(Errors.routeNotFound, [request.method, request.url]);
     return page(request, reply);
   });
 }

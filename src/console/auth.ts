@@ -1,8 +1,8 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import { KEY_SCHEME } from "../accounts/keys.js";
 import type { Account, AccountStore, ApiKeyRecord } from "../accounts/store.js";
-import { apiError, validationError, type HttpError } from "../api/errors.js";
-import { bearerKey } from "../api/gate.js";
+import { bearerKey } from "../protocol/bearer.js";
+import { ApiError, Errors, validationError, type ErrorSpec } from "../protocol/errors.js";
 
 /**
  * Who a console request acts for, and on which account it may act.
@@ -50,8 +50,9 @@ export interface Credentials {
 
 const WWW_AUTHENTICATE = { "www-authenticate": 'Bearer realm="decisiond console"' };
 
-function unauthorized(message: string): HttpError {
-  return apiError(401, "authentication_error", message, WWW_AUTHENTICATE);
+/** A 401 of the console, asking for its realm. */
+function unauthorized(spec: ErrorSpec, args: readonly string[] = []): ApiError {
+  return new ApiError(spec, args, { headers: WWW_AUTHENTICATE });
 }
 
 /**
@@ -67,15 +68,15 @@ export async function authenticate(
   credentials: Credentials,
 ): Promise<Principal> {
   const credential = bearerKey(header);
-  if (credential === undefined)
-    throw unauthorized("sign in: send an API key or the admin token as Authorization: Bearer …");
+  if (credential === undefined) throw unauthorized(Errors.consoleSignIn);
   if (credential.startsWith(KEY_SCHEME)) {
     const found = await credentials.store.findKey(credential);
-    if (!found) throw unauthorized("invalid API key");
+    if (!found) throw unauthorized(Errors.unknownKey);
     if (found.key.revokedAt !== undefined)
-      throw unauthorized(
-        `API key ${found.key.prefix}… was revoked on ${new Date(found.key.revokedAt).toISOString()}`,
-      );
+      throw unauthorized(Errors.revokedKey, [
+        found.key.prefix,
+        new Date(found.key.revokedAt).toISOString(),
+      ]);
     await credentials.store.touchKey(found.key.id);
     return {
       role: "account",
@@ -83,12 +84,8 @@ export async function authenticate(
       key: (await credentials.store.keyById(found.key.id)) ?? found.key,
     };
   }
-  if (credentials.adminToken === undefined)
-    throw unauthorized(
-      "that is not an API key, and admin sign-in is off: the server has no admin token (DECISIOND_ADMIN_TOKEN)",
-    );
-  if (!sameSecret(credential, credentials.adminToken))
-    throw unauthorized("invalid API key or admin token");
+  if (credentials.adminToken === undefined) throw unauthorized(Errors.adminSignInOff);
+  if (!sameSecret(credential, credentials.adminToken)) throw unauthorized(Errors.invalidCredential);
   return { role: "admin" };
 }
 
@@ -113,11 +110,7 @@ export function accountInScope(
 ): string | undefined {
   if (principal.role === "account") {
     if (requested !== undefined && requested !== principal.account.name)
-      throw apiError(
-        403,
-        "permission_denied",
-        `an API key manages its own account ("${principal.account.name}") only; sign in with the admin token to manage others`,
-      );
+      throw new ApiError(Errors.permissionDenied, [principal.account.name]);
     return principal.account.name;
   }
   if (requested === undefined && where.required)
@@ -139,12 +132,8 @@ export async function keyInScope(
 ): Promise<ApiKeyRecord> {
   const record = await store.keyById(id);
   if (!record || (principal.role === "account" && record.accountId !== principal.account.id))
-    throw apiError(
-      404,
-      "not_found",
-      principal.role === "account"
-        ? `no key with id ${id} in account "${principal.account.name}"`
-        : `no key with id ${id}`,
-    );
+    throw principal.role === "account"
+      ? new ApiError(Errors.keyNotFoundInAccount, [id, principal.account.name])
+      : new ApiError(Errors.keyNotFound, [id]);
   return record;
 }

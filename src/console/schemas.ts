@@ -1,5 +1,6 @@
 import { z } from "zod";
-import { detailsFromZod, validationError, type HttpError } from "../api/errors.js";
+import { validationError, type HttpError } from "../protocol/errors.js";
+import { detailsFromZod } from "../protocol/validation.js";
 
 /**
  * Request schemas of the console's JSON API (`/console/api/…`). Failures become 422 with

@@ -1,24 +1,16 @@
 import type { Account, AccountUsage, ApiKeyRecord, DailyUsage } from "../accounts/store.js";
+import type { AccountView, AllowanceView, DayView, KeyView } from "../protocol/console.js";
+
+export type { AccountView, AllowanceView, DayView, KeyView };
 
 /**
- * The JSON shapes the console API answers with: snake_case fields, times as ISO 8601 strings in
- * UTC (`null` for never), the same fields as `decisiond keys list --json`.
+ * The JSON shapes the console API answers with (src/protocol/console.ts), from the store's
+ * records.
  */
 
 /** An ISO time, or `null`. */
 export function isoTime(ms: number | undefined): string | null {
   return ms === undefined ? null : new Date(ms).toISOString();
-}
-
-/** A key as listed: never the key itself, only its prefix. */
-export interface KeyView {
-  id: number;
-  account: string;
-  prefix: string;
-  label: string | null;
-  created_at: string | null;
-  last_used_at: string | null;
-  revoked_at: string | null;
 }
 
 /** A stored key as the console lists it. */
@@ -34,15 +26,6 @@ export function keyView(r: ApiKeyRecord): KeyView {
   };
 }
 
-/** An allowance as of now: tokens per period, used, left, and when it renews (`null`: never). */
-export interface AllowanceView {
-  tokens: number;
-  period: "day" | "month" | "total";
-  used: number;
-  remaining: number;
-  renews_at: string | null;
-}
-
 /** An allowance state (see `AccountStore.allowanceState`) as the console shows it. */
 export function allowanceView(a: AccountUsage["allowance"]): AllowanceView | null {
   return a
@@ -54,15 +37,6 @@ export function allowanceView(a: AccountUsage["allowance"]): AllowanceView | nul
         renews_at: isoTime(a.renewsAt),
       }
     : null;
-}
-
-/** An account in the accounts list. */
-export interface AccountView {
-  name: string;
-  created_at: string | null;
-  allowance: AllowanceView | null;
-  /** Keys not revoked. */
-  active_keys: number;
 }
 
 /** An account with its allowance state and its count of keys not revoked. */
@@ -77,16 +51,6 @@ export function accountView(
     allowance: allowanceView(allowance),
     active_keys: activeKeys,
   };
-}
-
-/** One UTC day of usage. */
-export interface DayView {
-  /** YYYY-MM-DD (UTC). */
-  date: string;
-  calls: number;
-  failed_calls: number;
-  input_tokens: number;
-  output_tokens: number;
 }
 
 const DAY_MS = 86_400_000;

@@ -1,4 +1,5 @@
-import type { SystemOneRequest } from "../api/schemas.js";
+import { PUBLIC_MODEL_NAME } from "../protocol/models.js";
+import type { SystemOneRequest } from "../protocol/schemas.js";
 import { BANKING77_DESCRIPTIONS, drawIntents } from "./banking77.js";
 import {
   AG_NEWS_OPTIONS,
@@ -35,7 +36,7 @@ export { cleanAgNews, detokenizeSst, parseCsv } from "./dataset-text.js";
  */
 
 /** The model name written into request bodies (the runner evaluates whatever `--model` says). */
-export const REQUEST_MODEL = "decisiond-1.0-experimental";
+export const REQUEST_MODEL = PUBLIC_MODEL_NAME;
 
 /** Options of a conversion. */
 export interface ConvertOptions {

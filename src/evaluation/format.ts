@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
-import { SystemOneRequestSchema, type SystemOneRequest } from "../api/schemas.js";
+import { SystemOneRequestSchema, type SystemOneRequest } from "../protocol/schemas.js";
 
 /**
  * The evaluation format: JSONL, one item per line,

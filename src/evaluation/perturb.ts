@@ -1,4 +1,4 @@
-import type { SystemOneRequest } from "../api/schemas.js";
+import type { SystemOneRequest } from "../protocol/schemas.js";
 import { NOUL_LABELS } from "../decision/labels.js";
 import { hash32, mulberry32 } from "./format.js";
 import { classesOf } from "./systems.js";

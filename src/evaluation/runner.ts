@@ -1,4 +1,4 @@
-import type { SystemOneRequest } from "../api/schemas.js";
+import type { SystemOneRequest } from "../protocol/schemas.js";
 import {
   calibrationKey,
   temperatureFor,

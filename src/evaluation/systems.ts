@@ -5,7 +5,7 @@ import {
   type DecisionQuestions,
   type LlamaDecisionContext,
 } from "node-llama-cpp";
-import type { SystemOneRequest } from "../api/schemas.js";
+import type { SystemOneRequest } from "../protocol/schemas.js";
 import { toDecisionRequest } from "../api/translate.js";
 import { Decider, type DebiasMode, type ReadoutSettings } from "../decision/decide.js";
 import type { Answer } from "../decision/types.js";

@@ -211,9 +211,9 @@ class CallQueue {
  * progress token gets `notifications/progress` every `progressIntervalMs` while it waits and
  * runs; a cancelled call aborts its HTTP request. On success the result has `structuredContent` =
  * the response and one text line per question. Every failure is a tool result with
- * `isError: true` and a text naming it: for a server error, `HTTP <status> <error_type>:
- * <message> (request id …; retry after … s)` followed by the same fields as JSON; also for an
- * image together with a video, a refused key file, or no response from the server.
+ * `isError: true` and a text naming it (`DecisiondError.describe()`: status, error type,
+ * message, request id, retry delay) followed by the same fields as JSON; also for an image
+ * together with a video, a refused key file, or no response from the server.
  */
 export function createMcpServer(options: McpServerOptions = {}): McpServer {
   const makeClient = options.client ?? (() => DecisiondClient.fromEnv());

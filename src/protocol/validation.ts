@@ -1,38 +1,10 @@
 import type { z } from "zod";
+import type { ValidationDetail } from "./errors.js";
 
-/** One entry of a 422 body, FastAPI's shape: where (`loc` starting with "body"), what, and a type. */
-export interface ValidationDetail {
-  loc: (string | number)[];
-  msg: string;
-  type: string;
-}
-
-/** An error the API answers with a status and a JSON body; never logged as a fault. */
-export class HttpError extends Error {
-  constructor(
-    readonly statusCode: number,
-    readonly body: unknown,
-    readonly headers: Record<string, string> = {},
-  ) {
-    super(typeof body === "object" && body !== null ? JSON.stringify(body) : String(body));
-    this.name = "HttpError";
-  }
-}
-
-/** 422 with a `detail` list. */
-export function validationError(detail: ValidationDetail[]): HttpError {
-  return new HttpError(422, { detail });
-}
-
-/** A non-validation error: `{"detail": {"error_type", "message"}}`. */
-export function apiError(
-  statusCode: number,
-  errorType: string,
-  message: string,
-  headers: Record<string, string> = {},
-): HttpError {
-  return new HttpError(statusCode, { detail: { error_type: errorType, message } }, headers);
-}
+/**
+ * Zod's verdict on a request as 422 details, in the words FastAPI/pydantic clients know: the
+ * wire's validation vocabulary, shared by the API and the console's API.
+ */
 
 /** Zod issue codes → the error `type` names FastAPI/pydantic clients know. */
 function issueType(issue: z.core.$ZodIssue): string {
@@ -61,6 +33,14 @@ function issueType(issue: z.core.$ZodIssue): string {
 /**
  * Zod issues as 422 details with `loc` = ["body", ...path]. A discriminated-union miss is
  * reported at the question's `type`, and unions of text report one message, not one per branch.
+ * @param issues - from a failed `safeParse` (parsed with `reportInput: true`, so a missing field
+ *   reads "Field required")
+ * @returns one detail per issue, in zod's order
+ * @example
+ * ```ts
+ * detailsFromZod(SystemOneRequestSchema.safeParse({}).error!.issues);
+ * // → [{ loc: ["body", "model"], msg: "Field required", type: "missing" }, …]
+ * ```
  */
 export function detailsFromZod(issues: readonly z.core.$ZodIssue[]): ValidationDetail[] {
   return issues.map((issue) => {

@@ -1,0 +1,137 @@
+import type { FastifyInstance, FastifyReply } from "fastify";
+import type { DecisionMedia, DecisionResult } from "../decision/types.js";
+import { decodeRequestMedia } from "../media/request.js";
+import type { SystemOneResponse } from "../protocol/schemas.js";
+import { admittedTicket, type GateTicket } from "./gate.js";
+import type { ServiceMetrics } from "./metrics.js";
+import type { ServedModel } from "./options.js";
+import { toDecisionRequest } from "./translate.js";
+import { validateRequest, type ValidRequest } from "./validate.js";
+import { DeadlineError, type WorkQueue } from "./work-queue.js";
+
+/** The reason a request's signal aborts when its client hangs up. */
+class ClientGoneError extends Error {
+  override readonly name = "ClientGoneError";
+  constructor() {
+    super("the client closed the connection before its answer");
+  }
+}
+
+/** What the decision route needs from the app. */
+export interface DecideRouteOptions {
+  /** The served models by every name and alias they answer to. */
+  readonly byName: ReadonlyMap<string, ServedModel>;
+  /** The bound on decisions waiting for the model, and their deadline. */
+  readonly queue: WorkQueue;
+  readonly metrics: ServiceMetrics;
+}
+
+/**
+ * Registers `POST /v1/systemone`: validate (./validate.ts), decode the media, let the model
+ * decide under the work queue's bound and deadline, answer `{model, answers, usage}`. Errors are
+ * thrown to the app's error handler (./error-handler.ts). The gate's ticket is settled with the
+ * call's usage once the model lets go, also when the client left first.
+ */
+export function registerDecideRoute(app: FastifyInstance, options: DecideRouteOptions): void {
+  app.post("/v1/systemone", async (request, reply): Promise<SystemOneResponse | undefined> => {
+    const call = new Call(admittedTicket(request));
+    try {
+      const valid = validateRequest(request.body, options.byName);
+      const result = await call.run(valid, reply, options.queue);
+      if (!result) {
+        request.log.info(
+          "the client closed the connection before its answer; its work was cancelled",
+        );
+        // Nothing to send on a closed connection; the gate records the call as 499 and charges
+        // its usage once the engine lets go.
+        reply.hijack();
+        return undefined;
+      }
+      options.metrics.tokens.inc({ direction: "input" }, result.usage.input_tokens);
+      options.metrics.tokens.inc({ direction: "output" }, result.usage.output_tokens);
+      const { body, name } = valid;
+      const questions = Object.keys(body.questions).length;
+      request.log.info(
+        { model: name, questions, usage: result.usage, stats: result.stats },
+        "decided",
+      );
+      return { model: name, answers: result.answers, usage: result.usage };
+    } finally {
+      call.settle();
+    }
+  });
+}
+
+/** One decision call: its media, its run on the model, and the settling of its gate ticket. */
+class Call {
+  private usage: DecisionResult["usage"] | undefined;
+  /** The engine's work once it lets go, when the client was answered before that. */
+  private abandoned: Promise<DecisionResult | undefined> | undefined;
+
+  constructor(private readonly ticket: GateTicket | undefined) {}
+
+  /**
+   * Decodes the media and runs the model; aborted when the client hangs up.
+   * @returns the result, `undefined` when the client left first
+   * @throws the model's and the queue's errors ({@link DeadlineError}, …), and
+   *   {@link MediaInputError} for media that cannot be used
+   */
+  async run(
+    { body, model }: ValidRequest,
+    reply: FastifyReply,
+    queue: WorkQueue,
+  ): Promise<DecisionResult | undefined> {
+    const controller = new AbortController();
+    const hangUp = () => {
+      if (!reply.raw.writableEnded) controller.abort(new ClientGoneError());
+    };
+    if (reply.raw.destroyed) hangUp();
+    else reply.raw.on("close", hangUp);
+    let done: Promise<DecisionResult | undefined> | undefined;
+    try {
+      const media = await requestMedia(body, model);
+      const started = performance.now();
+      const reserve = this.ticket?.reserve?.bind(this.ticket);
+      const result = await queue.run(
+        (signal) =>
+          model.decide(
+            { ...toDecisionRequest(body), ...(media ? { media } : {}) },
+            signal,
+            reserve ? { beforeScore: (usage) => reserve(usage) } : undefined,
+          ),
+        controller.signal,
+        (work) => {
+          done = work;
+        },
+      );
+      // W3C Server-Timing: time spent in the engine and readout (ms), so a client can tell it
+      // from the HTTP, JSON and media work around it (bench/run.mjs uses it).
+      reply.header("server-timing", `decide;dur=${(performance.now() - started).toFixed(2)}`);
+      this.usage = result.usage;
+      return result;
+    } catch (error) {
+      if (error instanceof ClientGoneError || error instanceof DeadlineError) this.abandoned = done;
+      if (error instanceof ClientGoneError) return undefined;
+      throw error;
+    }
+  }
+
+  /** Frees the account's slot with the call's usage: now, or once abandoned work lets go. */
+  settle(): void {
+    if (this.abandoned) void this.abandoned.then((late) => this.ticket?.settle(late?.usage));
+    else this.ticket?.settle(this.usage);
+  }
+}
+
+/**
+ * The request's image or video frames, decoded for the model (media/).
+ * @throws {@link MediaInputError} when the data cannot be used (→ 422)
+ */
+async function requestMedia(
+  body: ValidRequest["body"],
+  model: ServedModel,
+): Promise<DecisionMedia | undefined> {
+  if (!body.images && !body.videos) return undefined;
+  if (!model.media) throw new Error("a model that accepts media needs media options");
+  return decodeRequestMedia(body, model.media);
+}

@@ -1,0 +1,128 @@
+import type { FastifyInstance, FastifyRequest } from "fastify";
+import { StateTooLongError } from "../decision/decide.js";
+import { PromptTextError } from "../engine/types.js";
+import { MediaInputError } from "../media/errors.js";
+import { ApiError, Errors, HttpError, validationError } from "../protocol/errors.js";
+import { emptyBodyError } from "./json.js";
+import { DeadlineError } from "./work-queue.js";
+
+/**
+ * The app's one error handler: every error a route or hook throws is answered here, through the
+ * error table (src/protocol/errors.ts). An {@link HttpError} is sent as it is, with the request
+ * id added; a domain error (the decision, engine, media and work queue's) becomes its table
+ * entry; Fastify's own 4xx get the API's error shape; anything else is an internal fault:
+ * logged, and answered 500 naming the request id.
+ */
+
+/** A Fastify error: `statusCode` and `code` (`FST_ERR_…`) when Fastify raised it. */
+type FastifyError = Error & { statusCode?: number; code?: string };
+
+/** Options of {@link installErrorHandler}. */
+export interface ErrorHandlerOptions {
+  /** The body limit in bytes, for the 413 message. */
+  readonly bodyLimit: number;
+  /** Called for each internal fault of the request (a metric). */
+  readonly onFault?: (request: FastifyRequest) => void;
+}
+
+/**
+ * Sets the app's error and not-found handlers.
+ * @param app - the app, before any plugin that should share the handler is registered
+ * @param options - the body limit, and what to do on an internal fault
+ */
+export function installErrorHandler(app: FastifyInstance, options: ErrorHandlerOptions): void {
+  app.setNotFoundHandler((request, reply) => {
+    void reply.code(404).send(notFound(request).body);
+  });
+
+  app.setErrorHandler((error: FastifyError, request, reply) => {
+    const known = toHttpError(error);
+    if (known) {
+      void reply
+        .code(known.statusCode)
+        .headers(known.headers)
+        .send(withRequestId(known.body, request.id));
+      return;
+    }
+    // Fastify's own refusals carry no request id, as Fastify answers them.
+    const refused = fastifyClientError(error, options.bodyLimit);
+    if (refused) {
+      void reply.code(refused.statusCode).send(refused.body);
+      return;
+    }
+    request.log.error({ err: error }, "internal fault");
+    options.onFault?.(request);
+    const fault = new ApiError(Errors.internal, [request.id]);
+    void reply.code(fault.statusCode).send(withRequestId(fault.body, request.id));
+  });
+}
+
+/** The 404 of a request to no route. */
+export function notFound(request: FastifyRequest): ApiError {
+  return new ApiError(Errors.routeNotFound, [request.method, request.url]);
+}
+
+/**
+ * The answer to an error of ours or of the domain, through the table.
+ * @returns `undefined` for any other error
+ */
+function toHttpError(error: Error): HttpError | undefined {
+  if (error instanceof HttpError) return error;
+  if (error instanceof PromptTextError)
+    return validationError([
+      {
+        loc: ["body", error.part === "prefix" ? "state" : "questions"],
+        msg: error.message,
+        type: "value_error",
+      },
+    ]);
+  if (error instanceof StateTooLongError)
+    return validationError([
+      {
+        // Blame the state when it alone fills the context, else the longest question.
+        loc:
+          error.longestQuestionId !== undefined && error.stateTokens * 2 < error.contextSize
+            ? ["body", "questions", error.longestQuestionId]
+            : ["body", "state"],
+        msg: error.message,
+        type: "state_too_long",
+      },
+    ]);
+  if (error instanceof MediaInputError)
+    return validationError([{ loc: [...error.loc], msg: error.message, type: error.type }]);
+  if (error instanceof DeadlineError)
+    return new ApiError(Errors.deadlineExceeded, [error.deadlineMs], {
+      headers: { "retry-after": String(Math.max(1, Math.ceil(error.deadlineMs / 4000))) },
+    });
+  return undefined;
+}
+
+/**
+ * Fastify's own 4xx (size, media type, empty body, a malformed request) in the API's shape.
+ * @returns `undefined` for anything else
+ */
+function fastifyClientError(error: FastifyError, bodyLimit: number): HttpError | undefined {
+  if (error.code === "FST_ERR_CTP_EMPTY_JSON_BODY") return emptyBodyError();
+  const status = error.statusCode ?? 500;
+  if (status < 400 || status >= 500) return undefined;
+  switch (error.code) {
+    case "FST_ERR_CTP_BODY_TOO_LARGE":
+      return new ApiError(Errors.requestTooLarge, [bodyLimit, (bodyLimit / 1048576).toFixed(0)], {
+        status,
+      });
+    case "FST_ERR_CTP_INVALID_MEDIA_TYPE":
+      return new ApiError(Errors.unsupportedMediaType, [], { status });
+    default:
+      return new ApiError(Errors.invalidRequest, [error.message], { status });
+  }
+}
+
+/** An error body with the request id added to its `detail` object (422 lists are left as they are). */
+function withRequestId(body: unknown, requestId: string): unknown {
+  if (typeof body === "object" && body !== null) {
+    const detail = (body as { detail?: unknown }).detail;
+    if (typeof detail === "object" && detail !== null && !Array.isArray(detail))
+      return { ...body, detail: { ...detail, request_id: requestId } };
+  }
+  return body;
+}

@@ -1,0 +1,85 @@
+import type { FastifyInstance } from "fastify";
+import type { ModelEntry } from "../protocol/schemas.js";
+import type { Lifecycle } from "./lifecycle.js";
+import type { ServiceMetrics } from "./metrics.js";
+import { openApiDocument } from "./openapi.js";
+import type { ServedModel } from "./options.js";
+
+/** How long `/readyz` waits for each check, in ms. */
+const READY_CHECK_MS = 2000;
+
+/** What the service routes read. */
+export interface ServiceRoutesOptions {
+  readonly models: readonly ServedModel[];
+  /** Every name and alias the models answer to, for the OpenAPI document. */
+  readonly names: readonly string[];
+  readonly lifecycle: Lifecycle;
+  readonly metrics: ServiceMetrics;
+  /** What `/readyz` checks, by name. */
+  readonly readiness: Readonly<Record<string, () => Promise<void>>>;
+  /** decisiond's version. */
+  readonly version: string;
+  /** Whether requests need an API key. */
+  readonly auth: boolean;
+}
+
+/**
+ * Registers the routes around the decision: `GET /healthz` (alive), `GET /readyz` (every
+ * dependency answers within 2 s, and not draining), `GET /metrics` (Prometheus text),
+ * `GET /openapi.json` and `GET /v1/models`.
+ */
+export function registerServiceRoutes(app: FastifyInstance, options: ServiceRoutesOptions): void {
+  const { models, lifecycle, metrics } = options;
+
+  app.get("/healthz", async () => ({ status: "ok", models: models.map((m) => m.names[0]) }));
+
+  app.get("/readyz", async (_request, reply) => {
+    const checks: Record<string, string> = {};
+    await Promise.all(
+      Object.entries(options.readiness).map(async ([name, check]) => {
+        try {
+          await withTimeout(
+            check(),
+            READY_CHECK_MS,
+            `${name} did not answer within ${READY_CHECK_MS} ms`,
+          );
+          checks[name] = "ok";
+        } catch (error) {
+          checks[name] = error instanceof Error ? error.message : String(error);
+        }
+      }),
+    );
+    const ready = !lifecycle.draining && Object.values(checks).every((c) => c === "ok");
+    void reply.code(ready ? 200 : 503);
+    return { status: ready ? "ready" : lifecycle.draining ? "draining" : "not_ready", checks };
+  });
+
+  app.get("/metrics", async (_request, reply) => {
+    void reply.header("content-type", metrics.registry.contentType);
+    return metrics.registry.metrics();
+  });
+
+  const openapi = openApiDocument({
+    version: options.version,
+    auth: options.auth,
+    models: options.names,
+  });
+  app.get("/openapi.json", async () => openapi);
+
+  app.get("/v1/models", async (): Promise<{ models: ModelEntry[] }> => ({
+    models: models.flatMap((m) =>
+      m.names.map((name) => ({ name, description: m.description, release_date: m.releaseDate })),
+    ),
+  }));
+}
+
+/** `promise`, or a rejection with `message` after `ms` milliseconds. */
+function withTimeout<T>(promise: Promise<T>, ms: number, message: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    promise,
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(message)), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}

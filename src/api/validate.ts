@@ -1,0 +1,139 @@
+import { Ajv, type ValidateFunction } from "ajv";
+import { validationError, type ValidationDetail } from "../protocol/errors.js";
+import { requestJsonSchema } from "../protocol/json-schema.js";
+import { SystemOneRequestSchema, type SystemOneRequest } from "../protocol/schemas.js";
+import { detailsFromZod } from "../protocol/validation.js";
+import { jsonShapeProblems } from "./json-shape.js";
+import type { ServedModel } from "./options.js";
+
+/**
+ * The one validator of `POST /v1/systemone` bodies: the JSON Schema generated from the zod
+ * schemas (src/protocol/json-schema.ts), compiled once with Ajv. It decides; zod only words the
+ * 422 details of a body it refused, so a valid body is walked once.
+ * Why a compiled schema and not zod alone: docs/decisions/062-one-request-validator.md
+ */
+
+let compiled: ValidateFunction | undefined;
+
+/**
+ * Whether a parsed JSON body is a valid request. Compiles the schema on first use.
+ * @param body - a value from `JSON.parse` that passed {@link jsonShapeProblems} (no non-finite
+ *   numbers, no deeper nesting than the limit), not arbitrary JavaScript
+ * @returns `true` exactly when `SystemOneRequestSchema` accepts it (test/request-validator.test.ts)
+ * @example isValidRequest(JSON.parse(text)) // → true
+ */
+export function isValidRequest(body: unknown): body is SystemOneRequest {
+  const validate = (compiled ??= new Ajv({
+    strict: true,
+    allowUnionTypes: true,
+    discriminator: true,
+  }).compile(requestJsonSchema()));
+  return validate(body);
+}
+
+/** A validated request and the model it names. */
+export interface ValidRequest {
+  /** The body as parsed; unknown fields are left in, and nothing reads them. */
+  readonly body: SystemOneRequest;
+  readonly model: ServedModel;
+  /** The name the response reports (see {@link answeredName}). */
+  readonly name: string;
+}
+
+/**
+ * Validates a parsed body and resolves its model.
+ * @param raw - the parsed JSON body
+ * @param byName - the served models by every name and alias they answer to
+ * @returns the body, its model and the name to answer under
+ * @throws {@link HttpError} 422 with `detail[]`: what is wrong and where, the model unknown, or
+ *   media the model does not take
+ */
+export function validateRequest(
+  raw: unknown,
+  byName: ReadonlyMap<string, ServedModel>,
+): ValidRequest {
+  if (raw === undefined || raw === null || typeof raw !== "object" || Array.isArray(raw))
+    throw validationError([
+      { loc: ["body"], msg: "The body should be a JSON object", type: "model_attributes_type" },
+    ]);
+  // Depth, finite numbers and reserved ids first: the validator and zod rely on them.
+  const shape = jsonShapeProblems(raw);
+  if (shape.length > 0) throw validationError(shape);
+  let details: ValidationDetail[] = [];
+  if (!isValidRequest(raw)) {
+    const parsed = SystemOneRequestSchema.safeParse(raw, { reportInput: true });
+    details = parsed.success ? [] : detailsFromZod(parsed.error.issues);
+  }
+  if (!("state" in raw))
+    details = [
+      { loc: ["body", "state"], msg: "Field required", type: "missing" },
+      ...details.filter((d) => d.loc[1] !== "state"),
+    ];
+  if (details.length > 0) throw validationError(details);
+  const body = raw as SystemOneRequest;
+  const model = byName.get(body.model);
+  if (!model)
+    throw validationError([
+      {
+        loc: ["body", "model"],
+        msg: `model ${JSON.stringify(body.model)} is not served here; served: ${[...byName.keys()].join(", ")}`,
+        type: "unknown_model",
+      },
+    ]);
+  const name = answeredName(model, body.model);
+  mediaProblems(body, model, name);
+  return { body, model, name };
+}
+
+/** @throws {@link HttpError} 422 when the body sends both media, or media the model does not take. */
+function mediaProblems(body: SystemOneRequest, model: ServedModel, name: string): void {
+  if (body.images && body.videos)
+    throw validationError([
+      {
+        loc: ["body", "videos"],
+        msg: "Send one image or one video, not both",
+        type: "value_error",
+      },
+    ]);
+  if (body.images && !model.acceptsImages)
+    throw validationError([
+      {
+        loc: ["body", "images"],
+        msg:
+          `model ${name} does not accept images: it is a text-only model. Serve a vision model to ` +
+          "send images, e.g. `decisiond serve --model smolvlm-256m-instruct` (its projector is " +
+          "pulled with it), or a GGUF with its projector: `decisiond serve --model FILE.gguf --mmproj MMPROJ.gguf`",
+        type: "value_error",
+      },
+    ]);
+  if (body.videos && !model.acceptsVideos)
+    throw validationError([
+      {
+        loc: ["body", "videos"],
+        msg:
+          `model ${name} does not accept videos: it is a text-only model. Serve a vision model to ` +
+          "send videos, e.g. `decisiond serve --model smolvlm-256m-instruct`",
+        type: "value_error",
+      },
+    ]);
+}
+
+/**
+ * The served name a parsed body's `model` resolves to, as the route answers it.
+ * @returns the name, `undefined` when the body names no served model
+ */
+export function servedModelName(
+  body: unknown,
+  byName: ReadonlyMap<string, ServedModel>,
+): string | undefined {
+  const requested =
+    typeof body === "object" && body !== null ? (body as { model?: unknown }).model : undefined;
+  if (typeof requested !== "string") return undefined;
+  const model = byName.get(requested);
+  return model ? answeredName(model, requested) : undefined;
+}
+
+/** The name a response reports: the requested one when listed, else the model's first (aliases). */
+function answeredName(model: ServedModel, requested: string): string {
+  return model.names.includes(requested) ? requested : model.names[0]!;
+}
