@@ -103,9 +103,9 @@ export function resumeAfter(
  * tokens are in the KV cache and were evaluated by this sequence's own map as far as `agreeing`.
  * Stays at or before both; then steps back so the tiled part left is one call of at least 64
  * tokens and the one-row part is not a single token (unless the sequence is one token long).
- * @param complete whether the sequence may be taken over whole (a prefix may; a branch must
+ * @param complete - whether the sequence may be taken over whole (a prefix may; a branch must
  *   evaluate at least its last token, whose logits are read).
- * @param map the sequence's call map ({@link tiledEnd} for a branch, {@link prefixTiledEnd} for a
+ * @param map - the sequence's call map ({@link tiledEnd} for a branch, {@link prefixTiledEnd} for a
  *   prefix).
  * @returns a point in `[0, length]` (`[0, length − 1]` unless `complete`).
  */

@@ -38,7 +38,7 @@ import {
  * with a Vulkan loader installed (Debian's mesa-vulkan-drivers, common on desktops) though it
  * finds no device (or only a software rasterizer without VRAM), and the engine then sized itself
  * for a GPU: 16 branch sequences, 3.1–3.3 GiB at idle for a 98 MB model (issue 31, item 4).
- * @param found what the backend reports: `gpu`, its device names, its VRAM total in bytes.
+ * @param found - what the backend reports: `gpu`, its device names, its VRAM total in bytes.
  * @example gpuIsUsable({ gpu: "vulkan", devices: [], vramTotal: 0 }) // → false
  */
 export function gpuIsUsable(found: {

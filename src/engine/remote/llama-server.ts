@@ -147,7 +147,7 @@ export class LlamaServerEngine implements Engine {
   /**
    * Connects to a running llama-server and reads its model: `/props` (slot context size, model
    * path) and `/v1/models` (vocabulary, training context).
-   * @throws {EngineCallError} when the server does not answer.
+   * @throws {@link EngineCallError} when the server does not answer.
    * @example const engine = await LlamaServerEngine.open({ url: "http://127.0.0.1:8081" });
    */
   static async open(options: LlamaServerOptions, signal?: AbortSignal): Promise<LlamaServerEngine> {
@@ -216,8 +216,8 @@ export class LlamaServerEngine implements Engine {
   /**
    * Scores a request: the prefix in one `/completion` call, then each branch on top of it (in
    * token order) and each chained child on top of its branch. See the class comment.
-   * @throws {ContextOverflowError} when prefix + a branch path exceeds the slot's context.
-   * @throws {EngineCallError} when the server does not answer; the signal's reason on abort.
+   * @throws {@link ContextOverflowError} when prefix + a branch path exceeds the slot's context.
+   * @throws {@link EngineCallError} when the server does not answer; the signal's reason on abort.
    */
   async score(request: ScoreRequest, signal?: AbortSignal): Promise<ScoreResult> {
     if (request.media?.length) throw new Error(`model ${this.model.id} does not accept images`);

@@ -76,8 +76,8 @@ export class EnginePool implements Engine {
 
   /**
    * Opens every member; those that do not answer start taken out (and are probed).
-   * @throws {EngineUnavailableError} when none answers.
-   * @throws {Error} when two engines serve different models (their model ids differ).
+   * @throws {@link EngineUnavailableError} when none answers.
+   * @throws `Error` when two engines serve different models (their model ids differ).
    */
   static async open(
     members: readonly PoolMember[],
@@ -170,7 +170,7 @@ export class EnginePool implements Engine {
   /**
    * Runs `call` on the least busy healthy engine, moving on to the next when one does not answer,
    * all within the deadline.
-   * @throws {EngineUnavailableError} when no engine answered within the deadline.
+   * @throws {@link EngineUnavailableError} when no engine answered within the deadline.
    * @throws the caller's abort reason; the engine's own refusals (4xx, context overflow) as they are.
    */
   private async run<T>(

@@ -118,7 +118,7 @@ export class VllmEngine implements Engine {
 
   /**
    * Connects to a vLLM server and reads its model (`/v1/models`: name and `max_model_len`).
-   * @throws {EngineCallError} when it does not answer or serves no model.
+   * @throws {@link EngineCallError} when it does not answer or serves no model.
    * @example const engine = await VllmEngine.open({ url: "http://gpu-box:8000" });
    */
   static async open(options: VllmOptions, signal?: AbortSignal): Promise<VllmEngine> {
@@ -206,8 +206,8 @@ export class VllmEngine implements Engine {
 
   /**
    * Scores a request in two or three completion calls (see the class comment).
-   * @throws {ContextOverflowError} when prefix + a branch path exceeds `max_model_len`.
-   * @throws {EngineCallError} when the server does not answer; the signal's reason on abort.
+   * @throws {@link ContextOverflowError} when prefix + a branch path exceeds `max_model_len`.
+   * @throws {@link EngineCallError} when the server does not answer; the signal's reason on abort.
    */
   async score(request: ScoreRequest, signal?: AbortSignal): Promise<ScoreResult> {
     if (request.media?.length) throw new Error(`model ${this.model.id} does not accept images`);
