@@ -11,6 +11,8 @@ const unit = [
   "test/console-api.test.ts",
   "test/decision-labels.test.ts",
   "test/decision-math.test.ts",
+  "test/decision-plan.test.ts",
+  "test/decision-readout.test.ts",
   "test/eval-format.test.ts",
   "test/eval-metrics.test.ts",
   "test/eval-runner.test.ts",
