@@ -58,7 +58,8 @@ export default tseslint.config(
       "src/media/**/*.ts",
       "src/client/**/*.ts",
       "src/console/**/*.ts",
-      "src/engine/vision*.ts",
+      "src/decision/**/*.ts",
+      "src/engine/**/*.ts",
       "src/cli/{eval,eval-setup,pull,calibrate,render,keys,usage}.ts",
     ],
     rules: {

@@ -47,7 +47,10 @@ export interface CallOptions {
  * @throws {@link EngineCallError} no connection, reset, timeout, 5xx, or a body that is not JSON.
  * @throws {@link EngineRequestError} a 4xx answer.
  * @throws the signal's reason when `options.signal` aborts.
- * @example await callJson("http://127.0.0.1:8081", "/tokenize", { content: "hi" }, { timeoutMs: 5000 })
+ * @example
+ * ```ts
+ * await callJson("http://127.0.0.1:8081", "/tokenize", { content: "hi" }, { timeoutMs: 5000 });
+ * ```
  */
 export async function callJson<T>(
   base: string,

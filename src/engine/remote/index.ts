@@ -23,7 +23,10 @@ export interface EngineSpec {
 /**
  * Parses `KIND=URL`.
  * @throws `Error` saying what is wrong: no `=`, an unknown kind, a URL that is not http(s).
- * @example parseEngineSpec("llama-server=http://127.0.0.1:8081") // → { kind: "llama-server", url: "http://127.0.0.1:8081" }
+ * @example
+ * ```ts
+ * parseEngineSpec("llama-server=http://127.0.0.1:8081"); // → { kind: "llama-server", url: "http://127.0.0.1:8081" }
+ * ```
  */
 export function parseEngineSpec(text: string): EngineSpec {
   const at = text.indexOf("=");

@@ -22,8 +22,10 @@ import { EngineCallError } from "./http.js";
  * {@link EngineUnavailableError} (the API's 503 with `Retry-After`), never a hang.
  *
  * @example
+ * ```ts
  * const pool = await EnginePool.open([{ name: url, open: (s) => LlamaServerEngine.open({ url }, s) }]);
  * const result = await pool.score(request, signal);
+ * ```
  */
 
 /** One engine of the pool: how to reach it. */
