@@ -5,7 +5,7 @@ import type { DeciderOptions } from "../src/decision/options.js";
 import { ordersOf, planRequest, scoreRequestOf, usageOf } from "../src/decision/plan.js";
 import { preparePrompt } from "../src/decision/prepare.js";
 import { renderStateBlock, SYSTEM_MESSAGE } from "../src/decision/prompt.js";
-import { StateTooLongError } from "../src/decision/state.js";
+import { STATE_SLICE_CHARS, stateTokens, StateTooLongError } from "../src/decision/state.js";
 import type { DecisionRequest, Question } from "../src/decision/types.js";
 import { FakeEngine } from "./support/fake-engine.js";
 
@@ -154,5 +154,17 @@ describe("the plan (no model: a fake tokenizer)", () => {
     const refused = await planRequest(long, planner).catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(StateTooLongError);
     expect((refused as StateTooLongError).longestQuestionId).toBeUndefined();
+  });
+
+  it("tokenizes a long state in slices cut before spaces: the tokens of the whole", async () => {
+    const engine = new FakeEngine(100_000);
+    const state = Array.from({ length: 3000 }, (_, i) => `word${i % 50}`).join(" ");
+    expect(state.length).toBeGreaterThan(4 * STATE_SLICE_CHARS);
+    const whole = await engine.tokenize(renderStateBlock(state));
+    // A head that leaves less room than the block's bytes: sliced.
+    expect(await stateTokens(engine, state, 100_000 - state.length + 10)).toEqual(whole);
+    const error = await stateTokens(engine, state, 100_000 - 1000).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(StateTooLongError);
+    expect((error as Error).message).toMatch(/counted in its first \d+ of/);
   });
 });

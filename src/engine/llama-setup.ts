@@ -46,8 +46,8 @@ export interface LlamaEngineOptions {
   readonly id?: string;
   /**
    * Tokens per KV-cache sequence, i.e. the most one request (prefix + longest branch) may use.
-   * Default: the smaller of 8192 and the model's training context (a 255-option choice with
-   * descriptions needs about 4.5k tokens).
+   * Default: the smaller of 8192 and the model's training context (room for a 255-option choice
+   * with descriptions).
    */
   readonly contextSize?: number;
   // Why one sequence on a CPU: docs/decisions/055

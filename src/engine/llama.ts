@@ -55,15 +55,16 @@ type CopyableSequence = LlamaContextSequence & {
 };
 
 /**
- * In-process llama.cpp through node-llama-cpp. The prefix is evaluated once into sequence 0,
- * followed by the tokens all branches start with. Branches are evaluated on top of it side by
- * side, in the lanes of a {@link scheduleBranches} schedule: sequence 0 runs one lane itself, and
- * up to `parallelBranches − 1` more sequences start as a copy of its KV cells
- * (`llama_memory_seq_cp`, the call node-llama-cpp's own LlamaDecisionContext uses), made once per
- * request. node-llama-cpp batches the branches of all sequences into as few `llama_decode` calls
- * as the batch size allows. A lane's next branch keeps the tokens it shares with the previous one
- * and erases the rest; the tokens of chained-label children are erased after each child; at the
- * end every sequence holds exactly the prefix again.
+ * In-process llama.cpp through node-llama-cpp, executing each request's decode plan
+ * (`planDecode`, decode-plan.ts). The prefix is evaluated once into sequence 0, followed by the
+ * tokens all branches start with. Branches are evaluated on top of it side by side, in the
+ * plan's lanes (llama-lanes.ts): sequence 0 runs one lane itself, and up to
+ * `parallelBranches − 1` more sequences start as a copy of its KV cells (`llama_memory_seq_cp`,
+ * the call node-llama-cpp's own LlamaDecisionContext uses), made once per request.
+ * node-llama-cpp batches the branches of all sequences into as few `llama_decode` calls as the
+ * batch size allows. A lane's next branch keeps the tokens it shares with the previous one and
+ * erases the rest; the tokens of chained-label children are erased after each child; at the end
+ * every sequence holds exactly the prefix again.
  *
  * Sequence 0 keeps the last prefix, so a request whose prefix starts like the previous one only
  * evaluates the tokens that differ; older prefixes come back from the {@link PrefixSnapshotCache}.
@@ -364,7 +365,15 @@ export class LlamaEngine implements Engine {
   }
 }
 
-/** Opens an in-process llama.cpp engine. See {@link LlamaEngine}. */
+/**
+ * Opens an in-process llama.cpp engine. See {@link LlamaEngine}.
+ * @throws when the file is missing or not a GGUF; `RangeError` when `batchSize` is below 128
+ * @example
+ * ```ts
+ * const engine = await openLlamaEngine({ modelPath: "/models/SmolLM2-135M-Instruct.Q4_1.gguf" });
+ * const result = await engine.score({ prefix, branches: [{ tokens, candidates: [yes, no] }] });
+ * ```
+ */
 export function openLlamaEngine(options: LlamaEngineOptions): Promise<LlamaEngine> {
   return LlamaEngine.open(options);
 }
