@@ -60,10 +60,12 @@ export default tseslint.config(
       "src/media/**/*.ts",
       "src/client/**/*.ts",
       "src/console/**/*.ts",
-      "src/engine/vision*.ts",
+      "src/decision/**/*.ts",
+      "src/engine/**/*.ts",
       "src/accounts/**/*.ts",
       "src/cli/**/*.ts",
       "src/server.ts",
+      "src/mcp/**/*.ts",
     ],
     rules: {
       "max-lines": ["error", { max: 400 }],

@@ -43,12 +43,7 @@ import { parseArgs } from "node:util";
 import { getLlama, LlamaLogLevel } from "node-llama-cpp";
 import { Decider } from "../dist/decision/decide.js";
 import { evaluateCalls, openLlamaEngine, SNAPSHOT_WRITE_DELAY_MS } from "../dist/engine/llama.js";
-import {
-  branchCallSizes,
-  leadCallSizes,
-  scheduleBranches,
-} from "../dist/engine/branch-schedule.js";
-import { prefixCallSizes, prefixResumeAfter } from "../dist/engine/kernel-split.js";
+import { planDecode } from "../dist/engine/decode-plan.js";
 import { commonPrefixLength } from "../dist/engine/prefix-cache.js";
 import { ensureModel } from "../dist/models/pull.js";
 import { postJson } from "./post-json.mjs";
@@ -154,27 +149,25 @@ const naiveSeq = rawContext.getSequence();
 
 async function floor(request) {
   const plan = await decider.plan(request);
-  // The prefix tokens the engine takes over from the previous prefix (the same call map, see
-  // src/engine/kernel-split.ts), then the rest in the engine's calls.
+  // The engine's decode plan (src/engine/decode-plan.ts): the prefix tokens it takes over from
+  // the previous prefix (the same call map), then the rest in its calls; its common lead once,
+  // then each lane's branches from where they resume after the lane's previous branch, in its
+  // calls (one sequence here, lane after lane).
   const P = plan.prefix.length;
   const held = floorSeq.contextTokens.length;
   const common = commonPrefixLength(floorSeq.contextTokens, plan.prefix);
-  const shared = prefixResumeAfter(common, held, P);
+  const decode = planDecode(
+    plan,
+    { shared: common, length: held },
+    { lanes: engine.parallelBranches, batchSize: BATCH },
+  );
+  const shared = decode.prefix.resume;
   if (shared < floorSeq.contextTokens.length)
     await floorSeq.eraseContextTokenRanges([{ start: shared, end: floorSeq.nextTokenIndex }]);
-  await evaluateCalls(floorSeq, plan.prefix, shared, prefixCallSizes(shared, P, BATCH));
-  // Exactly the branch tokens the engine evaluates, in its calls: its schedule's common lead
-  // once, then each lane's branches from where they resume after the lane's previous branch
-  // (one sequence here, lane after lane).
-  const schedule = scheduleBranches(plan.branches, engine.parallelBranches);
-  const base = plan.prefix.length + schedule.lead;
-  if (schedule.lead > 0)
-    await evaluateCalls(
-      floorSeq,
-      plan.branches[0].tokens,
-      0,
-      leadCallSizes(plan.branches, schedule.lead, BATCH),
-    );
+  await evaluateCalls(floorSeq, plan.prefix, shared, decode.prefix.calls);
+  const base = P + decode.lead.length;
+  if (decode.lead.length > 0)
+    await evaluateCalls(floorSeq, plan.branches[0].tokens, 0, decode.lead.calls);
   const eraseTo = (at) =>
     floorSeq.nextTokenIndex > at &&
     floorSeq.eraseContextTokenRanges([{ start: at, end: floorSeq.nextTokenIndex }]);
@@ -186,11 +179,10 @@ async function floor(request) {
       await eraseTo(start);
     }
   };
-  for (const run of schedule.lanes) {
-    for (const { index, shared: from } of run) {
+  for (const run of decode.lanes) {
+    for (const { index, shared: from, calls } of run) {
       await eraseTo(plan.prefix.length + from);
-      const branch = plan.branches[index];
-      await evaluateCalls(floorSeq, branch.tokens, from, branchCallSizes(branch, from, BATCH));
+      await evaluateCalls(floorSeq, plan.branches[index].tokens, from, calls);
       await children(plan.branches[index]);
     }
     await eraseTo(base);

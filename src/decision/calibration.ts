@@ -8,7 +8,7 @@ import type { QuestionType } from "./types.js";
 export interface CalibrationProfile {
   /** The model id the profile was fitted for. */
   readonly model: string;
-  /** Key `${type}:${bucket}` (see {@link calibrationKey}) → temperature T > 0. */
+  /** Key `${type}:${bucket}` (see {@link calibrationKey}) → temperature T \> 0. */
   readonly temperatures: Readonly<Record<string, number>>;
   /** Free-form provenance: data, split, date, command. */
   readonly fittedOn?: string;

@@ -41,7 +41,7 @@ export interface LabelTrie {
 
 /**
  * Builds the trie of label token sequences.
- * @throws {Error} when a label has no tokens, two labels tokenize the same, or one is a proper
+ * @throws `Error` when a label has no tokens, two labels tokenize the same, or one is a proper
  *   prefix of another (the labels would be ambiguous).
  */
 export function buildLabelTrie(sequences: readonly (readonly Token[])[]): LabelTrie {
@@ -90,7 +90,7 @@ export function triePositions(trie: LabelTrie): number {
 /**
  * Label log-probabilities from the engine's answer for a {@link trieBranch}: for each label, the
  * sum of the log-probabilities along its token path (exact chained probability).
- * @param logprobsAt returns the candidate log-probabilities for a node, in `node.tokens` order,
+ * @param logprobsAt - returns the candidate log-probabilities for a node, in `node.tokens` order,
  *   and the child readers in the order of the node's inner entries.
  */
 export function readTrie(

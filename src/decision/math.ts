@@ -6,10 +6,10 @@
 /**
  * Softmax of log-scores divided by a temperature: pᵢ = exp(sᵢ/T) / Σⱼ exp(sⱼ/T), computed with
  * the max subtracted for stability.
- * @param logScores natural-log scores (e.g. label log-probabilities); any finite values.
- * @param temperature T > 0; 1 leaves the model's distribution as it is.
+ * @param logScores - natural-log scores (e.g. label log-probabilities); any finite values.
+ * @param temperature - T \> 0; 1 leaves the model's distribution as it is.
  * @returns probabilities in [0, 1] summing to 1 (same order as the input).
- * @throws {RangeError} when the input is empty or T ≤ 0.
+ * @throws `RangeError` when the input is empty or T ≤ 0.
  */
 export function softmax(logScores: readonly number[], temperature = 1): number[] {
   if (logScores.length === 0) throw new RangeError("softmax of an empty list");
@@ -40,7 +40,7 @@ export function argmax(values: readonly number[]): number {
 
 /**
  * Choice confidence (m − 1/n)/(1 − 1/n): 0 for a uniform distribution, 1 for a certain one.
- * @param probabilities a distribution over n ≥ 1 options.
+ * @param probabilities - a distribution over n ≥ 1 options.
  */
 export function choiceConfidence(probabilities: readonly number[]): number {
   const n = probabilities.length;

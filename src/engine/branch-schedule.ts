@@ -88,8 +88,8 @@ function compareTokens(a: readonly Token[], b: readonly Token[]): number {
  * Plans a request's branches over at most `lanes` KV-cache sequences: branches sorted by their
  * tokens, cut into contiguous runs of about equal cost (tokens put through the model, children
  * included), one run per lane.
- * @param branches the request's branches (each with at least one token).
- * @param lanes sequences available, ≥ 1; fewer are used when there are fewer branches.
+ * @param branches - the request's branches (each with at least one token).
+ * @param lanes - sequences available, ≥ 1; fewer are used when there are fewer branches.
  * @returns the common lead and each lane's run; a run's first branch shares exactly the lead.
  */
 export function scheduleBranches(branches: readonly ScoreBranch[], lanes: number): BranchSchedule {

@@ -1,3 +1,4 @@
+// Why the calls are cut so, with the measurements: docs/decisions/054
 /**
  * Where decode calls are cut, so that a token's logits do not depend on how its sequence was cut
  * into calls.
@@ -12,10 +13,8 @@
  *   help);
  * - a call of one token over at least 512 KV cells takes a split-KV path that sums partials.
  * Each kernel gives a row the same result whatever other rows its call holds, but the kernels
- * differ from each other. With SmolLM2-135M (2026-11-25, node-llama-cpp probes, see the README's
- * "Decode calls cut alike"), a 103-token branch read in one call or cut into two gave answer
- * logits up to 0.1–0.6 apart; against a near-exact reference (flash attention off, f32 cache)
- * the tiled kernel was off by up to 0.24, the one-row kernel by 0.43.
+ * differ from each other, enough to move an answer's logits when one sequence is cut into calls
+ * differently.
  *
  * So every sequence decisiond evaluates (a prefix, a branch) goes through the kernels by a map
  * that depends only on its own length L ({@link TiledEndMap}). A branch's map ({@link tiledEnd})
@@ -56,11 +55,8 @@ export function tiledEnd(length: number): number {
 /**
  * A prefix's map: the whole prefix tiled from {@link FA_TILE_ROWS} tokens on (0 below). A prefix
  * shares its start only with other requests' prefixes and snapshots, which are taken over as far
- * as both were tiled, so its last tokens need not wait for a multiple of 64. With SmolLM2-135M on
- * the 2-core CPU (2026-11-25, a 2413-token prefix, 7 alternating runs), the 45 tokens past the
- * last multiple of 64 in the tiled call before them instead of a one-row call of their own made
- * the prefill 4.5% faster (5922 against 6199 ms, medians); see the README's "Decode calls cut
- * alike".
+ * as both were tiled, so its last tokens need not wait for a multiple of 64; the tiled kernel is
+ * also the cheaper per token deep in a long state (docs/decisions/054).
  */
 export function prefixTiledEnd(length: number): number {
   return length < FA_TILE_ROWS ? 0 : length;
@@ -103,9 +99,9 @@ export function resumeAfter(
  * tokens are in the KV cache and were evaluated by this sequence's own map as far as `agreeing`.
  * Stays at or before both; then steps back so the tiled part left is one call of at least 64
  * tokens and the one-row part is not a single token (unless the sequence is one token long).
- * @param complete whether the sequence may be taken over whole (a prefix may; a branch must
+ * @param complete - whether the sequence may be taken over whole (a prefix may; a branch must
  *   evaluate at least its last token, whose logits are read).
- * @param map the sequence's call map ({@link tiledEnd} for a branch, {@link prefixTiledEnd} for a
+ * @param map - the sequence's call map ({@link tiledEnd} for a branch, {@link prefixTiledEnd} for a
  *   prefix).
  * @returns a point in `[0, length]` (`[0, length − 1]` unless `complete`).
  */
@@ -128,7 +124,7 @@ export function resumePoint(
  * The sizes of the decode calls that evaluate tokens `[from, to)` of a sequence whose tiled part
  * ends at `end` ({@link tiledEnd}): the tiled tokens in as few calls of at most `batchSize` as
  * possible, of about equal size (each at least 64), then the rest in one call.
- * @throws RangeError when `batchSize` < 128, or when the cut would put tiled tokens in a call of
+ * @throws `RangeError` when `batchSize` \< 128, or when the cut would put tiled tokens in a call of
  *   fewer than 64 (a `from` not from {@link resumePoint}).
  */
 export function callSizes(from: number, to: number, end: number, batchSize: number): number[] {
@@ -174,7 +170,7 @@ export function prefixResumeAfter(shared: number, heldLength: number, length: nu
 /**
  * The decode calls that evaluate tokens `[from, length)` of a prefix of `length` tokens
  * ({@link prefixTiledEnd}), as token counts.
- * @throws RangeError as {@link callSizes} does (a `from` not from {@link prefixResumeAfter}).
+ * @throws `RangeError` as {@link callSizes} does (a `from` not from {@link prefixResumeAfter}).
  */
 export function prefixCallSizes(from: number, length: number, batchSize: number): number[] {
   return sequenceCallSizes(from, length, batchSize, prefixTiledEnd);

@@ -51,7 +51,7 @@ export interface ChatTemplate {
    * Renders the messages followed by the opening of the assistant's turn (the generation prompt),
    * so that the next token the model predicts is the first token of its reply. A remote engine
    * renders with the server's template, hence a promise.
-   * @param signal aborts a remote rendering (`AbortError`).
+   * @param signal - aborts a remote rendering (`AbortError`).
    * @returns text to tokenize with `{ special: true }`.
    */
   render(messages: readonly ChatMessage[], signal?: AbortSignal): Promise<string>;
@@ -147,16 +147,16 @@ export interface Engine {
   readonly counters: Readonly<EngineCounters>;
   /**
    * Tokenizes text with the model's tokenizer. No BOS token is added.
-   * @throws {EngineUnavailableError} when a remote engine cannot be reached.
+   * @throws {@link EngineUnavailableError} when a remote engine cannot be reached.
    */
   tokenize(text: string, options?: TokenizeOptions): Promise<Token[]>;
   /** Decodes tokens back to text (for checks and diagnostics). */
   detokenize(tokens: readonly Token[], signal?: AbortSignal): Promise<string>;
   /**
    * Evaluates the prefix once and every branch on top of it.
-   * @throws {ContextOverflowError} when prefix + a branch path exceeds `model.contextSize`.
-   * @throws {Error} with name `AbortError` when `signal` aborts.
-   * @throws {EngineUnavailableError} when a remote engine cannot be reached in time.
+   * @throws {@link ContextOverflowError} when prefix + a branch path exceeds `model.contextSize`.
+   * @throws `Error` with name `AbortError` when `signal` aborts.
+   * @throws {@link EngineUnavailableError} when a remote engine cannot be reached in time.
    */
   score(request: ScoreRequest, signal?: AbortSignal): Promise<ScoreResult>;
   /**

@@ -6,7 +6,8 @@ import {
   type Token as LlamaToken,
 } from "node-llama-cpp";
 import { basename } from "node:path";
-import { chatTemplateOf, SerialQueue } from "./llama.js";
+import { chatTemplateOf } from "./llama-chat.js";
+import { SerialQueue } from "./serial-queue.js";
 import { WorkerLink } from "./vision-link.js";
 import { idefics3TemplateOf } from "./vision-template.js";
 import { type WorkerBranch, type WorkerBranchScore, type WorkerResult } from "./vision-protocol.js";

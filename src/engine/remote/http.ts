@@ -44,10 +44,13 @@ export interface CallOptions {
 /**
  * Sends `body` as JSON (`GET` without a body) to `base + path` and parses the JSON answer.
  * @returns the parsed body of a 2xx answer.
- * @throws {EngineCallError} no connection, reset, timeout, 5xx, or a body that is not JSON.
- * @throws {EngineRequestError} a 4xx answer.
+ * @throws {@link EngineCallError} no connection, reset, timeout, 5xx, or a body that is not JSON.
+ * @throws {@link EngineRequestError} a 4xx answer.
  * @throws the signal's reason when `options.signal` aborts.
- * @example await callJson("http://127.0.0.1:8081", "/tokenize", { content: "hi" }, { timeoutMs: 5000 })
+ * @example
+ * ```ts
+ * await callJson("http://127.0.0.1:8081", "/tokenize", { content: "hi" }, { timeoutMs: 5000 });
+ * ```
  */
 export async function callJson<T>(
   base: string,
@@ -88,7 +91,7 @@ export async function callJson<T>(
   }
 }
 
-/** `url` without trailing slashes. @throws {TypeError} when it is not an http(s) URL. */
+/** `url` without trailing slashes. @throws `TypeError` when it is not an http(s) URL. */
 export function baseUrl(url: string): string {
   const parsed = new URL(url);
   if (parsed.protocol !== "http:" && parsed.protocol !== "https:")

@@ -22,8 +22,11 @@ export interface EngineSpec {
 
 /**
  * Parses `KIND=URL`.
- * @throws {Error} saying what is wrong: no `=`, an unknown kind, a URL that is not http(s).
- * @example parseEngineSpec("llama-server=http://127.0.0.1:8081") // → { kind: "llama-server", url: "http://127.0.0.1:8081" }
+ * @throws `Error` saying what is wrong: no `=`, an unknown kind, a URL that is not http(s).
+ * @example
+ * ```ts
+ * parseEngineSpec("llama-server=http://127.0.0.1:8081"); // → { kind: "llama-server", url: "http://127.0.0.1:8081" }
+ * ```
  */
 export function parseEngineSpec(text: string): EngineSpec {
   const at = text.indexOf("=");
@@ -63,8 +66,8 @@ export type RemoteServing =
 /**
  * Opens the remote engines of `--engine`: a pool of them, or, when they are llama-servers that
  * answer `/v1/systemone` themselves, a pass-through.
- * @throws {Error} for engines of different kinds, or of different models.
- * @throws {EngineUnavailableError} when none answers.
+ * @throws `Error` for engines of different kinds, or of different models.
+ * @throws {@link EngineUnavailableError} when none answers.
  */
 export async function openRemoteEngines(
   specs: readonly EngineSpec[],

@@ -1,10 +1,5 @@
-import {
-  branchCallSizes,
-  leadCallSizes,
-  scheduleBranches,
-  sharedStart,
-} from "../branch-schedule.js";
-import { prefixCallSizes, prefixResumeAfter } from "../kernel-split.js";
+import { sharedStart } from "../branch-schedule.js";
+import { planDecode } from "../decode-plan.js";
 import {
   contextOverflowOf,
   type BranchScore,
@@ -20,6 +15,9 @@ import {
   type TokenizeOptions,
 } from "../types.js";
 import { baseUrl, callJson, EngineCallError } from "./http.js";
+import { SlotPool } from "./slot-pool.js";
+
+export { SlotPool } from "./slot-pool.js";
 
 /**
  * An engine served by llama.cpp's `llama-server` over its native HTTP API, any GGUF:
@@ -147,8 +145,11 @@ export class LlamaServerEngine implements Engine {
   /**
    * Connects to a running llama-server and reads its model: `/props` (slot context size, model
    * path) and `/v1/models` (vocabulary, training context).
-   * @throws {EngineCallError} when the server does not answer.
-   * @example const engine = await LlamaServerEngine.open({ url: "http://127.0.0.1:8081" });
+   * @throws {@link EngineCallError} when the server does not answer.
+   * @example
+   * ```ts
+   * const engine = await LlamaServerEngine.open({ url: "http://127.0.0.1:8081" });
+   * ```
    */
   static async open(options: LlamaServerOptions, signal?: AbortSignal): Promise<LlamaServerEngine> {
     const url = baseUrl(options.url);
@@ -216,8 +217,8 @@ export class LlamaServerEngine implements Engine {
   /**
    * Scores a request: the prefix in one `/completion` call, then each branch on top of it (in
    * token order) and each chained child on top of its branch. See the class comment.
-   * @throws {ContextOverflowError} when prefix + a branch path exceeds the slot's context.
-   * @throws {EngineCallError} when the server does not answer; the signal's reason on abort.
+   * @throws {@link ContextOverflowError} when prefix + a branch path exceeds the slot's context.
+   * @throws {@link EngineCallError} when the server does not answer; the signal's reason on abort.
    */
   async score(request: ScoreRequest, signal?: AbortSignal): Promise<ScoreResult> {
     if (request.media?.length) throw new Error(`model ${this.model.id} does not accept images`);
@@ -232,8 +233,8 @@ export class LlamaServerEngine implements Engine {
   }
 
   /**
-   * The request's calls on one slot, cut as the embedded engine cuts its decode calls
-   * (kernel-split.ts, branch-schedule.ts): the prefix resumes after what the slot holds of the
+   * The request's calls on one slot, cut as the embedded engine cuts its decode calls (its
+   * decode plan, decode-plan.ts): the prefix resumes after what the slot holds of the
    * previous prefix only where the embedded engine would take it over, and is evaluated in calls
    * of at least 64 tokens; the branches follow the embedded engine's one-lane schedule (common
    * lead, then each branch from the start it may take over from the previous one) and its call
@@ -250,34 +251,25 @@ export class LlamaServerEngine implements Engine {
     const length = prefix.length;
     const heldPrefix = this.heldPrefix[slot] ?? 0;
     const shared = Math.min(sharedStart(this.held[slot] ?? [], prefix), heldPrefix);
-    const resume = prefixResumeAfter(shared, heldPrefix, length);
+    // The embedded engine's plan on a CPU: one lane (decisions/047).
+    const plan = planDecode(
+      request,
+      { shared, length: heldPrefix },
+      { lanes: 1, batchSize: this.batchSize },
+    );
+    const { resume } = plan.prefix;
     if (resume < length)
-      await this.evaluate(
-        slot,
-        prefix,
-        resume,
-        prefixCallSizes(resume, length, this.batchSize),
-        0,
-        timings,
-        signal,
-      );
+      await this.evaluate(slot, prefix, resume, plan.prefix.calls, 0, timings, signal);
     this.heldPrefix[slot] = length;
     const prefixEvaluated = timings.reduce((sum, t) => sum + t.prompt_n, 0);
     const cachedPrefixTokens = length - Math.min(length, prefixEvaluated);
 
-    const schedule = scheduleBranches(request.branches, 1);
     const first = request.branches[0];
-    if (first && schedule.lead > 0)
-      await this.evaluate(
-        slot,
-        [...prefix, ...first.tokens.slice(0, schedule.lead)],
-        length,
-        leadCallSizes(request.branches, schedule.lead, this.batchSize),
-        0,
-        timings,
-        signal,
-      );
-    const scores: BranchScore[] = new Array(request.branches.length);
+    if (first && plan.lead.length > 0) {
+      const withLead = [...prefix, ...first.tokens.slice(0, plan.lead.length)];
+      await this.evaluate(slot, withLead, length, plan.lead.calls, 0, timings, signal);
+    }
+    const scores: BranchScore[] = new Array<BranchScore>(request.branches.length);
     const read = async (
       branch: ScoreBranch,
       before: readonly Token[],
@@ -294,15 +286,8 @@ export class LlamaServerEngine implements Engine {
         children.push(await read(child, tokens, tokens.length, [child.tokens.length]));
       return { logprobs, children };
     };
-    for (const { index, shared: start } of schedule.lanes[0] ?? []) {
-      const branch = request.branches[index]!;
-      scores[index] = await read(
-        branch,
-        prefix,
-        length + start,
-        branchCallSizes(branch, start, this.batchSize),
-      );
-    }
+    for (const { index, shared: start, calls } of plan.lanes[0] ?? [])
+      scores[index] = await read(request.branches[index]!, prefix, length + start, calls);
     const evaluatedTokens = timings.reduce((sum, t) => sum + t.prompt_n, 0);
     this.counters.requests++;
     this.counters.prefixTokensEvaluated += prefixEvaluated;
@@ -410,50 +395,5 @@ export class LlamaServerEngine implements Engine {
 
   async close(): Promise<void> {
     this.closed = true;
-  }
-}
-
-/** Slot ids 0…n−1 handed out one request at a time, waiters served first come, first served. */
-export class SlotPool {
-  private readonly free: number[];
-  private readonly waiting: { resolve: (slot: number) => void; reject: (e: unknown) => void }[] =
-    [];
-
-  constructor(count: number) {
-    this.free = Array.from({ length: Math.max(1, count) }, (_, i) => i);
-  }
-
-  /** Requests waiting for a slot. */
-  get queued(): number {
-    return this.waiting.length;
-  }
-
-  /** A free slot id, now or when one is released. @throws the signal's reason on abort. */
-  acquire(signal?: AbortSignal): Promise<number> {
-    signal?.throwIfAborted();
-    const slot = this.free.shift();
-    if (slot !== undefined) return Promise.resolve(slot);
-    return new Promise<number>((resolve, reject) => {
-      const waiter = {
-        resolve: (s: number) => {
-          signal?.removeEventListener("abort", onAbort);
-          resolve(s);
-        },
-        reject,
-      };
-      const onAbort = () => {
-        const at = this.waiting.indexOf(waiter);
-        if (at >= 0) this.waiting.splice(at, 1);
-        reject(signal!.reason);
-      };
-      signal?.addEventListener("abort", onAbort, { once: true });
-      this.waiting.push(waiter);
-    });
-  }
-
-  release(slot: number): void {
-    const next = this.waiting.shift();
-    if (next) next.resolve(slot);
-    else this.free.push(slot);
   }
 }

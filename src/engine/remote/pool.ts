@@ -22,8 +22,10 @@ import { EngineCallError } from "./http.js";
  * {@link EngineUnavailableError} (the API's 503 with `Retry-After`), never a hang.
  *
  * @example
+ * ```ts
  * const pool = await EnginePool.open([{ name: url, open: (s) => LlamaServerEngine.open({ url }, s) }]);
  * const result = await pool.score(request, signal);
+ * ```
  */
 
 /** One engine of the pool: how to reach it. */
@@ -76,8 +78,8 @@ export class EnginePool implements Engine {
 
   /**
    * Opens every member; those that do not answer start taken out (and are probed).
-   * @throws {EngineUnavailableError} when none answers.
-   * @throws {Error} when two engines serve different models (their model ids differ).
+   * @throws {@link EngineUnavailableError} when none answers.
+   * @throws `Error` when two engines serve different models (their model ids differ).
    */
   static async open(
     members: readonly PoolMember[],
@@ -170,7 +172,7 @@ export class EnginePool implements Engine {
   /**
    * Runs `call` on the least busy healthy engine, moving on to the next when one does not answer,
    * all within the deadline.
-   * @throws {EngineUnavailableError} when no engine answered within the deadline.
+   * @throws {@link EngineUnavailableError} when no engine answered within the deadline.
    * @throws the caller's abort reason; the engine's own refusals (4xx, context overflow) as they are.
    */
   private async run<T>(

@@ -44,7 +44,7 @@ export class SystemOnePassThrough {
   /**
    * Whether the engine at `url` answers `/v1/systemone` itself: a POST of an empty object gets a
    * validation answer (4xx other than 404), where an engine without the endpoint answers 404.
-   * @throws {EngineCallError} when the engine does not answer at all.
+   * @throws {@link EngineCallError} when the engine does not answer at all.
    */
   static async detect(url: string, signal?: AbortSignal): Promise<boolean> {
     try {
@@ -58,8 +58,8 @@ export class SystemOnePassThrough {
 
   /**
    * Forwards a decision request (model name `model`) and returns the engine's answers.
-   * @throws {EngineRequestError} when the engine refuses the request (its 4xx, to pass on).
-   * @throws {EngineUnavailableError} when no engine answers within the deadline.
+   * @throws {@link EngineRequestError} when the engine refuses the request (its 4xx, to pass on).
+   * @throws {@link EngineUnavailableError} when no engine answers within the deadline.
    */
   async decide(
     model: string,

@@ -26,8 +26,8 @@ import { baseUrl, callJson, EngineCallError } from "./http.js";
  * 2. every answer position at once (one token-id prompt per branch and per chained child, all
  *    starting with the prefix, which vLLM takes from its cache), `max_tokens: 1`, `logprobs: K`
  *    and `return_tokens_as_token_ids: true`: the top-K log-probabilities of the full vocabulary
- *    at the end of each prompt, keyed `token_id:<id>` (vLLM's default `--logprobs-mode
- *    raw_logprobs`: before temperature or any logits processor);
+ *    at the end of each prompt, keyed `token_id:<id>` (vLLM's default
+ *    `--logprobs-mode raw_logprobs`: before temperature or any logits processor);
  * 3. only when a candidate is outside the top K: one prompt per missing candidate, the answer
  *    position's tokens followed by the candidate, with `prompt_logprobs: 0`, which gives the
  *    log-probability of every prompt token, the candidate's last.
@@ -118,8 +118,11 @@ export class VllmEngine implements Engine {
 
   /**
    * Connects to a vLLM server and reads its model (`/v1/models`: name and `max_model_len`).
-   * @throws {EngineCallError} when it does not answer or serves no model.
-   * @example const engine = await VllmEngine.open({ url: "http://gpu-box:8000" });
+   * @throws {@link EngineCallError} when it does not answer or serves no model.
+   * @example
+   * ```ts
+   * const engine = await VllmEngine.open({ url: "http://gpu-box:8000" });
+   * ```
    */
   static async open(options: VllmOptions, signal?: AbortSignal): Promise<VllmEngine> {
     const url = baseUrl(options.url).replace(/\/v1$/, "");
@@ -206,8 +209,8 @@ export class VllmEngine implements Engine {
 
   /**
    * Scores a request in two or three completion calls (see the class comment).
-   * @throws {ContextOverflowError} when prefix + a branch path exceeds `max_model_len`.
-   * @throws {EngineCallError} when the server does not answer; the signal's reason on abort.
+   * @throws {@link ContextOverflowError} when prefix + a branch path exceeds `max_model_len`.
+   * @throws {@link EngineCallError} when the server does not answer; the signal's reason on abort.
    */
   async score(request: ScoreRequest, signal?: AbortSignal): Promise<ScoreResult> {
     if (request.media?.length) throw new Error(`model ${this.model.id} does not accept images`);

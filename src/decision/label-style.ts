@@ -1,0 +1,174 @@
+import type { Engine, Token } from "../engine/types.js";
+import { buildLabelTrie, choiceLabels, NOUL_LABELS, scoreLabels } from "./labels.js";
+import type { DeciderOptions } from "./options.js";
+import type { Question } from "./types.js";
+
+/**
+ * What planning asks of an engine: its model's context and vision, its tokenizer and its chat
+ * template. No scoring: the plan is made without running the model.
+ */
+export type PromptModel = Pick<Engine, "model" | "tokenize" | "chatTemplate">;
+
+/** The assistant-turn opening a label follows, as tokens and as the text they were read from. */
+export interface TailPrompt {
+  /** Template tokens after the user's content (user-turn close, assistant-turn opening). */
+  readonly tail: Token[];
+  /** The text of {@link TailPrompt.tail}. */
+  readonly tailText: string;
+}
+
+/** The cue that opens the reply before a word label. */
+export const ANSWER_CUE = "Answer:";
+
+/** Longest option id (in tokens) used as its own label by default; longer ids get letter labels. */
+export const MAX_WORD_LABEL_TOKENS = 8;
+
+/** How a question's options are labelled in its branch and read back. */
+export interface LabelStyle {
+  /** Whether the labels are the option ids themselves (a choice asked inline). */
+  readonly words: boolean;
+  /** Text between the assistant-turn opening and the label: `Answer:` for words, else empty. */
+  readonly cue: string;
+  /** The tokens of {@link LabelStyle.cue}. */
+  readonly cueTokens: Token[];
+  /**
+   * The label of each shown position.
+   * @param order - option indices in the order they are shown
+   * @returns one label per position
+   */
+  labelsAt(order: readonly number[]): string[];
+}
+
+/** The labels a question is answered with, one per option / level / side. */
+export function labelsOf(question: Question): string[] {
+  switch (question.type) {
+    case "choice":
+      return choiceLabels(question.options.length);
+    case "noul":
+      return [...NOUL_LABELS];
+    case "score":
+      return scoreLabels(question.levels.length);
+  }
+}
+
+/**
+ * How many labels a question has.
+ * @returns the option count (choice), the level count (score) or 2 (noul)
+ */
+export function labelCountOf(question: Question): number {
+  return question.type === "choice"
+    ? question.options.length
+    : question.type === "score"
+      ? question.levels.length
+      : 2;
+}
+
+/** A label whose tokens are not what the model would write after the cue. */
+export class LabelTokensError extends Error {
+  override name = "LabelTokensError";
+}
+
+/**
+ * Label tokens as the model writes them after the assistant-turn opening and a cue, checked
+ * against the tokenizer and kept once known (one instance per tokenizer).
+ */
+export class LabelTokenizer {
+  private readonly known = new Map<string, Token[]>();
+
+  constructor(readonly model: PromptModel) {}
+
+  /**
+   * Tokens of a label as it follows the assistant-turn opening and `cue`: tokenizing the opening,
+   * the cue and the label together must give the opening's and the cue's tokens followed by the
+   * label's, otherwise the label would not be what the model writes there.
+   * @param label - the label text, with its leading space when it has one
+   * @param cue - text between the opening and the label (`""` or {@link ANSWER_CUE})
+   * @returns the label's tokens (those of the label tokenized together with the opening when
+   *   they differ from the label's alone)
+   * @throws {@link LabelTokensError} when the label merges with the opening or the cue
+   * @throws what the engine's tokenizer throws; the signal's reason when aborted
+   */
+  async tokensOf(
+    label: string,
+    cue: string,
+    tail: TailPrompt,
+    signal?: AbortSignal,
+  ): Promise<Token[]> {
+    const key = `${cue}\u0000${label}`;
+    const known = this.known.get(key);
+    if (known) return known;
+    const options = signal ? { signal } : {};
+    const context = [...tail.tail, ...(await this.model.tokenize(cue, options))];
+    const alone = await this.model.tokenize(label, options);
+    const together = await this.model.tokenize(tail.tailText + cue + label, {
+      ...options,
+      special: true,
+    });
+    const joined = [...context, ...alone];
+    let tokens = alone;
+    if (!sameTokens(together, joined)) {
+      const headMatches = sameTokens(together.slice(0, context.length), context);
+      if (!headMatches)
+        throw new LabelTokensError(
+          `label ${JSON.stringify(label)} merges with the assistant-turn opening`,
+        );
+      tokens = together.slice(context.length);
+    }
+    this.known.set(key, tokens);
+    return tokens;
+  }
+}
+
+/**
+ * How a question's options are labelled: a choice is answered with its own option ids after
+ * {@link ANSWER_CUE} when every id is at most `maxWordLabelTokens` tokens and the ids' token
+ * sequences are prefix-free (unless `labels: "fixed"`); otherwise, and for noul and score, the
+ * fixed labels of {@link labelsOf} at the start of the reply.
+ * @throws what the engine's tokenizer throws; the signal's reason when aborted
+ * @example
+ * ```ts
+ * const style = await labelStyleOf(question, tail, labelTokenizer, { labels: "words" });
+ * style.labelsAt([1, 0]); // → [" dog", " cat"] for options cat, dog
+ * ```
+ */
+export async function labelStyleOf(
+  question: Question,
+  tail: TailPrompt,
+  labels: LabelTokenizer,
+  settings: Pick<DeciderOptions, "labels" | "maxWordLabelTokens">,
+  signal?: AbortSignal,
+): Promise<LabelStyle> {
+  const fixed: LabelStyle = {
+    words: false,
+    cue: "",
+    cueTokens: [],
+    labelsAt: (_order: readonly number[]) => labelsOf(question),
+  };
+  if (question.type !== "choice" || settings.labels === "fixed") return fixed;
+  const words = question.options.map(([id]) => ` ${id}`);
+  const sequences: Token[][] = [];
+  try {
+    for (const w of words) sequences.push(await labels.tokensOf(w, ANSWER_CUE, tail, signal));
+  } catch (error) {
+    // An engine failure or an abort is not a reason to change labels.
+    if (!(error instanceof LabelTokensError)) throw error;
+    return fixed;
+  }
+  const longest = settings.maxWordLabelTokens ?? MAX_WORD_LABEL_TOKENS;
+  if (sequences.some((t) => t.length > longest)) return fixed;
+  try {
+    buildLabelTrie(sequences);
+  } catch {
+    return fixed;
+  }
+  return {
+    words: true,
+    cue: ANSWER_CUE,
+    cueTokens: await labels.model.tokenize(ANSWER_CUE, signal ? { signal } : {}),
+    labelsAt: (order) => order.map((i) => words[i]!),
+  };
+}
+
+function sameTokens(a: readonly Token[], b: readonly Token[]): boolean {
+  return a.length === b.length && a.every((t, i) => t === b[i]);
+}

@@ -1,0 +1,84 @@
+import type { CalibrationProfile } from "./calibration.js";
+import { TUNED_SYSTEM_MESSAGE } from "./prompt.js";
+
+/**
+ * Option-order debiasing: the label log-probabilities of a choice are averaged over several
+ * orders of its options, all sharing one evaluated prefix. `reverse` adds the reversed order;
+ * `cyclic` adds every cyclic shift (up to 8 orders in all).
+ */
+export type DebiasMode = "off" | "reverse" | "cyclic";
+
+/**
+ * Options of a `Decider`: how requests are planned and read. Every field is optional; an absent
+ * field takes the default it names.
+ */
+export interface DeciderOptions {
+  /** Temperatures per (question type, option-count bucket). Default: none (T = 1). */
+  readonly calibration?: CalibrationProfile;
+  /** Default `off`. Applies to choice questions (score scales keep their natural order). */
+  readonly debias?: DebiasMode;
+  // Why words by default, and what `fixed` buys: docs/decisions/056
+  /**
+   * `words` (default): a choice is answered with its own option ids after an "Answer:" cue
+   * (falling back to letters when an id is longer than {@link DeciderOptions.maxWordLabelTokens} or the ids'
+   * tokens are not prefix-free). `fixed`: letters at the start of the reply, which a note in the
+   * state naming a wrong option moves less often; callers facing adversarial states may choose it.
+   */
+  readonly labels?: "words" | "fixed";
+  /**
+   * Contextual calibration (Zhao et al. 2021, "Calibrate Before Use", ICML): every question's
+   * label probabilities are divided by the ones the model gives the same question about
+   * content-free states (`CONTENT_FREE_STATES`, probabilities averaged), then renormalised, which
+   * removes the model's prior for a label (a favourite letter, "Yes", a frequent word) and keeps
+   * what the state adds. The prior is computed once per distinct question (its branch tokens) and
+   * kept in an LRU of `PRIOR_CACHE_ENTRIES`. Default on.
+   */
+  readonly contentFree?: boolean;
+  /** In-context examples (`PROMPT_EXAMPLES`) as finished chat turns before the request. Default on. */
+  readonly examples?: boolean;
+  // Why the contrast, and why not for choices: docs/decisions/056
+  /**
+   * Question contrast for yes/no questions: P(yes) is read from how much the question moves the
+   * model's yes/no log-odds away from where the state alone leaves them. One more branch per
+   * request (the assistant turn opened right after the state, no question) gives p(label | state);
+   * each noul question's p(label | state, question) is divided by it, both already divided by
+   * their content-free priors, then renormalised; in logs:
+   * `log p(l|s,q) − log p(l|cf,q) − [log p(l|s) − log p(l|cf)]`. This is a pointwise mutual
+   * information between the answer and the question given the state, as in domain-conditional
+   * PMI (Holtzman et al. 2021, "Surface Form Competition", arXiv 2104.08315), with the state as
+   * the domain premise. It removes what the state says about "Yes"/"No" whatever is asked, which
+   * is what a note in the state telling the model to answer "No" does. Noul questions only: on a
+   * choice it would subtract the evidence itself. Default on.
+   */
+  readonly questionContrast?: boolean;
+  /** Longest option id, in tokens, answered as its own label. Default 8. */
+  readonly maxWordLabelTokens?: number;
+  /** The system message of every request. Default `SYSTEM_MESSAGE`. */
+  readonly systemMessage?: string;
+}
+
+/** The readout settings a caller may choose (the rest of {@link DeciderOptions} is serving policy). */
+export type ReadoutSettings = Pick<
+  DeciderOptions,
+  | "labels"
+  | "contentFree"
+  | "examples"
+  | "questionContrast"
+  | "systemMessage"
+  | "maxWordLabelTokens"
+>;
+
+/**
+ * The readout of a decision-tuned model (a base with its LoRA adapter, docs/TRAINING.md): option
+ * ids as labels, no in-context examples, no content-free prior and no question contrast, since
+ * the adapter was trained on exactly these prompts and its answers need none of them.
+ */
+export const TUNED_READOUT: Readonly<ReadoutSettings> = {
+  labels: "words",
+  contentFree: false,
+  examples: false,
+  questionContrast: false,
+  systemMessage: TUNED_SYSTEM_MESSAGE,
+  // Banking77's longest intent id is 17 tokens; the adapter names options, it does not point at numbers.
+  maxWordLabelTokens: 24,
+};

@@ -1,0 +1,207 @@
+import {
+  branchTotalTokens,
+  type PrefixMedia,
+  type ScoreBranch,
+  type ScoreRequest,
+  type Token,
+} from "../engine/types.js";
+import {
+  labelCountOf,
+  labelStyleOf,
+  type LabelTokenizer,
+  type PromptModel,
+} from "./label-style.js";
+import { buildLabelTrie, trieBranch, triePositions, type LabelTrie } from "./labels.js";
+import type { DeciderOptions } from "./options.js";
+import type { PreparedPrompt } from "./prepare.js";
+import { renderQuestion } from "./prompt.js";
+import { mediaTokensOf, stateTokens, StateTooLongError } from "./state.js";
+import type { DecisionRequest, Question, Usage } from "./types.js";
+
+/** One option order of a question: the order its options are shown in, and its label trie. */
+export interface QuestionView {
+  /** The option index shown at each position. */
+  readonly order: readonly number[];
+  /** The trie of the labels' tokens, by position. */
+  readonly trie: LabelTrie;
+}
+
+/** One question's branches and how to read them back. */
+export interface QuestionPlan {
+  readonly id: string;
+  readonly question: Question;
+  readonly labelCount: number;
+  /** One entry per option order (the shown order first, then the debiasing orders). */
+  readonly views: readonly QuestionView[];
+  /** Index of the first branch of this question in {@link Plan.branches}; one per view. */
+  readonly firstBranch: number;
+}
+
+/** What {@link planRequest} produces: the engine request plus what is needed to read it. */
+export interface Plan {
+  readonly prefix: Token[];
+  /** Images in the prefix (the request's image or video frames); empty without media. */
+  readonly media: PrefixMedia[];
+  /** Context positions the images take. */
+  readonly mediaTokens: number;
+  readonly branches: ScoreBranch[];
+  readonly questions: readonly QuestionPlan[];
+  /**
+   * The question-contrast branch ({@link DeciderOptions.questionContrast}): its index in
+   * {@link Plan.branches} and its Yes/No trie; absent when the request has no noul question or
+   * the contrast is off.
+   */
+  readonly contrast?: { readonly branch: number; readonly trie: LabelTrie };
+  /** Prefix plus the longest branch path, the most the context must hold. */
+  readonly neededTokens: number;
+}
+
+/** What {@link planRequest} plans with: the model, the prepared prompt and the settings. */
+export interface Planner {
+  readonly model: PromptModel;
+  readonly prepared: PreparedPrompt;
+  readonly labels: LabelTokenizer;
+  readonly options: Pick<
+    DeciderOptions,
+    "debias" | "labels" | "maxWordLabelTokens" | "questionContrast"
+  >;
+}
+
+/**
+ * Plans a request: the shared prefix (prompt head, media captions, state block), one branch per
+ * question and option order (question text, user-turn close, assistant opening, answer cue, with
+ * the label trie's tokens as candidates), and the question-contrast branch. Runs no model: only
+ * the tokenizer, so a fake tokenizer plans as well.
+ * @param signal - aborts the wait for the tokenizer (`AbortError`)
+ * @returns the plan; its {@link Plan.branches} are in question order, views in order
+ * @throws {@link StateTooLongError} when prefix + the longest branch exceeds the context;
+ *   nothing is truncated
+ * @throws `Error` when the request has media and the model takes no images
+ * @example
+ * ```ts
+ * const plan = await planRequest({ state: "The box was crushed.", questions }, planner);
+ * plan.branches.length; // → one per question and option order, plus one for the contrast
+ * ```
+ */
+export async function planRequest(
+  request: DecisionRequest,
+  planner: Planner,
+  signal?: AbortSignal,
+): Promise<Plan> {
+  const { model, prepared, labels, options } = planner;
+  const { head, tail } = prepared;
+  const { contextSize } = model.model;
+  const state = await stateTokens(model, request.state, head.length, signal);
+  const { tokens: mediaPrefix, media } = await mediaTokensOf(model, request, head.length, signal);
+  const mediaTokens = media.length * (model.model.imageTokens ?? 0);
+  const tokenize = (text: string) => model.tokenize(text, signal ? { signal } : {});
+  const prefix = [...head, ...mediaPrefix, ...state];
+  const branches: ScoreBranch[] = [];
+  const questions: QuestionPlan[] = [];
+  let longest = 0;
+  let longestId: string | undefined;
+  for (const [id, question] of request.questions) {
+    const firstBranch = branches.length;
+    const style = await labelStyleOf(question, prepared, labels, options, signal);
+    const views: QuestionView[] = [];
+    for (const order of ordersOf(question, options.debias)) {
+      // Position p shows option order[p] under labels[p].
+      const shown = style.labelsAt(order);
+      const text = renderQuestion(question, shown, order, style.words);
+      const tokens = [...(await tokenize(text)), ...tail, ...style.cueTokens];
+      const labelTokens: Token[][] = [];
+      for (const label of shown)
+        labelTokens.push(await labels.tokensOf(label, style.cue, prepared, signal));
+      const trie = buildLabelTrie(labelTokens);
+      branches.push(trieBranch(tokens, trie));
+      const depth = tokens.length + trieDepth(trie) - 1;
+      if (depth > longest) {
+        longest = depth;
+        longestId = id;
+      }
+      views.push({ order, trie });
+    }
+    questions.push({ id, question, labelCount: labelCountOf(question), views, firstBranch });
+  }
+  // One contrast branch serves every noul question: it has no question in it.
+  const noul = questions.find((q) => q.question.type === "noul");
+  let contrast: Plan["contrast"];
+  if (noul && options.questionContrast !== false) {
+    const trie = noul.views[0]!.trie;
+    contrast = { branch: branches.length, trie };
+    branches.push(trieBranch([...tail], trie));
+  }
+  const neededTokens = prefix.length + mediaTokens + longest;
+  if (neededTokens > contextSize)
+    throw new StateTooLongError(
+      state.length,
+      neededTokens,
+      contextSize,
+      prefix.length + mediaTokens < contextSize ? longestId : undefined,
+      mediaTokens,
+    );
+  return {
+    prefix,
+    media,
+    mediaTokens,
+    branches,
+    questions,
+    ...(contrast ? { contrast } : {}),
+    neededTokens,
+  };
+}
+
+/**
+ * Option orders shown for a question: identity first, then the debiasing orders (choice only;
+ * `cyclic` takes at most 8 shifts, spread over the options).
+ * @example
+ * ```ts
+ * ordersOf(choiceOf3, "reverse"); // → [[0, 1, 2], [2, 1, 0]]
+ * ```
+ */
+export function ordersOf(question: Question, debias: DeciderOptions["debias"]): number[][] {
+  const n = labelCountOf(question);
+  const identity = Array.from({ length: n }, (_, i) => i);
+  const mode = question.type === "choice" ? (debias ?? "off") : "off";
+  if (mode === "off") return [identity];
+  if (mode === "reverse") return [identity, [...identity].reverse()];
+  const shifts = Math.min(n, 8);
+  return Array.from({ length: shifts }, (_, s) => {
+    const shift = Math.round((s * n) / shifts);
+    return identity.map((i) => (i + shift) % n);
+  });
+}
+
+/** The engine request of a plan: its prefix, its branches, and its media when it has any. */
+export function scoreRequestOf(plan: Plan): ScoreRequest {
+  return {
+    prefix: plan.prefix,
+    branches: plan.branches,
+    ...(plan.media.length > 0 ? { media: plan.media } : {}),
+  };
+}
+
+/**
+ * The usage a plan's call reports: input tokens = prefix + image positions + every branch's
+ * tokens; output tokens = the label positions read out (one per label-trie position per view).
+ */
+export function usageOf(plan: Plan): Usage {
+  let outputTokens = 0;
+  for (const q of plan.questions)
+    for (const view of q.views) outputTokens += triePositions(view.trie);
+  return {
+    input_tokens:
+      plan.prefix.length +
+      plan.mediaTokens +
+      plan.branches.reduce((sum, b) => sum + branchTotalTokens(b), 0),
+    output_tokens: outputTokens,
+  };
+}
+
+/** Tokens on a trie's longest path, the branch's first candidate included. */
+function trieDepth(trie: LabelTrie): number {
+  let deepest = 0;
+  for (const next of trie.next)
+    if (typeof next !== "number") deepest = Math.max(deepest, trieDepth(next));
+  return 1 + deepest;
+}

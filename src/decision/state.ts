@@ -1,0 +1,114 @@
+import { ContextOverflowError, type PrefixMedia, type Token } from "../engine/types.js";
+import type { PromptModel } from "./label-style.js";
+import { renderMediaText, renderStateBlock } from "./prompt.js";
+import type { DecisionRequest, Json } from "./types.js";
+
+/** Most characters of a long state tokenized at a time (4 Ki). */
+export const STATE_SLICE_CHARS = 4 * 1024;
+
+/** Thrown by the planner when a request does not fit the model's context. Nothing is truncated. */
+export class StateTooLongError extends ContextOverflowError {
+  constructor(
+    /** Tokens of the state block (at least this many, when counting stopped early). */
+    readonly stateTokens: number,
+    neededTokens: number,
+    contextSize: number,
+    /** The question whose branch is longest; `undefined` when the prefix alone does not fit. */
+    readonly longestQuestionId?: string,
+    /** Context positions of the request's image or video frames. */
+    readonly mediaTokens = 0,
+  ) {
+    super(neededTokens, contextSize);
+    this.name = "StateTooLongError";
+    this.message =
+      `the state is ${stateTokens} tokens; with the prompt` +
+      (mediaTokens > 0 ? `, ${mediaTokens} image positions` : "") +
+      ` and the longest question the request ` +
+      `needs ${neededTokens} tokens, but the model's context holds ${contextSize}`;
+  }
+}
+
+/**
+ * Where the slice of `text` from `at` ends: before the last space that follows a non-space in
+ * the second half of the window, else at the window's end (a hard cut).
+ */
+function sliceEnd(text: string, at: number): number {
+  const end = Math.min(text.length, at + STATE_SLICE_CHARS);
+  if (end === text.length) return end;
+  for (let i = end; i > at + STATE_SLICE_CHARS / 2; i--)
+    if (text[i] === " " && !/\s/.test(text[i - 1]!)) return i;
+  return end;
+}
+
+// Why a long state is tokenized in slices: docs/decisions/036
+/**
+ * The tokens of a request's state block. A block of at most as many bytes as the context has
+ * room for is tokenized whole (a token covers at least one byte, so it cannot be refused on
+ * length); a longer one in slices of at most {@link STATE_SLICE_CHARS}, cut before a space that
+ * follows a non-space (a boundary the tokenizer's pre-tokenizer splits at anyway, so the tokens
+ * are those of the whole), yielding to the event loop between slices, and refused as soon as it
+ * cannot fit.
+ * @param headLength - tokens of the prompt head before the state (they take context room too)
+ * @returns the state block's tokens
+ * @throws {@link StateTooLongError} when the state alone cannot fit; the signal's reason when
+ *   aborted
+ */
+export async function stateTokens(
+  model: PromptModel,
+  state: Json,
+  headLength: number,
+  signal?: AbortSignal,
+): Promise<Token[]> {
+  const text = renderStateBlock(state);
+  const options = signal ? { signal } : {};
+  const { contextSize } = model.model;
+  const room = contextSize - headLength;
+  if (Buffer.byteLength(text, "utf8") <= room) return model.tokenize(text, options);
+  const tokens: Token[] = [];
+  let cuts = 0;
+  for (let at = 0; at < text.length;) {
+    signal?.throwIfAborted();
+    const end = sliceEnd(text, at);
+    for (const token of await model.tokenize(text.slice(at, end), options)) tokens.push(token);
+    if (end < text.length && text[end] !== " ") cuts++;
+    // A hard cut splits at most one word, whose pieces may take a few more tokens than it
+    // whole; 8 per cut is far more than that.
+    const atLeast = tokens.length - 8 * cuts;
+    if (atLeast > room) {
+      const error = new StateTooLongError(atLeast, headLength + atLeast, contextSize);
+      error.message =
+        `the state is more than ${atLeast} tokens (counted in its first ${end} of ${text.length} characters); ` +
+        `the model's context holds ${contextSize}`;
+      throw error;
+    }
+    at = end;
+    if (at < text.length) await new Promise((resolve) => setImmediate(resolve));
+  }
+  return tokens;
+}
+
+/**
+ * The request's media in the prefix, right after the user turn opens: caption text tokens, and
+ * each image's position among the prefix tokens.
+ * @param headLength - tokens of the prompt head, which the media follow
+ * @throws `Error` when the request has media and the model cannot take images
+ */
+export async function mediaTokensOf(
+  model: PromptModel,
+  request: DecisionRequest,
+  headLength: number,
+  signal?: AbortSignal,
+): Promise<{ tokens: Token[]; media: PrefixMedia[] }> {
+  const tokens: Token[] = [];
+  const media: PrefixMedia[] = [];
+  if (!request.media || request.media.frames.length === 0) return { tokens, media };
+  if (!model.model.vision) throw new Error(`model ${model.model.id} does not accept images`);
+  const { before, after } = renderMediaText(request.media);
+  const options = signal ? { signal } : {};
+  for (const [i, frame] of request.media.frames.entries()) {
+    tokens.push(...(await model.tokenize(before[i]!, options)));
+    media.push({ at: headLength + tokens.length, image: frame.image });
+  }
+  tokens.push(...(await model.tokenize(after, options)));
+  return { tokens, media };
+}

@@ -1,0 +1,113 @@
+import {
+  branchCallSizes,
+  leadCallSizes,
+  scheduleBranches,
+  type ScheduledBranch,
+} from "./branch-schedule.js";
+import { prefixCallSizes, prefixResumeAfter } from "./kernel-split.js";
+import type { ScoreRequest } from "./types.js";
+
+/**
+ * The decode plan of a request: which tokens are taken over from the KV cache, which are
+ * evaluated, in which decode calls (token counts) and on which lane, so that every token goes
+ * through the attention kernel it would alone (kernel-split.ts) and tokens that branches share
+ * at their start are evaluated once (branch-schedule.ts). Pure: the in-process engine
+ * (llama.ts), the llama-server backend (remote/llama-server.ts) and the benchmark's floor
+ * (bench/run.mjs) execute the same plan.
+ */
+
+/** What a KV-cache sequence holds of an earlier prefix when a request comes. */
+export interface HeldPrefix {
+  /** Leading tokens of the request's prefix that the sequence holds. */
+  readonly shared: number;
+  /**
+   * Length of the prefix those tokens were cut into calls for (by its own call map); `undefined`
+   * when not known (an evaluation broke off), and then nothing is taken over.
+   */
+  readonly length: number | undefined;
+}
+
+/** One branch in a lane's run, with its decode calls. */
+export interface PlannedBranch extends ScheduledBranch {
+  /**
+   * Decode calls (token counts) that evaluate the branch's tokens from `shared` to its end; the
+   * last one reads the answer position. Children are evaluated in one call each.
+   */
+  readonly calls: readonly number[];
+}
+
+/** What {@link planDecode} returns. */
+export interface DecodePlan {
+  readonly prefix: {
+    /** Prefix tokens taken over from the held sequence; evaluation starts at `prefix[resume]`. */
+    readonly resume: number;
+    /** Decode calls that evaluate the prefix from `resume` to its end. */
+    readonly calls: readonly number[];
+    /** Decode calls of the whole prefix from its start (a lane that cannot copy the first). */
+    readonly wholeCalls: readonly number[];
+  };
+  /** The tokens every branch starts with, evaluated once on top of the prefix, and their calls. */
+  readonly lead: { readonly length: number; readonly calls: readonly number[] };
+  /** One run of branches per lane (lane 0 first); each branch appears in exactly one run. */
+  readonly lanes: readonly (readonly PlannedBranch[])[];
+}
+
+/** How an engine decodes: its KV-cache sequences for branches and its largest decode call. */
+export interface DecodeLimits {
+  /** Lanes (KV-cache sequences) the branches may be spread over, at least 1. */
+  readonly lanes: number;
+  /** Most tokens one decode call takes, at least 128. */
+  readonly batchSize: number;
+}
+
+/**
+ * Plans the decode calls of a request on top of what a sequence holds.
+ * @param request - the prefix and the branches (each with at least one token)
+ * @param held - what the sequence that evaluates the prefix holds of it
+ * @returns the prefix's resume point and calls, the common lead and its calls, and each lane's
+ *   branches with the point each resumes from and its calls
+ * @throws `RangeError` when `limits.batchSize` is below 128
+ * @example
+ * ```ts
+ * const plan = planDecode({ prefix, branches }, { shared: 0, length: 0 }, { lanes: 1, batchSize: 1024 });
+ * plan.prefix.calls; // → [prefix.length] for a prefix of 64 to 1024 tokens
+ * ```
+ */
+export function planDecode(
+  request: Pick<ScoreRequest, "prefix" | "branches">,
+  held: HeldPrefix,
+  limits: DecodeLimits,
+): DecodePlan {
+  const length = request.prefix.length;
+  const { batchSize } = limits;
+  const resume =
+    held.length === undefined ? 0 : prefixResumeAfter(held.shared, held.length, length);
+  const schedule = scheduleBranches(request.branches, limits.lanes);
+  return {
+    prefix: {
+      resume,
+      calls: prefixCallSizes(resume, length, batchSize),
+      wholeCalls: prefixCallSizes(0, length, batchSize),
+    },
+    lead: {
+      length: schedule.lead,
+      calls: leadCallSizes(request.branches, schedule.lead, batchSize),
+    },
+    lanes: schedule.lanes.map((run) =>
+      run.map(({ index, shared }) => ({
+        index,
+        shared,
+        calls: branchCallSizes(request.branches[index]!, shared, batchSize),
+      })),
+    ),
+  };
+}
+
+/**
+ * The decode calls that evaluate a prefix of `length` tokens from `from`, for a sequence that
+ * kept other than the planned {@link DecodePlan.prefix} `resume` tokens.
+ * @throws `RangeError` when `from` is not a point a prefix may resume from
+ */
+export function prefixCallsFrom(from: number, length: number, batchSize: number): number[] {
+  return prefixCallSizes(from, length, batchSize);
+}

@@ -1,0 +1,192 @@
+import type {
+  ControlledEvaluateInputItem,
+  LlamaContextSequence,
+  Token as LlamaToken,
+} from "node-llama-cpp";
+import type { DecodePlan } from "./decode-plan.js";
+import type { BranchScore, EngineCounters, ScoreBranch, Token } from "./types.js";
+
+/**
+ * The branch half of the in-process engine's work: each lane's branches evaluated on its
+ * KV-cache sequence in the calls a {@link DecodePlan} names, and their answer positions read.
+ */
+
+/** Tokens one request puts through the model, added to the engine's counters as they go. */
+export interface DecodeTally {
+  /** Tokens this request evaluated (prefix, lead, branches, children). */
+  evaluatedTokens: number;
+  readonly counters: EngineCounters;
+}
+
+/** Counts `n` branch tokens evaluated (the lead's, a branch's, a child's). */
+function countBranchTokens(tally: DecodeTally, n: number): void {
+  tally.evaluatedTokens += n;
+  tally.counters.branchTokensEvaluated += n;
+}
+
+/**
+ * Evaluates `tokens[from…]` into `sequence` without reading logits, one decode call per entry of
+ * `calls` (token counts, each at most the context's batch size; see kernel-split.ts). Used by the
+ * engine and by the benchmark's floor (bench/run.mjs), so both make the same calls.
+ */
+export async function evaluateCalls(
+  sequence: LlamaContextSequence,
+  tokens: readonly Token[],
+  from: number,
+  calls: readonly number[],
+): Promise<void> {
+  let at = from;
+  for (const size of calls) {
+    await sequence.evaluateWithoutGeneratingNewTokens(tokens.slice(at, at + size) as LlamaToken[]);
+    at += size;
+  }
+}
+
+/**
+ * Full-vocabulary log-probabilities of `candidates` from their raw logits:
+ * log p(t) = logit(t) − max − ln W, with W = Σ_v exp(logit(v) − max) over the whole vocabulary
+ * (node-llama-cpp's `totalLogitWeight`); the max-logit token must be among `logits` (the engine
+ * asks for the greedy sampler's selected token, which is it).
+ * @param logits - logit by token, the candidates and the max-logit token among them
+ * @returns natural-log probabilities in candidate order (≤ 0)
+ * @throws `Error` when a candidate has no logit
+ */
+export function toLogprobs(
+  logits: ReadonlyMap<LlamaToken, number>,
+  totalLogitWeight: number,
+  candidates: readonly Token[],
+): number[] {
+  let max = -Infinity;
+  for (const value of logits.values()) max = Math.max(max, value);
+  const logW = Math.log(totalLogitWeight);
+  return candidates.map((token) => {
+    const logit = logits.get(token as LlamaToken);
+    if (logit === undefined) throw new Error(`no logit for candidate token ${token}`);
+    return logit - max - logW;
+  });
+}
+
+/**
+ * The evaluation input of tokens whose last one reads the candidates' logits at the answer
+ * position. The greedy sampler (temperature 0) selects the max-logit token, and
+ * `includeSelected` returns its logit: the max that `totalLogitWeight` is relative to
+ * (`includeMax` cannot be used: node-llama-cpp 3.22 adds the max token only when it is already
+ * among the filter's tokens).
+ */
+function answerInput(
+  tokens: readonly Token[],
+  candidates: readonly Token[],
+): ControlledEvaluateInputItem[] {
+  return tokens.map((token, index) =>
+    index === tokens.length - 1
+      ? [
+          token as LlamaToken,
+          {
+            generateNext: {
+              options: { temperature: 0 },
+              logits: { filter: { tokens: candidates as LlamaToken[], includeSelected: true } },
+              totalLogitWeight: true,
+            },
+          },
+        ]
+      : (token as LlamaToken),
+  );
+}
+
+/**
+ * Evaluates `branch.tokens` from `skip` on, reads the answer position, then its children, each
+ * on top of the branch in one call and erased after.
+ * @param calls - the branch's decode calls (all but the last without logits); a child: one call
+ * @returns the candidates' log-probabilities, and the children's
+ * @throws `Error` when the branch has no tokens or llama.cpp returns no logits; the signal's
+ *   reason when aborted
+ */
+async function evaluateBranch(
+  sequence: LlamaContextSequence,
+  branch: ScoreBranch,
+  skip: number,
+  calls: readonly number[],
+  tally: DecodeTally,
+  signal?: AbortSignal,
+): Promise<BranchScore> {
+  signal?.throwIfAborted();
+  if (branch.tokens.length === 0) throw new Error("a branch must have at least one token");
+  const start = sequence.nextTokenIndex;
+  const before = branch.tokens.length - skip - calls.at(-1)!;
+  if (calls.length > 1) {
+    await evaluateCalls(sequence, branch.tokens, skip, calls.slice(0, -1));
+    countBranchTokens(tally, before);
+  }
+  const tokens = branch.tokens.slice(skip + before);
+  const output = await sequence.controlledEvaluate(answerInput(tokens, branch.candidates));
+  countBranchTokens(tally, tokens.length);
+  const next = output[output.length - 1]?.next;
+  if (!next?.logits || next.totalLogitWeight == null)
+    throw new Error("llama.cpp returned no logits for the answer position");
+  const logprobs = toLogprobs(next.logits, next.totalLogitWeight, branch.candidates);
+  const children: BranchScore[] = [];
+  for (const child of branch.children ?? []) {
+    children.push(await evaluateBranch(sequence, child, 0, [child.tokens.length], tally, signal));
+    await sequence.eraseContextTokenRanges([
+      { start: start + branch.tokens.length - skip, end: sequence.nextTokenIndex },
+    ]);
+  }
+  return branch.children ? { logprobs, children } : { logprobs };
+}
+
+/**
+ * Runs every lane of a plan side by side, lane i on `sequences[i]`, each holding the prefix and
+ * the lead: a lane's branch keeps the tokens it shares with the lane's previous one and erases
+ * the rest. Every lane is done with its sequence before this settles, even when one failed (the
+ * next request may use the sequences); a lane stops at its first failure, the others at their
+ * next branch. At the end every sequence holds exactly the prefix again.
+ * @param prefixLength - tokens of the prefix, which every sequence keeps
+ * @returns the score of every branch, in request order
+ * @throws the first lane's failure; the signal's reason when aborted
+ */
+export async function runLanes(
+  sequences: readonly LlamaContextSequence[],
+  branches: readonly ScoreBranch[],
+  lanes: DecodePlan["lanes"],
+  prefixLength: number,
+  tally: DecodeTally,
+  signal?: AbortSignal,
+): Promise<BranchScore[]> {
+  const scores: BranchScore[] = new Array<BranchScore>(branches.length);
+  let failed = false;
+  const settled = await Promise.allSettled(
+    lanes.map(async (run, lane) => {
+      const sequence = sequences[lane]!;
+      try {
+        for (const { index, shared, calls } of run) {
+          if (failed) return;
+          // Keep the tokens this branch shares with the lane's previous one, drop the rest.
+          if (sequence.nextTokenIndex > prefixLength + shared)
+            await sequence.eraseContextTokenRanges([
+              { start: prefixLength + shared, end: sequence.nextTokenIndex },
+            ]);
+          scores[index] = await evaluateBranch(
+            sequence,
+            branches[index]!,
+            shared,
+            calls,
+            tally,
+            signal,
+          );
+        }
+      } catch (error) {
+        failed = true;
+        throw error;
+      } finally {
+        // Every sequence holds exactly the prefix again (sequence 0 drops the lead too).
+        if (sequence.nextTokenIndex > prefixLength)
+          await sequence.eraseContextTokenRanges([
+            { start: prefixLength, end: sequence.nextTokenIndex },
+          ]);
+      }
+    }),
+  );
+  const rejected = settled.find((s) => s.status === "rejected");
+  if (rejected) throw rejected.reason;
+  return scores;
+}

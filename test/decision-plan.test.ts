@@ -1,0 +1,170 @@
+import { describe, expect, it } from "vitest";
+import { LabelTokenizer, labelStyleOf } from "../src/decision/label-style.js";
+import { NOUL_LABELS } from "../src/decision/labels.js";
+import type { DeciderOptions } from "../src/decision/options.js";
+import { ordersOf, planRequest, scoreRequestOf, usageOf } from "../src/decision/plan.js";
+import { preparePrompt } from "../src/decision/prepare.js";
+import { renderStateBlock, SYSTEM_MESSAGE } from "../src/decision/prompt.js";
+import { STATE_SLICE_CHARS, stateTokens, StateTooLongError } from "../src/decision/state.js";
+import type { DecisionRequest, Question } from "../src/decision/types.js";
+import { FakeEngine } from "./support/fake-engine.js";
+
+const TOPIC: Question = {
+  type: "choice",
+  instructions: "What is the topic?",
+  options: [
+    ["sports", null],
+    ["business", "money and firms"],
+    ["technology", null],
+  ],
+};
+const GOOD: Question = { type: "noul", instructions: "Is this good news?" };
+const URGENCY: Question = { type: "score", levels: ["not", "somewhat", "very"] };
+
+async function plannerOf(engine: FakeEngine, options: DeciderOptions = {}) {
+  const labels = new LabelTokenizer(engine);
+  const prepared = await preparePrompt(engine, labels, options);
+  return { model: engine, prepared, labels, options };
+}
+
+const request = (questions: DecisionRequest["questions"], state = "The cup final ended 3-0.") => ({
+  state,
+  questions,
+});
+
+describe("the plan (no model: a fake tokenizer)", () => {
+  it("puts the head and the state block in the prefix, and asks the engine nothing", async () => {
+    const engine = new FakeEngine();
+    const planner = await plannerOf(engine, { examples: false });
+    const plan = await planRequest(request([["topic", TOPIC]]), planner);
+    const head = await engine.tokenize(`<system>${SYSTEM_MESSAGE}</system><user>`);
+    const state = await engine.tokenize(renderStateBlock("The cup final ended 3-0."));
+    expect(plan.prefix).toEqual([...head, ...state]);
+    expect(plan.media).toEqual([]);
+    expect(engine.requests).toEqual([]);
+    expect(scoreRequestOf(plan)).toEqual({ prefix: plan.prefix, branches: plan.branches });
+  });
+
+  it("answers a choice with its option ids after the answer cue", async () => {
+    const engine = new FakeEngine();
+    const plan = await planRequest(request([["topic", TOPIC]]), await plannerOf(engine));
+    const [branch] = plan.branches;
+    const tail = await engine.tokenize("</user><assistant>");
+    const cue = await engine.tokenize("Answer:");
+    expect(branch!.tokens.slice(-tail.length - cue.length)).toEqual([...tail, ...cue]);
+    const ids = await Promise.all(
+      [" sports", " business", " technology"].map((w) => engine.tokenize(w)),
+    );
+    expect(branch!.candidates).toEqual(ids.map((t) => t[0]));
+    expect(await engine.detokenize(branch!.tokens)).toContain("sports, business or technology?");
+  });
+
+  it("falls back to letters for ids longer than maxWordLabelTokens, and for labels: fixed", async () => {
+    const engine = new FakeEngine();
+    const long: Question = {
+      type: "choice",
+      options: [
+        ["one two three", null],
+        ["four", null],
+      ],
+    };
+    const planner = await plannerOf(engine, { maxWordLabelTokens: 2 });
+    const style = await labelStyleOf(long, planner.prepared, planner.labels, planner.options);
+    expect(style.words).toBe(false);
+    expect(style.labelsAt([1, 0])).toEqual(["A", "B"]);
+    const fixed = await plannerOf(engine, { labels: "fixed" });
+    const plan = await planRequest(request([["topic", TOPIC]]), fixed);
+    const letters = await Promise.all(["A", "B", "C"].map((l) => engine.tokenize(l)));
+    expect(plan.branches[0]!.candidates).toEqual(letters.map((t) => t[0]));
+  });
+
+  it("adds one contrast branch for the noul questions, after every question's branches", async () => {
+    const engine = new FakeEngine();
+    const questions: DecisionRequest["questions"] = [
+      ["good", GOOD],
+      ["topic", TOPIC],
+      ["bad", { type: "noul", instructions: "Is this bad news?" }],
+    ];
+    const plan = await planRequest(request(questions), await plannerOf(engine));
+    expect(plan.branches).toHaveLength(4);
+    expect(plan.contrast?.branch).toBe(3);
+    expect(plan.branches[3]!.tokens).toEqual(await engine.tokenize("</user><assistant>"));
+    const yesNo = await Promise.all(NOUL_LABELS.map((l) => engine.tokenize(l)));
+    expect(plan.branches[3]!.candidates).toEqual(yesNo.map((t) => t[0]));
+    const off = await planRequest(
+      request(questions),
+      await plannerOf(engine, { questionContrast: false }),
+    );
+    expect(off.contrast).toBeUndefined();
+    expect(off.branches).toHaveLength(3);
+  });
+
+  it("shows debiasing orders as views of one question", async () => {
+    expect(ordersOf(TOPIC, "reverse")).toEqual([
+      [0, 1, 2],
+      [2, 1, 0],
+    ]);
+    expect(ordersOf(TOPIC, "cyclic")).toEqual([
+      [0, 1, 2],
+      [1, 2, 0],
+      [2, 0, 1],
+    ]);
+    expect(ordersOf(URGENCY, "cyclic")).toEqual([[0, 1, 2]]);
+    const engine = new FakeEngine();
+    const plan = await planRequest(
+      request([
+        ["topic", TOPIC],
+        ["urgency", URGENCY],
+      ]),
+      await plannerOf(engine, { debias: "cyclic" }),
+    );
+    expect(plan.questions.map((q) => [q.firstBranch, q.views.length])).toEqual([
+      [0, 3],
+      [3, 1],
+    ]);
+    expect(await engine.detokenize(plan.branches[1]!.tokens)).toContain(
+      "business, technology or sports?",
+    );
+  });
+
+  it("reports usage from the plan: every token in, one position per label-trie node out", async () => {
+    const engine = new FakeEngine();
+    const plan = await planRequest(
+      request([
+        ["topic", TOPIC],
+        ["good", GOOD],
+      ]),
+      await plannerOf(engine),
+    );
+    const branchTokens = plan.branches.reduce((sum, b) => sum + b.tokens.length, 0);
+    expect(usageOf(plan)).toEqual({
+      input_tokens: plan.prefix.length + branchTokens,
+      output_tokens: 2,
+    });
+  });
+
+  it("refuses a request that does not fit, naming its longest question", async () => {
+    const fits = await planRequest(request([["topic", TOPIC]]), await plannerOf(new FakeEngine()));
+    const engine = new FakeEngine(fits.neededTokens - 1);
+    const planner = await plannerOf(engine);
+    const error = await planRequest(request([["topic", TOPIC]]), planner).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(StateTooLongError);
+    expect((error as StateTooLongError).longestQuestionId).toBe("topic");
+    const long = request([["topic", TOPIC]], "word ".repeat(fits.neededTokens));
+    const refused = await planRequest(long, planner).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(StateTooLongError);
+    expect((refused as StateTooLongError).longestQuestionId).toBeUndefined();
+  });
+
+  it("tokenizes a long state in slices cut before spaces: the tokens of the whole", async () => {
+    const engine = new FakeEngine(100_000);
+    const state = Array.from({ length: 3000 }, (_, i) => `word${i % 50}`).join(" ");
+    expect(state.length).toBeGreaterThan(4 * STATE_SLICE_CHARS);
+    const whole = await engine.tokenize(renderStateBlock(state));
+    // A head that leaves less room than the block's bytes: sliced.
+    expect(await stateTokens(engine, state, 100_000 - state.length + 10)).toEqual(whole);
+    const error = await stateTokens(engine, state, 100_000 - 1000).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(StateTooLongError);
+    expect((error as Error).message).toMatch(/counted in its first \d+ of/);
+  });
+});
