@@ -221,7 +221,10 @@ def main() -> None:
     tokens_total = sum(len(e["_seq"]) for e in examples)
     print(f"{len(examples)} examples, {tokens_total} tokens, {len(plan)} batches a pass, {total_steps} steps", flush=True)
 
-    cache = LowerCache(n_layers - a.layers) if a.layers and a.layers < n_layers and not a.no_cache else None
+    # run_layers rebuilds a Llama-style forward (one rotary embedding, one causal mask); other
+    # architectures (Gemma 3's sliding-window layers) run their own forward every pass.
+    cacheable = base.config.model_type == "llama" and not a.no_cache
+    cache = LowerCache(n_layers - a.layers) if cacheable and a.layers and a.layers < n_layers else None
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=a.lr, weight_decay=0.0)
     warmup = max(1, total_steps // 30)
