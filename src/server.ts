@@ -5,7 +5,7 @@ import { buildApp, type FastifyInstance, type Gate, type ServedModel } from "./a
 import { ApiError, Errors, HttpError } from "./protocol/errors.js";
 import { CLIENT_DEFAULT_ALIAS, PUBLIC_MODEL_NAME } from "./protocol/models.js";
 import { Lifecycle } from "./api/lifecycle.js";
-import type { ConsoleOptions } from "./console/plugin.js";
+import { consoleMount, type ConsoleOptions } from "./console/plugin.js";
 import type { CalibrationProfile } from "./decision/calibration.js";
 import {
   Decider,
@@ -295,7 +295,7 @@ async function listenApp(
     requestTimeoutMs: options.requestTimeoutMs,
     logger: options.logger,
     gate: options.gate,
-    console: options.console,
+    mounts: options.console ? [consoleMount(options.console)] : [],
     version: packageVersion(),
   });
   const host = options.host ?? "127.0.0.1";

@@ -9,7 +9,7 @@ import { serveConsole } from "../src/cli/serve.js";
 import { readAdminToken } from "../src/cli/serve-config.js";
 import { SECURITY_HEADERS } from "../src/console/assets.js";
 import { checkAdminToken } from "../src/console/auth.js";
-import type { ConsoleOptions } from "../src/console/plugin.js";
+import { consoleMount, type ConsoleOptions } from "../src/console/plugin.js";
 
 /**
  * The console's JSON API (/console/api) and the serving of its front end, in-process through
@@ -40,7 +40,7 @@ async function start(options: Partial<ConsoleOptions> = {}): Promise<FastifyInst
   app = await buildApp({
     models: [],
     logger: false,
-    console: { store, adminToken: ADMIN, now: () => now, ...options },
+    mounts: [consoleMount({ store, adminToken: ADMIN, now: () => now, ...options })],
   });
   return app;
 }
@@ -125,7 +125,11 @@ describe("console sign-in", () => {
     expect(() => checkAdminToken(`${"a".repeat(20)} ${"b".repeat(20)}`)).toThrow(/whitespace/);
     expect(() => checkAdminToken(`dsk_${"a".repeat(40)}`)).toThrow(/API key/);
     await expect(
-      buildApp({ models: [], logger: false, console: { store, adminToken: "weak" } }),
+      buildApp({
+        models: [],
+        logger: false,
+        mounts: [consoleMount({ store, adminToken: "weak" })],
+      }),
     ).rejects.toThrow(/too short/);
   });
 });

@@ -6,6 +6,7 @@ import { SqliteStore } from "../src/accounts/sqlite-store.js";
 import type { AccountStore } from "../src/accounts/store.js";
 import { buildApp, type FastifyInstance } from "../src/api/app.js";
 import { defaultAssetsDir } from "../src/console/assets.js";
+import { consoleMount } from "../src/console/plugin.js";
 
 /**
  * The console front end as `npm run build` leaves it in dist/console-app. An integration test:
@@ -35,7 +36,7 @@ it("is built by npm run build into dist/console-app, with no address outside thi
   app = await buildApp({
     models: [],
     logger: false,
-    console: { store, adminToken: "console-test-admin-token-0123456789" },
+    mounts: [consoleMount({ store, adminToken: "console-test-admin-token-0123456789" })],
   });
   for (const url of urls)
     expect((await app.inject({ method: "GET", url })).statusCode, url).toBe(200);

@@ -10,6 +10,7 @@ import type { AccountStore } from "../src/accounts/store.js";
 import { buildApp, type FastifyInstance } from "../src/api/app.js";
 import { accountGate } from "../src/api/gate.js";
 import { StubModel } from "./support/stub-model.js";
+import { consoleMount } from "../src/console/plugin.js";
 
 /**
  * The fuzz suite (issue 31, "Done when"): 10,000 generated bad or odd requests against every
@@ -38,7 +39,7 @@ beforeAll(async () => {
     models: [model],
     gate: accountGate(new Admission(store, { waitMs: 0 }), store),
     logger: false,
-    console: { store, adminToken: "fuzz-admin-token-0123456789abcdef" },
+    mounts: [consoleMount({ store, adminToken: "fuzz-admin-token-0123456789abcdef" })],
     bodyLimit: 256 * 1024,
   });
   await app.ready();

@@ -11,6 +11,7 @@ import { buildApp, type AppOptions, type FastifyInstance } from "../src/api/app.
 import { accountGate } from "../src/api/gate.js";
 import { postJson } from "./support/service.js";
 import { StubModel } from "./support/stub-model.js";
+import { consoleMount } from "../src/console/plugin.js";
 
 /**
  * Issue 31 (hardening): what an outside probe broke, on the real HTTP stack (Fastify on a loopback
@@ -38,7 +39,7 @@ async function start(options: Partial<AppOptions> & { waitMs?: number } = {}): P
     models: [model],
     gate: accountGate(new Admission(store, { waitMs: waitMs ?? 0 }), store),
     logger: { level: "info", stream },
-    console: { store, adminToken: undefined },
+    mounts: [consoleMount({ store, adminToken: undefined })],
     ...rest,
   });
   await app.listen({ host: "127.0.0.1", port: 0 });

@@ -1,6 +1,5 @@
 import Fastify, { type FastifyInstance, type FastifyReply } from "fastify";
 import { randomUUID } from "node:crypto";
-import { consolePlugin } from "../console/plugin.js";
 import { ApiError, Errors, errorTypeOf } from "../protocol/errors.js";
 import { DEFAULT_BODY_LIMIT } from "../protocol/limits.js";
 import { registerDecideRoute } from "./decide-route.js";
@@ -17,7 +16,7 @@ import { servedModelName } from "./validate.js";
 import { WorkQueue } from "./work-queue.js";
 
 export type { Gate, GateTicket } from "./gate.js";
-export type { AppOptions, ServedModel } from "./options.js";
+export type { AppMount, AppOptions, ServedModel } from "./options.js";
 export { DEFAULT_BODY_LIMIT, DEFAULT_REQUEST_TIMEOUT_MS };
 
 /** A request id sent by a load balancer or client that we adopt: 1–128 safe characters. */
@@ -146,7 +145,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
 
   if (options.gate) installGate(app, options.gate, (body) => servedModelName(body, byName));
 
-  if (options.console) await app.register(consolePlugin, options.console);
+  for (const mount of options.mounts ?? []) await mount(app);
 
   registerServiceRoutes(app, {
     models: options.models,

@@ -1,4 +1,4 @@
-import type { ConsoleOptions } from "../console/plugin.js";
+import type { FastifyInstance } from "fastify";
 import type { DecideHooks } from "../decision/decide.js";
 import type { DecisionRequest, DecisionResult } from "../decision/types.js";
 import type { MediaOptions } from "../media/request.js";
@@ -48,8 +48,12 @@ export interface AppOptions {
   readonly gate?: Gate;
   /** decisiond's version, for `GET /openapi.json`. */
   readonly version?: string;
-  /** The web console under `/console` (src/console/); none when absent. */
-  readonly console?: ConsoleOptions;
+  /**
+   * Plugins the composition root mounts beside the API (the web console, src/console/): each is
+   * called once, after the gate and the error handler are installed and before the routes, so
+   * its errors have the API's shapes. Default none.
+   */
+  readonly mounts?: readonly AppMount[];
   /**
    * What `/readyz` checks, by name (e.g. `store`, `engine`): each resolves when its dependency
    * answers. Default none.
@@ -75,3 +79,6 @@ export interface AppOptions {
 
 /** 30 s, the default time to receive a whole request, in ms. */
 export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
+
+/** A plugin mounted on the app by its composition root; see {@link AppOptions.mounts}. */
+export type AppMount = (app: FastifyInstance) => Promise<void>;

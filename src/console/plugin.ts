@@ -26,6 +26,17 @@ export interface ConsoleOptions {
 }
 
 /**
+ * The console as a mount for `buildApp`'s `mounts` (src/api/options.ts `AppMount`), which the
+ * composition root (src/server.ts) passes; the API layer never imports the console.
+ * @example `buildApp({ models, gate, mounts: [consoleMount({ store, adminToken })] })`
+ */
+export function consoleMount(options: ConsoleOptions): (app: FastifyInstance) => Promise<void> {
+  return async (app) => {
+    await app.register(consolePlugin, options);
+  };
+}
+
+/**
  * Registers the console under `/console`.
  * @throws {@link Error} for a weak admin token (see {@link checkAdminToken}).
  */
