@@ -5,7 +5,7 @@
 // Usage: node bench/adapter-cost.mjs [--runs N] [--adapter PATH] [--threads N] [--out FILE]
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { toDecisionRequest } from "../dist/api/translate.js";
+import { toDecisionRequest } from "../dist/decision/from-wire.js";
 import { Decider, TUNED_READOUT } from "../dist/decision/decide.js";
 import { openLlamaEngine } from "../dist/engine/llama.js";
 import { resolveAdapter } from "../dist/models/adapters.js";

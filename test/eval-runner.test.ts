@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { SystemOneRequest } from "../src/protocol/schemas.js";
-import { toDecisionRequest } from "../src/api/translate.js";
+import { toDecisionRequest } from "../src/decision/from-wire.js";
 import type { CalibrationProfile } from "../src/decision/calibration.js";
 import { Decider } from "../src/decision/decide.js";
 import type {

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { SystemOneRequestSchema } from "../src/protocol/schemas.js";
-import { toDecisionRequest } from "../src/api/translate.js";
+import { toDecisionRequest } from "../src/decision/from-wire.js";
 import { Decider } from "../src/decision/decide.js";
 import type { DecisionRequest } from "../src/decision/types.js";
 import { EnginePool, LlamaServerEngine, openRemoteEngines } from "../src/engine/remote/index.js";

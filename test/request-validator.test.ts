@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { toDecisionRequest } from "../src/api/translate.js";
+import { toDecisionRequest } from "../src/decision/from-wire.js";
 import { isValidRequest } from "../src/api/validate.js";
 import { SystemOneRequestSchema } from "../src/protocol/schemas.js";
 

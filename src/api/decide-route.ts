@@ -5,7 +5,7 @@ import type { SystemOneResponse } from "../protocol/schemas.js";
 import { admittedTicket, type GateTicket } from "./gate.js";
 import type { ServiceMetrics } from "./metrics.js";
 import type { ServedModel } from "./options.js";
-import { toDecisionRequest } from "./translate.js";
+import { toDecisionRequest } from "../decision/from-wire.js";
 import { validateRequest, type ValidRequest } from "./validate.js";
 import { DeadlineError, type WorkQueue } from "./work-queue.js";
 

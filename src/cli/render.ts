@@ -1,7 +1,7 @@
 import type { Command } from "commander";
 import { createWriteStream } from "node:fs";
 import { once } from "node:events";
-import { toDecisionRequest } from "../api/translate.js";
+import { toDecisionRequest } from "../decision/from-wire.js";
 import { Decider, TUNED_READOUT } from "../decision/decide.js";
 import { splitOf, type Split } from "../evaluation/format.js";
 import { resolveModel } from "../evaluation/model.js";

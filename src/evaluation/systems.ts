@@ -6,7 +6,7 @@ import {
   type LlamaDecisionContext,
 } from "node-llama-cpp";
 import type { SystemOneRequest } from "../protocol/schemas.js";
-import { toDecisionRequest } from "../api/translate.js";
+import { toDecisionRequest } from "../decision/from-wire.js";
 import { Decider, type DebiasMode, type ReadoutSettings } from "../decision/decide.js";
 import type { Answer } from "../decision/types.js";
 import type { Engine } from "../engine/types.js";

@@ -1,4 +1,4 @@
-import type { DecisionRequest, Question } from "../decision/types.js";
+import type { DecisionRequest, Question } from "./types.js";
 import type { SystemOneRequest } from "../protocol/schemas.js";
 
 /**
