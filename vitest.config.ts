@@ -31,7 +31,9 @@ export default defineConfig({
   test: {
     reporters: ["default", ["json", { outputFile: ".vitest-report.json" }]],
     projects: [
-      { test: { name: "unit", include: unit, testTimeout: 30_000 } },
+      // The property tests run thousands of bodies: seconds on an idle machine, half a minute on a
+      // loaded one. The timeout catches a hang, not a slow machine.
+      { test: { name: "unit", include: unit, testTimeout: 180_000 } },
       {
         test: {
           name: "integration",
