@@ -227,13 +227,19 @@ def main() -> None:
     cache = LowerCache(n_layers - a.layers) if cacheable and a.layers and a.layers < n_layers else None
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=a.lr, weight_decay=0.0)
-    warmup = max(1, total_steps // 30)
+    warmup = 1 / 30  # of the run's progress
 
     def lr_at(step: int) -> float:
-        """Linear warm-up, then a cosine decay over whichever ends first: the steps or the time."""
-        if step < warmup:
-            return a.lr * (step + 1) / warmup
-        done = max((step - warmup) / max(1, total_steps - warmup), (time.time() - start) / (a.minutes * 60))
+        """Linear warm-up over the first 1/30 of the run, then a cosine decay to 0 at its end.
+
+        Progress is the larger of the step fraction and the time fraction, so a run cut short by
+        --minutes warms up and decays on its clock rather than on steps it will never take
+        (docs/QUALITY.md, "Transfer": a 12-minute run spent 235 of its 338 steps warming up).
+        """
+        progress = max((step + 1) / total_steps, (time.time() - start) / (a.minutes * 60))
+        if progress < warmup:
+            return a.lr * progress / warmup
+        done = (progress - warmup) / (1 - warmup)
         return a.lr * 0.5 * (1 + math.cos(math.pi * min(1.0, done)))
 
     log = (a.out / "loss.csv").open("w", newline="")
