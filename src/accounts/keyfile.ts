@@ -1,4 +1,4 @@
-import { keyFilePath } from "../client/config.js";
+import { keyFilePath } from "../protocol/paths.js";
 import { chmodSync, mkdirSync, openSync, closeSync, writeSync, renameSync, rmSync } from "node:fs";
 import { dirname } from "node:path";
 import type { AccountStore } from "./store.js";

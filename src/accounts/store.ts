@@ -1,5 +1,5 @@
 import { join } from "node:path";
-import { decisiondHome } from "../models/home.js";
+import { decisiondHome } from "../protocol/paths.js";
 import type { Allowance } from "./allowance.js";
 
 /**

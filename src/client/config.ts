@@ -1,7 +1,6 @@
 import { closeSync, fstatSync, openSync, readFileSync } from "node:fs";
-import { homedir as osHomedir } from "node:os";
-import { isAbsolute, join } from "node:path";
 import { PUBLIC_MODEL_NAME } from "../protocol/models.js";
+import { keyFilePath, type PathOptions } from "../protocol/paths.js";
 import { ClientConfigError } from "./errors.js";
 
 /** Where clients look for the service when `SERVICE_BASE_URL` is not set. */
@@ -23,23 +22,9 @@ export interface ClientConfig {
 }
 
 /** What {@link resolveClientConfig} reads; defaults to the process's environment and home. */
-export interface ResolveOptions {
-  env?: NodeJS.ProcessEnv;
-  /** The home directory, for `~/.config`; default `$HOME`, else `os.homedir()`. */
-  homedir?: string;
-}
+export type ResolveOptions = PathOptions;
 
-/**
- * The key file: `$XDG_CONFIG_HOME/decisiond/api_key` when `XDG_CONFIG_HOME` is set (and absolute,
- * as the XDG spec requires), else `~/.config/decisiond/api_key`.
- */
-export function keyFilePath(options: ResolveOptions = {}): string {
-  const env = options.env ?? process.env;
-  const xdg = env.XDG_CONFIG_HOME;
-  const home = options.homedir ?? (env.HOME || osHomedir());
-  const configHome = xdg && isAbsolute(xdg) ? xdg : join(home, ".config");
-  return join(configHome, "decisiond", "api_key");
-}
+export { keyFilePath };
 
 /**
  * Resolves the base URL and API key every client uses:

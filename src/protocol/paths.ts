@@ -1,0 +1,39 @@
+import { homedir as osHomedir } from "node:os";
+import { isAbsolute, join } from "node:path";
+
+/**
+ * Where decisiond's files live on one machine, shared by the server (which writes them) and its
+ * clients (which read them), so neither imports the other.
+ */
+
+/** What {@link keyFilePath} reads; defaults to the process's environment and home. */
+export interface PathOptions {
+  env?: NodeJS.ProcessEnv;
+  /** The home directory, for `~/.config`; default `$HOME`, else `os.homedir()`. */
+  homedir?: string;
+}
+
+/**
+ * The key file: `$XDG_CONFIG_HOME/decisiond/api_key` when `XDG_CONFIG_HOME` is set (and absolute,
+ * as the XDG spec requires), else `~/.config/decisiond/api_key`.
+ *
+ * @returns an absolute path; the file may not exist.
+ */
+export function keyFilePath(options: PathOptions = {}): string {
+  const env = options.env ?? process.env;
+  const xdg = env.XDG_CONFIG_HOME;
+  const home = options.homedir ?? (env.HOME || osHomedir());
+  const configHome = xdg && isAbsolute(xdg) ? xdg : join(home, ".config");
+  return join(configHome, "decisiond", "api_key");
+}
+
+/**
+ * The directory decisiond keeps its state in: downloaded models, calibration profiles, the
+ * SQLite store. `$DECISIOND_HOME` when set, otherwise `~/.cache/decisiond`.
+ *
+ * @returns an absolute path; it is not created here.
+ */
+export function decisiondHome(env: NodeJS.ProcessEnv = process.env): string {
+  const fromEnv = env.DECISIOND_HOME;
+  return fromEnv && fromEnv.length > 0 ? fromEnv : join(osHomedir(), ".cache", "decisiond");
+}
