@@ -77,6 +77,19 @@ STEER = [
 UNCLEAR = ["unclear", "other", "none_of_these", "not_sure"]
 
 
+def code_of(name: str, taken: set[str], rng: random.Random) -> str:
+    """An upper-case code for an option id, as routing tables name classes (trec's DESC, ENTY,
+    HUM): the first letters of the name, or its consonants, made unique among `taken`."""
+    letters = re.sub(r"[^A-Za-z]", "", name).upper() or "X"
+    k = rng.choice([3, 4])
+    code = letters[:k] if rng.random() < 0.6 else (letters[0] + re.sub(r"[AEIOU]", "", letters[1:]))[:k]
+    base, n = code, 2
+    while code in taken:
+        code, n = f"{base}{n}", n + 1
+    taken.add(code)
+    return code
+
+
 def steer(state, target: str, rng: random.Random):
     note = rng.choice(STEER).format(x=target)
     if isinstance(state, dict):
@@ -140,6 +153,11 @@ class Builder:
         keep = rng.random() < 0.6 if keep_desc is None else keep_desc
         if not keep:
             opts = [(k, None) for k, _ in opts]
+        if len(opts) <= 12 and rng.random() < 0.2:  # ids renamed to codes: the meaning is in the name's letters or the description
+            taken: set[str] = set()
+            codes = {k: code_of(k, taken, rng) for k, _ in opts}
+            opts = [(codes[k], v) for k, v in opts]
+            gold_key = codes[gold_key]
         if unclear and rng.random() < 0.15:
             u = rng.choice(UNCLEAR)
             if u not in dict(opts):
@@ -458,6 +476,7 @@ def main():
     ap.add_argument("--exclude", action="append", default=[], help="leave a dataset out (transfer runs)")
     ap.add_argument("--banking-full", type=int, default=150, help="banking77 rows asked with all 77 intents")
     ap.add_argument("--scale", type=float, default=1.0, help="multiply every dataset's row cap")
+    ap.add_argument("--repeat", type=int, default=1, help="draw every dataset's forms this many times (new shuffles, names and forms each time)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--calibration-out", type=Path, help="folder for the held-back calibration rows, one JSONL a dataset")
     a = ap.parse_args()
@@ -468,16 +487,17 @@ def main():
     def use(name):
         return name not in ex
     c = CAPS if a.scale == 1 else {k: max(1, int(v * a.scale)) for k, v in CAPS.items()}
-    if use("sst2"): sst2(b, read(d / "sst2.jsonl", c["sst2"]))
-    if use("sst5"): sst5(b, read(d / "sst5.jsonl", c["sst5"]))
-    if use("ag_news"): ag_news(b, read(d / "ag_news.jsonl", c["ag_news"]))
-    if use("trec"): trec(b, read(d / "trec.jsonl", c["trec"]), repeat=5)
-    if use("banking77"): banking77(b, read(d / "banking77.jsonl", c["banking77"]), c["banking77"], a.banking_full)
-    if use("boolq"): boolq(b, read(d / "boolq.jsonl", c["boolq"]))
-    if use("rte"): rte(b, read(d / "rte.jsonl", c["rte"]), [], repeat=3)
-    if use("cb"): cb(b, read(d / "cb.jsonl", c["cb"]), repeat=4)
-    if use("climate_fever"): climate_fever(b, read(d / "climate_fever.jsonl", c["climate_fever"]))
-    if use("wikiqa"): wikiqa(b, read(d / "wikiqa.jsonl", c["wikiqa"]))
+    for rep in range(a.repeat):
+        if use("sst2"): sst2(b, read(d / "sst2.jsonl", c["sst2"], rep))
+        if use("sst5"): sst5(b, read(d / "sst5.jsonl", c["sst5"], rep))
+        if use("ag_news"): ag_news(b, read(d / "ag_news.jsonl", c["ag_news"], rep))
+        if use("trec"): trec(b, read(d / "trec.jsonl", c["trec"], rep), repeat=5)
+        if use("banking77"): banking77(b, read(d / "banking77.jsonl", c["banking77"], rep), c["banking77"], a.banking_full)
+        if use("boolq"): boolq(b, read(d / "boolq.jsonl", c["boolq"], rep))
+        if use("rte"): rte(b, read(d / "rte.jsonl", c["rte"], rep), [], repeat=3)
+        if use("cb"): cb(b, read(d / "cb.jsonl", c["cb"], rep), repeat=4)
+        if use("climate_fever"): climate_fever(b, read(d / "climate_fever.jsonl", c["climate_fever"], rep))
+        if use("wikiqa"): wikiqa(b, read(d / "wikiqa.jsonl", c["wikiqa"], rep))
     if a.calibration_out:
         a.calibration_out.mkdir(parents=True, exist_ok=True)
         for f in sorted(d.glob("*.jsonl")):

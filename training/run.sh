@@ -2,25 +2,35 @@
 # The whole decision-tuning run (docs/TRAINING.md): datasets -> augmented fit rows -> token ids
 # rendered by decisiond's own prompt code -> LoRA training -> GGUF adapter -> calibration profile.
 #
-# Usage: npm run train -- [--model NAME|PATH] [--minutes M] [--exclude DATASET]... [--out DIR]
+# Usage: npm run train -- [--model NAME|PATH] [--device cpu|cuda] [--minutes M] [--exclude DATASET]... [--out DIR]
 #   --model    base GGUF (catalogue name or path; default smollm2-135m-instruct)
-#   --minutes  wall-time budget of the training loop (default 110)
+#   --device   cpu (default): the 2-core recipe, 7.4k questions in 110 minutes; cuda: the GPU recipe
+#              the shipped adapter came from, 23k questions (four times the rows, each drawn twice)
+#              in 3.5 minutes on one H200 (docs/TRAINING.md)
+#   --minutes  wall-time budget of the training loop (default 110 on cpu, 3.5 on cuda)
 #   --exclude  leave a dataset out of training (transfer runs; repeatable)
 #   --out      work folder (default .decisiond-train/<model>); the adapter lands in adapters/
 #              and its profile in profiles/ only for a full run (no --exclude)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
-model=smollm2-135m-instruct minutes=110 out="" excludes=()
+model=smollm2-135m-instruct device=cpu minutes="" out="" excludes=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --model) model="$2"; shift 2 ;;
     --minutes) minutes="$2"; shift 2 ;;
+    --device) device="$2"; shift 2 ;;
     --exclude) excludes+=("$2"); shift 2 ;;
     --out) out="$2"; shift 2 ;;
     *) echo "train: unknown argument $1" >&2; exit 2 ;;
   esac
 done
+case "$device" in
+  # The data mix and step size of each recipe (docs/decisions/071-gpu-decision-tuning.md).
+  cpu) mix=(--scale 1 --repeat 1 --banking-full 150); fit=(--bf16 --batch-tokens 1024 --lr 1e-3 --epochs 5); minutes="${minutes:-110}" ;;
+  cuda) mix=(--scale 4 --repeat 2 --banking-full 500); fit=(--bf16 --device cuda --batch-tokens 16384 --lr 1.5e-3 --epochs 20); minutes="${minutes:-3.5}" ;;
+  *) echo "train: --device is cpu or cuda, not $device" >&2; exit 2 ;;
+esac
 name="$(basename "$model" .gguf)"
 out="${out:-.decisiond-train/$name${excludes:+-without-$(IFS=-; echo "${excludes[*]}")}}"
 mkdir -p "$out/data"
@@ -33,10 +43,10 @@ for d in "${datasets[@]}"; do
   [ -f "$out/data/$d.jsonl" ] || $cli eval convert --dataset "$d" --out "$out/data/$d.jsonl"
 done
 "$py" training/augment.py --data-dir "$out/data" --out "$out/train.jsonl" --calibration-out "$out/calibration" \
-  ${excludes[@]/#/--exclude }
+  "${mix[@]}" ${excludes[@]/#/--exclude }
 $cli render --model "$modelPath" --data "$out/train.jsonl" --split fit --out "$out/train.tokens.jsonl"
 "$py" training/train.py --model "$modelPath" --data "$out/train.tokens.jsonl" --out "$out/adapter" \
-  --minutes "$minutes" --layers 18 --bf16 --batch-tokens 1024 --lr 1e-3 --max-len 2048 --epochs 5
+  --minutes "$minutes" --layers 18 --max-len 2048 "${fit[@]}"
 "$py" training/plot_loss.py --csv "$out/adapter/loss.csv" --out "$out/adapter/loss.png"
 "$py" training/export_gguf.py --adapter "$out/adapter" --out "$out/$name.decision.gguf"
 if [ ${#excludes[@]} -eq 0 ]; then

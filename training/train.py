@@ -85,7 +85,7 @@ def run_layers(inner, hidden: torch.Tensor, mask: torch.Tensor, layers) -> torch
     builds them."""
     from transformers.masking_utils import create_causal_mask
 
-    pos = torch.arange(hidden.shape[1]).unsqueeze(0)
+    pos = torch.arange(hidden.shape[1], device=hidden.device).unsqueeze(0)
     causal = create_causal_mask(config=inner.config, inputs_embeds=hidden, attention_mask=mask, cache=None, position_ids=pos)
     rope = inner.rotary_emb(hidden, position_ids=pos)
     for layer in layers:
@@ -113,42 +113,72 @@ class LowerCache:
         return inner.norm(run_layers(inner, self.store[key], mask, layers[self.cut :]))
 
 
+def prepare(e: dict) -> None:
+    """Per-example index tensors for `step_loss`: the gold-path nodes' positions, their gold token
+    (full-vocabulary term) and weight, and the branching nodes' candidates (padded) and gold index."""
+    nodes = e["_nodes"]
+    e["_pos"] = [pos for pos, _, _ in nodes]
+    e["_tok"] = [c[g] for _, c, g in nodes]
+    e["_single"] = [len(c) == 1 for _, c, _ in nodes]
+    e["_branch"] = [(k, c, g) for k, (_, c, g) in enumerate(nodes) if len(c) > 1]
+    e["_ordinal"] = e["type"] == "score" and all(len(lab) == 1 for lab in e["labels"])
+
+
 def step_loss(model, embed_weight: torch.Tensor, batch: list[dict], ordinal: float, vocab: float,
               cache: LowerCache | None = None, key: int = 0):
     """Mean loss of a batch: restricted-softmax cross-entropy at each branching gold-path node,
     the full-vocabulary cross-entropy of the gold token at every gold-path node (weight 1 where the
     node has a single candidate, `vocab` elsewhere: the readout chains full-softmax probabilities,
-    so the labels must hold the mass), plus the squared-EMD term for score questions."""
+    so the labels must hold the mass), plus the squared-EMD term for score questions.
+
+    All nodes of the batch are gathered into one matrix, so a step costs a fixed number of kernels
+    whatever the batch holds (this matters on a GPU, where launches dominate at this model size)."""
+    dev = embed_weight.device
     n = max(len(e["_seq"]) for e in batch)
     ids = torch.zeros((len(batch), n), dtype=torch.long)
     mask = torch.zeros((len(batch), n), dtype=torch.long)
     for i, e in enumerate(batch):
         ids[i, : len(e["_seq"])] = torch.tensor(e["_seq"])
         mask[i, : len(e["_seq"])] = 1
+    ids, mask = ids.to(dev), mask.to(dev)
     inner = model.base_model.model.model
     if cache is not None:
         hidden = cache.hidden(inner, key, ids, mask)
     else:
         hidden = inner(input_ids=ids, attention_mask=mask).last_hidden_state
-    total = hidden.new_zeros(())
-    for i, e in enumerate(batch):
-        for pos, cands, g in e["_nodes"]:
-            h = hidden[i, pos].float()
-            weight = 1.0 if len(cands) == 1 else vocab
-            if weight > 0:
-                total = total - weight * torch.log_softmax(h @ embed_weight.T, -1)[cands[g]]
-            if len(cands) == 1:
-                continue
-            logits = h @ embed_weight[cands].T
-            logp = torch.log_softmax(logits, -1)
-            total = total - logp[g]
-            if ordinal > 0 and e["type"] == "score" and pos == e["_nodes"][0][0] and all(
-                len(lab) == 1 for lab in e["labels"]
-            ):
-                p = logp.exp()
-                cdf = torch.cumsum(p, 0)
+    rows = [i for i, e in enumerate(batch) for _ in e["_pos"]]
+    cols = [p for e in batch for p in e["_pos"]]
+    h = hidden[torch.tensor(rows, device=dev), torch.tensor(cols, device=dev)].float()  # [nodes, width]
+    gold_tok = torch.tensor([t for e in batch for t in e["_tok"]], device=dev)
+    weight = torch.tensor([1.0 if s else vocab for e in batch for s in e["_single"]], device=dev)
+    full = torch.log_softmax(h @ embed_weight.T, -1).gather(1, gold_tok[:, None])[:, 0]
+    total = -(weight * full).sum()
+    # Branching nodes: softmax restricted to the candidates, padded to the widest node.
+    offsets, at = [], 0
+    for e in batch:
+        offsets.append(at)
+        at += len(e["_pos"])
+    branch = [(offsets[i] + k, c, g, e["_ordinal"] and k == 0) for i, e in enumerate(batch) for k, c, g in e["_branch"]]
+    if branch:
+        width = max(len(c) for _, c, _, _ in branch)
+        cand = torch.zeros((len(branch), width), dtype=torch.long)
+        valid = torch.zeros((len(branch), width), dtype=torch.bool)
+        for j, (_, c, _, _) in enumerate(branch):
+            cand[j, : len(c)] = torch.tensor(c)
+            valid[j, : len(c)] = True
+        cand, valid = cand.to(dev), valid.to(dev)
+        hb = h[torch.tensor([r for r, _, _, _ in branch], device=dev)]
+        logits = torch.einsum("nw,nkw->nk", hb, embed_weight[cand]).masked_fill(~valid, float("-inf"))
+        logp = torch.log_softmax(logits, -1)
+        gold = torch.tensor([g for _, _, g, _ in branch], device=dev)
+        total = total - logp.gather(1, gold[:, None]).sum()
+        scored = [j for j, (_, _, _, o) in enumerate(branch) if o]
+        if ordinal > 0 and scored:
+            for j in scored:
+                k = len(branch[j][1])
+                cdf = torch.cumsum(logp[j, :k].exp(), 0)
                 target = torch.zeros_like(cdf)
-                target[g:] = 1
+                target[branch[j][2] :] = 1
                 total = total + ordinal * ((cdf - target) ** 2).sum()
     return total / len(batch)
 
@@ -179,7 +209,8 @@ def main() -> None:
     ap.add_argument("--vocab", type=float, default=0.2, help="weight of the full-vocabulary term at branching nodes")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--bf16", action="store_true", help="bfloat16 autocast (CPUs with AVX512-BF16 or AMX)")
+    ap.add_argument("--bf16", action="store_true", help="bfloat16 autocast (CPUs with AVX512-BF16 or AMX, any CUDA GPU)")
+    ap.add_argument("--device", default="cpu", help="torch device: cpu, or cuda where a GPU is at hand (docs/TRAINING.md)")
     ap.add_argument("--save-every", type=float, default=0, help="save the adapter every this many minutes (0: at the end only)")
     ap.add_argument("--no-cache", action="store_true", help="recompute the frozen lower blocks every pass")
     ap.add_argument("--max-len", type=int, default=0, help="leave out examples longer than this (0: none)")
@@ -206,13 +237,14 @@ def main() -> None:
         layers_to_transform=layers,
         task_type="CAUSAL_LM",
     )
-    model = get_peft_model(base, cfg)
+    model = get_peft_model(base, cfg).to(a.device)
     model.print_trainable_parameters()
     embed_weight = base.get_output_embeddings().weight.detach()
 
     examples = load_examples(a.data)
     for e in examples:
         e["_seq"], e["_nodes"] = nodes_of(e)
+        prepare(e)
     examples = [e for e in examples if any(len(c) > 1 for _, c, _ in e["_nodes"]) and (not a.max_len or len(e["_seq"]) <= a.max_len)]
     plan = batches(examples, a.batch_tokens, rng)
     total_steps = max(1, int(len(plan) * a.epochs))
@@ -223,7 +255,7 @@ def main() -> None:
 
     # run_layers rebuilds a Llama-style forward (one rotary embedding, one causal mask); other
     # architectures (Gemma 3's sliding-window layers) run their own forward every pass.
-    cacheable = base.config.model_type == "llama" and not a.no_cache
+    cacheable = base.config.model_type == "llama" and not a.no_cache and a.device == "cpu"
     cache = LowerCache(n_layers - a.layers) if cacheable and a.layers and a.layers < n_layers else None
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=a.lr, weight_decay=0.0)
@@ -257,7 +289,7 @@ def main() -> None:
         batch = plan[key]
         for g in opt.param_groups:
             g["lr"] = lr_at(step)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
+        with torch.autocast(torch.device(a.device).type, dtype=torch.bfloat16, enabled=a.bf16):
             loss = step_loss(model, embed_weight, batch, a.ordinal, a.vocab, cache, key)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -293,6 +325,7 @@ def main() -> None:
         "lr": a.lr,
         "batch_tokens": a.batch_tokens,
         "threads": torch.get_num_threads(),
+        "device": a.device,
     }
     (a.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(json.dumps(summary), flush=True)
