@@ -114,7 +114,7 @@ class LowerCache:
 
 
 def prepare(e: dict) -> None:
-    """Per-example index tensors for `step_loss`: the gold-path nodes' positions, their gold token
+    """Per-example index lists for `step_loss`: the gold-path nodes' positions, their gold token
     (full-vocabulary term) and weight, and the branching nodes' candidates (padded) and gold index."""
     nodes = e["_nodes"]
     e["_pos"] = [pos for pos, _, _ in nodes]
