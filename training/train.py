@@ -245,7 +245,7 @@ def main() -> None:
     for e in examples:
         e["_seq"], e["_nodes"] = nodes_of(e)
         prepare(e)
-    examples = [e for e in examples if any(len(c) > 1 for _, c, _ in e["_nodes"]) and (not a.max_len or len(e["_seq"]) <= a.max_len)]
+    examples = [e for e in examples if e["_branch"] and (not a.max_len or len(e["_seq"]) <= a.max_len)]
     plan = batches(examples, a.batch_tokens, rng)
     total_steps = max(1, int(len(plan) * a.epochs))
     if a.max_steps:
