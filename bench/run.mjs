@@ -32,7 +32,8 @@
 //                         [--prefix-cache BYTES (snapshot budget of (b)'s engine and (c)'s
 //                          server; 0: off)]
 //                         [--rotate-options (question i lists the options rotated by i mod k,
-//                          so only questions k apart start alike)]
+//                          so only questions k apart start alike; decisiond shows them sorted
+//                          by id since docs/decisions/072, so only the baselines see the rotation)]
 //                         [--held-floor (the empty server computes as long as (c)'s `decide`
 //                          before it answers; adds (c)'s time again to each run)]
 import { spawn } from "node:child_process";

@@ -53,10 +53,10 @@ describe("the plan (no model: a fake tokenizer)", () => {
     const cue = await engine.tokenize("Answer:");
     expect(branch!.tokens.slice(-tail.length - cue.length)).toEqual([...tail, ...cue]);
     const ids = await Promise.all(
-      [" sports", " business", " technology"].map((w) => engine.tokenize(w)),
+      [" business", " sports", " technology"].map((w) => engine.tokenize(w)),
     );
     expect(branch!.candidates).toEqual(ids.map((t) => t[0]));
-    expect(await engine.detokenize(branch!.tokens)).toContain("sports, business or technology?");
+    expect(await engine.detokenize(branch!.tokens)).toContain("business, sports or technology?");
   });
 
   it("falls back to letters for ids longer than maxWordLabelTokens, and for labels: fixed", async () => {
@@ -100,14 +100,16 @@ describe("the plan (no model: a fake tokenizer)", () => {
   });
 
   it("shows debiasing orders as views of one question", async () => {
+    // TOPIC's ids sorted: business (1), sports (0), technology (2).
+    expect(ordersOf(TOPIC, "off")).toEqual([[1, 0, 2]]);
     expect(ordersOf(TOPIC, "reverse")).toEqual([
-      [0, 1, 2],
-      [2, 1, 0],
+      [1, 0, 2],
+      [2, 0, 1],
     ]);
     expect(ordersOf(TOPIC, "cyclic")).toEqual([
-      [0, 1, 2],
-      [1, 2, 0],
-      [2, 0, 1],
+      [1, 0, 2],
+      [0, 2, 1],
+      [2, 1, 0],
     ]);
     expect(ordersOf(URGENCY, "cyclic")).toEqual([[0, 1, 2]]);
     const engine = new FakeEngine();
@@ -123,8 +125,25 @@ describe("the plan (no model: a fake tokenizer)", () => {
       [3, 1],
     ]);
     expect(await engine.detokenize(plan.branches[1]!.tokens)).toContain(
-      "business, technology or sports?",
+      "sports, technology or business?",
     );
+  });
+
+  it("shows a choice's options in one order whatever order the caller lists them in", async () => {
+    const engine = new FakeEngine();
+    const planner = await plannerOf(engine);
+    const listed = await planRequest(request([["topic", TOPIC]]), planner);
+    const permuted = await planRequest(
+      request([["topic", { ...TOPIC, options: [...TOPIC.options].reverse() }]]),
+      planner,
+    );
+    expect(permuted.branches[0]!.tokens).toEqual(listed.branches[0]!.tokens);
+    expect(await engine.detokenize(listed.branches[0]!.tokens)).toContain(
+      "business, sports or technology?",
+    );
+    // The views map positions back to the caller's indices.
+    expect(listed.questions[0]!.views[0]!.order).toEqual([1, 0, 2]);
+    expect(permuted.questions[0]!.views[0]!.order).toEqual([1, 2, 0]);
   });
 
   it("reports usage from the plan: every token in, one position per label-trie node out", async () => {

@@ -26,11 +26,15 @@ import {
   goldIndex,
   runEvaluation,
   summarize,
+  type QuestionOutcome,
+  type SystemRun,
 } from "../src/evaluation/runner.js";
 import {
   answerProbabilities,
+  classesOf,
   oursSystem,
   toNodeLlamaCppQuestions,
+  type DecisionSystem,
 } from "../src/evaluation/systems.js";
 
 /** ln Σ exp. */
@@ -241,7 +245,7 @@ describe("variants of a request", () => {
 });
 
 describe("runEvaluation through a Decider on a fake engine", () => {
-  it("measures flips: position bias flips without debiasing, not with reverse debiasing", async () => {
+  it("measures flips: id order leaves position bias nothing to flip, with or without debiasing", async () => {
     const engine = fakeEngine();
     const [off, reverse] = await runEvaluation(
       [ITEM],
@@ -251,21 +255,100 @@ describe("runEvaluation through a Decider on a fake engine", () => {
         oursSystem(engine, "reverse", { contentFree: false }),
       ],
     );
-    // off: dog 2, cat 1 + 0.5, bird 0 → dog; reversed: bird 2, cat 1.5, dog 0 → bird: a flip.
+    // Both passes show bird, cat, dog (id order), however the item lists them:
+    // off: bird 2, cat 1 + 0.5, dog 0 → bird in both passes, no flip.
     const offChoice = off!.outcomes.find((o) => o.question === "animal")!;
     expect(
       offChoice.classes[offChoice.probabilities.indexOf(Math.max(...offChoice.probabilities))],
-    ).toBe("dog");
+    ).toBe("bird");
     expect(offChoice.reorderedTop).toBe("bird");
-    expect(computeMetrics(off!.outcomes).flipRate).toBe(1);
+    expect(computeMetrics(off!.outcomes).flipRate).toBe(0);
     expect(computeMetrics(off!.outcomes).flipN).toBe(1); // noul and score do not count
     expect(off!.outcomes.find((o) => o.question === "liked")!.reorderedTop).toBeNull();
-    // reverse: dog (2 + 0)/2 = 1, cat 1.5, bird 1 → cat in both orders.
+    // reverse adds dog, cat, bird: bird (2 + 0)/2 = 1, cat 1.5, dog (0 + 2)/2 = 1 → cat.
     const revChoice = reverse!.outcomes.find((o) => o.question === "animal")!;
     expect(revChoice.reorderedTop).toBe("cat");
     expect(computeMetrics(reverse!.outcomes).flipRate).toBe(0);
     // cat ✓, liked ("good" → Yes) ✓, stars (mode 3, expected 4) ✗
     expect(computeMetrics(reverse!.outcomes).accuracy).toBeCloseTo(2 / 3, 12);
+  });
+
+  it("measures flips end to end: a system that picks the first listed option flips every choice", async () => {
+    const firstListed: DecisionSystem = {
+      name: "first-listed",
+      answer: async (request) =>
+        Object.fromEntries(
+          Object.entries(request.questions).map(([id, q]) => {
+            const n = classesOf(q).length;
+            return [id, Array.from({ length: n }, (_, i) => (i === 0 ? 0.9 : 0.1 / (n - 1)))];
+          }),
+        ),
+      close: async () => {},
+    };
+    const [run] = await runEvaluation([ITEM], [firstListed], { flipOrder: "permute" });
+    const animal = run!.outcomes.find((o) => o.question === "animal")!;
+    expect(animal.classes[0]).toBe("dog");
+    expect(animal.reorderedTop).not.toBe("dog");
+    expect(computeMetrics(run!.outcomes).flipRate).toBe(1);
+    expect(computeMetrics(run!.outcomes).flipN).toBe(1);
+  });
+
+  it("answers a choice by id whatever order its options are listed in (through the Decider)", async () => {
+    // Shown in id order (ant, bee, cow), the fake scores positions 2, 1, 0, so ant > bee > cow
+    // for every listing; a position mapped back to the wrong option would break the order.
+    const engine = fakeEngine({ ids: ["ant", "bee", "cow"] });
+    const listings = [
+      ["cow", "ant", "bee"],
+      ["bee", "cow", "ant"],
+      ["ant", "bee", "cow"],
+    ];
+    for (const labels of ["words", "fixed"] as const) {
+      const decider = new Decider(engine, { labels, contentFree: false, examples: false });
+      const answers = [];
+      for (const ids of listings) {
+        const request: SystemOneRequest = {
+          model: "m",
+          state: "Insects and cattle.",
+          questions: {
+            which: {
+              type: "choice",
+              instructions: "Which one?",
+              criteria: Object.fromEntries(ids.map((id) => [id, null])),
+            },
+          },
+        };
+        const answer = (await decider.decide(toDecisionRequest(request))).answers.which!;
+        if (answer.type !== "choice") throw new Error("not a choice answer");
+        expect(Object.keys(answer.probabilities)).toEqual(ids);
+        answers.push(answer);
+      }
+      const [first] = answers;
+      expect(first!.choice).toBe("ant");
+      expect(first!.probabilities.ant!).toBeGreaterThan(first!.probabilities.bee!);
+      expect(first!.probabilities.bee!).toBeGreaterThan(first!.probabilities.cow!);
+      for (const a of answers) {
+        expect(a.choice).toBe("ant");
+        for (const id of ["ant", "bee", "cow"])
+          expect(a.probabilities[id]).toBeCloseTo(first!.probabilities[id]!, 12);
+      }
+    }
+  });
+
+  it("counts a flip where the reordered pass's top class differs from the main pass's", () => {
+    const outcome = (item: string, reorderedTop: string | null): QuestionOutcome => ({
+      item,
+      question: "animal",
+      dataset: "pets",
+      type: "choice",
+      classes: ["dog", "cat"],
+      gold: 0,
+      probabilities: [0.8, 0.2],
+      reorderedTop,
+    });
+    const m = computeMetrics([outcome("a", "dog"), outcome("b", "cat"), outcome("c", "dog")]);
+    expect(m.flipN).toBe(3);
+    expect(m.flipRate).toBeCloseTo(1 / 3, 12);
+    expect(computeMetrics([outcome("d", null)]).flipN).toBe(0);
   });
 
   it("measures injection moves", async () => {
@@ -303,34 +386,45 @@ describe("runEvaluation through a Decider on a fake engine", () => {
     "applies a profile after the fact exactly as the Decider does (%s labels)",
     async (labels) => {
       const engine = fakeEngine();
-      const profile: CalibrationProfile = {
-        model: "fake",
-        temperatures: { "choice:3-4": 2.5, "noul:2": 0.7, "score:4-5": 1.7 },
-      };
       const [run] = await runEvaluation([ITEM], [oursSystem(engine, "reverse", { labels })], {
         flip: false,
       });
-      const calibrated = calibrateRun(run!, profile);
-      const direct = await new Decider(engine, {
-        calibration: profile,
-        debias: "reverse",
-        labels,
-      }).decide(toDecisionRequest(REQUEST));
-      for (const o of calibrated.outcomes) {
-        const expected = answerProbabilities(
-          REQUEST.questions[o.question]!,
-          direct.answers[o.question]!,
-        );
-        o.probabilities.forEach((p, i) => expect(p).toBeCloseTo(expected[i]!, 12));
-        if (o.type === "score") {
-          const answer = direct.answers[o.question]!;
-          expect(answer.type === "score" && answer.score).toBeCloseTo(o.score!, 12);
-        }
-      }
-      expect(calibrated.name).toBe(`ours/reverse[${labels}]+cal`);
-      expect(calibrated.temperatures).toEqual(profile.temperatures);
+      // Bucket keys, and the same temperatures as the types' fallbacks.
+      for (const temperatures of <Record<string, number>[]>[
+        { "choice:3-4": 2.5, "noul:2": 0.7, "score:4-5": 1.7 },
+      ])
+        await expectSameAsDecider(engine, run!, { model: "fake", temperatures }, labels);
     },
   );
+
+  async function expectSameAsDecider(
+    engine: Engine,
+    run: SystemRun,
+    profile: CalibrationProfile,
+    labels: "words" | "fixed",
+  ): Promise<void> {
+    const calibrated = calibrateRun(run, profile);
+    const direct = await new Decider(engine, {
+      calibration: profile,
+      debias: "reverse",
+      labels,
+    }).decide(toDecisionRequest(REQUEST));
+    for (const o of calibrated.outcomes) {
+      const expected = answerProbabilities(
+        REQUEST.questions[o.question]!,
+        direct.answers[o.question]!,
+      );
+      o.probabilities.forEach((p, i) => expect(p).toBeCloseTo(expected[i]!, 12));
+      if (o.type === "score") {
+        const answer = direct.answers[o.question]!;
+        expect(answer.type === "score" && answer.score).toBeCloseTo(o.score!, 12);
+      }
+    }
+    expect(calibrated.name).toBe(`ours/reverse[${labels}]+cal`);
+    expect(Object.values(calibrated.temperatures!).sort()).toEqual(
+      Object.values(profile.temperatures).sort(),
+    );
+  }
 
   it("records items that do not fit and compares systems on common items", async () => {
     const long: EvalItem = {

@@ -53,7 +53,10 @@ describe("in-context examples", () => {
           example.question.type === "choice"
             ? labels === "words"
               ? ` ${example.question.options[example.answer]![0]}`
-              : choiceLabels(example.question.options.length)[example.answer]!
+              : // Letters go by shown position: the answer's place in the plan's (id) order.
+                choiceLabels(example.question.options.length)[
+                  plan.questions[0]!.views[0]!.order.indexOf(example.answer)
+                ]!
             : example.question.type === "noul"
               ? NOUL_LABELS[example.answer]!
               : scoreLabels(example.question.levels.length)[example.answer]!;

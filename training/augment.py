@@ -5,7 +5,9 @@ Output: evaluation JSONL (same format: id, request, expected) of augmented train
 from rows whose group lands in the `fit` split (format.ts `splitOf`), so no test row is ever seen,
 and not from the 15% of fit rows held back to fit the calibration profile on answers to rows the
 adapter never saw (`--calibration-out`).
-`decisiond render` then turns them into token ids with the server's own prompt code.
+`decisiond render` then turns them into token ids with the server's own prompt code, which shows
+a choice's options sorted by id (docs/decisions/072): the shuffle below reaches the model only
+through renamed ids, which sort differently.
 
 Every dataset is asked in several forms (choice with renamed and shuffled option ids, with and
 without descriptions, with an "unclear" option; one-vs-rest yes/no; ordered scales), with

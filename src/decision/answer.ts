@@ -1,5 +1,6 @@
 import { temperatureFor, type CalibrationProfile } from "./calibration.js";
-import { argmax, choiceConfidence, expectation, scoreConfidence, softmax } from "./math.js";
+import { canonicalOrder } from "./label-style.js";
+import { choiceConfidence, expectation, scoreConfidence, softmax } from "./math.js";
 import type { Plan } from "./plan.js";
 import type { Answer, Question, TextValue } from "./types.js";
 
@@ -33,7 +34,8 @@ export function answer(
  * The typed answer of a question from its probabilities.
  * @param probabilities - in option order (choice), level order (score) or `[true, false]` (noul),
  *   summing to 1
- * @returns choice: `choice` (argmax), `probabilities` by option id, `confidence`; noul: `noul`
+ * @returns choice: `choice` (argmax; on a tie the first in id order), `probabilities` by option
+ *   id, `confidence`; noul: `noul`
  *   = P(true); score: `score` (expected level), `legend`, `probabilities` by level, `confidence`
  * @example
  * ```ts
@@ -47,9 +49,13 @@ export function assemble(question: Question, probabilities: number[]): Answer {
       question.options.forEach(([id], i) => {
         record[id] = probabilities[i]!;
       });
+      // Ties go to the option first in id order, as shown, so they too ignore the caller's order.
+      const top = canonicalOrder(question).reduce((best, i) =>
+        probabilities[i]! > probabilities[best]! ? i : best,
+      );
       return {
         type: "choice",
-        choice: question.options[argmax(probabilities)]![0],
+        choice: question.options[top]![0],
         probabilities: record,
         confidence: choiceConfidence(probabilities),
       };

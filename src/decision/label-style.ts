@@ -63,6 +63,24 @@ export function labelCountOf(question: Question): number {
       : 2;
 }
 
+// Why choices are shown in id order: docs/decisions/072-canonical-order-and-type-temperatures.md
+/**
+ * The order a question's labels are shown in: a choice's options sorted by id (UTF-16 code
+ * units), so the order the caller lists them in never reaches the model; a score's levels and a
+ * noul's yes/no as they are.
+ * @returns option indices, position p showing option `order[p]`
+ * @example
+ * ```ts
+ * canonicalOrder({ type: "choice", options: [["sports", null], ["business", null]] }); // → [1, 0]
+ * ```
+ */
+export function canonicalOrder(question: Question): number[] {
+  const identity = Array.from({ length: labelCountOf(question) }, (_, i) => i);
+  if (question.type !== "choice") return identity;
+  const ids = question.options.map(([id]) => id);
+  return identity.sort((a, b) => (ids[a]! < ids[b]! ? -1 : ids[a]! > ids[b]! ? 1 : 0));
+}
+
 /** A label whose tokens are not what the model would write after the cue. */
 export class LabelTokensError extends Error {
   override name = "LabelTokensError";

@@ -6,6 +6,7 @@ import {
   type Token,
 } from "../engine/types.js";
 import {
+  canonicalOrder,
   labelCountOf,
   labelStyleOf,
   type LabelTokenizer,
@@ -152,23 +153,29 @@ export async function planRequest(
 }
 
 /**
- * Option orders shown for a question: identity first, then the debiasing orders (choice only;
- * `cyclic` takes at most 8 shifts, spread over the options).
+ * Option orders shown for a question: its canonical order (a choice's options sorted by id,
+ * {@link canonicalOrder}), then for a choice the debiasing orders: the reverse, or the cyclic
+ * shifts (at most 8, spread over the options) of the canonical order. A score keeps its scale's
+ * order; a noul has one order.
+ * @returns the orders, each a permutation of the option indices (position p shows option
+ * `order[p]`), the canonical order first.
  * @example
  * ```ts
- * ordersOf(choiceOf3, "reverse"); // → [[0, 1, 2], [2, 1, 0]]
+ * // options [["sports", null], ["business", null], ["world", null]]
+ * ordersOf(topic, "off"); // → [[1, 0, 2]]
+ * ordersOf(topic, "reverse"); // → [[1, 0, 2], [2, 0, 1]]
  * ```
  */
 export function ordersOf(question: Question, debias: DeciderOptions["debias"]): number[][] {
-  const n = labelCountOf(question);
-  const identity = Array.from({ length: n }, (_, i) => i);
+  const canonical = canonicalOrder(question);
   const mode = question.type === "choice" ? (debias ?? "off") : "off";
-  if (mode === "off") return [identity];
-  if (mode === "reverse") return [identity, [...identity].reverse()];
+  if (mode === "off") return [canonical];
+  if (mode === "reverse") return [canonical, [...canonical].reverse()];
+  const n = canonical.length;
   const shifts = Math.min(n, 8);
   return Array.from({ length: shifts }, (_, s) => {
     const shift = Math.round((s * n) / shifts);
-    return identity.map((i) => (i + shift) % n);
+    return canonical.map((_, p) => canonical[(p + shift) % n]!);
   });
 }
 

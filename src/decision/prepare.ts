@@ -1,6 +1,6 @@
 import type { ChatMessage, Token } from "../engine/types.js";
 import {
-  labelCountOf,
+  canonicalOrder,
   labelStyleOf,
   type LabelTokenizer,
   type PromptModel,
@@ -86,13 +86,14 @@ async function exampleTurns(
 ): Promise<ChatMessage[]> {
   const { question, answer } = example;
   const style = await labelStyleOf(question, tail, labels, options);
-  const order = Array.from({ length: labelCountOf(question) }, (_, i) => i);
+  // Shown as a request with this question is shown: a choice's options in id order.
+  const order = canonicalOrder(question);
   const shown = style.labelsAt(order);
   const user =
     renderStateBlock(example.state) + renderQuestion(question, shown, order, style.words);
   return [
     { role: "user", content: user },
-    { role: "assistant", content: `${style.cue}${shown[answer]!}` },
+    { role: "assistant", content: `${style.cue}${shown[order.indexOf(answer)]!}` },
   ];
 }
 

@@ -162,8 +162,8 @@ export interface PromptExample {
  * The in-context examples ("demonstrations", Brown et al. 2020, "Language Models are Few-Shot
  * Learners") shown before every request: made-up situations far from any evaluation dataset, one
  * per question form (two-option and three-option choice, yes/no, a scale), whose answers are the
- * second of two, the middle of three, "no" and the top level, so they teach no favourite
- * position.
+ * first of two and the last of three (as shown, options sorted by id: damaged, intact; bird, cat,
+ * dog), "no" and the top level, so they teach no favourite position.
  *
  * Three of the states end with a note addressed to the reader about the answer, to show that
  * such text is judged, not obeyed (demonstrations as an injection defence: BIPIA, Yi et al. 2023,

@@ -13,9 +13,10 @@ type WireQuestion = SystemOneRequest["questions"][string];
 
 /**
  * How the flip pass reorders a choice question's options: `reverse`d, or `permute`d by a
- * permutation drawn per item and question (never the identity). Reverse-order debiasing averages
- * the identity and the reversed order, so it is invariant to `reverse` by construction; `permute`
- * measures what order sensitivity is left after it (for 2 options both are the same).
+ * permutation drawn per item and question (never the identity); for 2 options both are the same.
+ * decisiond shows a choice's options sorted by id (plan.ts `ordersOf`), so its flip rate is 0 by
+ * construction up to exact ties; the pass measures systems that show the caller's order (the
+ * node-llama-cpp baseline, a remote engine's own prompt).
  */
 export type FlipOrder = "reverse" | "permute";
 

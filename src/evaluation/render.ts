@@ -71,7 +71,8 @@ export function goldIndex(
 
 /**
  * The examples of one planned item: one per question, read from the question's first view (the
- * options in request order; plan with debiasing off).
+ * order the server shows: a choice's options in id order, plan.ts `ordersOf`; plan with
+ * debiasing off).
  * @throws {@link Error} when an expected answer names no class of its question.
  */
 export function renderPlan(item: EvalItem, plan: Plan): RenderedExample[] {
