@@ -1,7 +1,12 @@
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { mulberry32 } from "../src/evaluation/format.js";
-import { describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { softmax } from "../src/decision/math.js";
+import { temperatureFor } from "../src/decision/calibration.js";
 import { fitKeys, temperaturesOf } from "../src/evaluation/fit.js";
+import { outcomesOfReports } from "../src/evaluation/saved-run.js";
 import type { QuestionOutcome } from "../src/evaluation/runner.js";
 import {
   applyTemperature,
@@ -110,13 +115,97 @@ describe("fitting a profile per calibration key", () => {
       ...samples.slice(0, 5).map((s, i) => outcome(s, i, "noul", 2)),
     ];
     const keys = fitKeys(outcomes, 30);
-    expect(keys.map((k) => k.key)).toEqual(["choice:3-4", "noul:2"]);
-    const choice = keys[0]!;
-    expect(choice.n).toBe(400);
-    expect(choice.temperature).toBeGreaterThan(1.6);
-    expect(choice.temperature).toBeLessThan(2.5);
-    expect(choice.eceAfter).toBeLessThan(choice.eceBefore);
-    expect(keys[1]!.temperature).toBeUndefined();
-    expect(Object.keys(temperaturesOf(keys))).toEqual(["choice:3-4"]);
+    expect(keys.map((k) => k.key)).toEqual(["choice", "choice:3-4", "noul", "noul:2"]);
+    const [type, choice, noulType, noul] = keys;
+    expect(choice!.n).toBe(400);
+    expect(choice!.temperature).toBeGreaterThan(1.6);
+    expect(choice!.temperature).toBeLessThan(2.5);
+    expect(choice!.eceAfter).toBeLessThan(choice!.eceBefore);
+    // The type's fallback saw the same 400 questions.
+    expect(type!.temperature).toBe(choice!.temperature);
+    expect(noul!.temperature).toBeUndefined();
+    expect(noulType!.temperature).toBeUndefined();
+    const temperatures = temperaturesOf(keys);
+    expect(Object.keys(temperatures)).toEqual(["choice", "choice:3-4"]);
+    // A 6-option choice has no bucket key here: it takes its type's temperature; noul none.
+    const profile = { model: "m", temperatures };
+    expect(temperatureFor(profile, "choice", 6)).toBe(type!.temperature);
+    expect(temperatureFor(profile, "noul", 2)).toBe(1);
+    expect(
+      temperatureFor({ model: "m", temperatures: { choice: 3, "choice:5-8": 1.5 } }, "choice", 6),
+    ).toBe(1.5);
+  });
+});
+
+describe("fitting on saved eval reports (calibrate --outcomes)", () => {
+  const outcome = (item: string, gold: number): QuestionOutcome => ({
+    item,
+    question: "q",
+    dataset: "x",
+    type: "noul",
+    classes: ["true", "false"],
+    gold,
+    probabilities: [0.9, 0.1],
+  });
+  const dir = mkdtempSync(join(tmpdir(), "decisiond-fit-"));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  let files = 0;
+  const report = (
+    profileId: string,
+    outcomes: Record<string, QuestionOutcome[]>,
+    extra: Record<string, unknown> = {},
+  ) => {
+    const file = join(dir, `run-${files++}.json`);
+    writeFileSync(
+      file,
+      JSON.stringify({
+        model: { profileId },
+        split: "fit",
+        options: { debias: ["off"] },
+        outcomes,
+        ...extra,
+      }),
+    );
+    return file;
+  };
+
+  it("takes the uncalibrated system of each report and counts an item's question once", () => {
+    const first = report("m.decision", {
+      ours: [outcome("x:1", 0), outcome("x:2", 1)],
+      "ours+cal": [outcome("x:1", 0), outcome("x:2", 1)],
+      "node-llama-cpp": [outcome("x:1", 0)],
+    });
+    const second = report("m.decision", { ours: [outcome("x:2", 0), outcome("x:3", 1)] });
+    const run = outcomesOfReports([first, second]);
+    expect(run.profileId).toBe("m.decision");
+    expect(run.split).toBe("fit");
+    expect(run.readout).toEqual({
+      debias: "off",
+      labels: "default",
+      contentFree: "default",
+      examples: "default",
+      questionContrast: "default",
+    });
+    expect(run.answeredItems).toBe(3);
+    expect(run.outcomes.map((o) => [o.item, o.gold])).toEqual([
+      ["x:1", 0],
+      ["x:2", 1],
+      ["x:3", 1],
+    ]);
+  });
+
+  it("refuses reports of another model, with no or several systems, or not reports at all", () => {
+    const a = report("a", { ours: [outcome("x:1", 0)] });
+    expect(() => outcomesOfReports([a, report("b", { ours: [] })])).toThrow(/answered by b/);
+    expect(() => outcomesOfReports([report("a", { "ours+cal": [] })])).toThrow(/holds no/);
+    expect(() => outcomesOfReports([report("a", { ours: [], "ours/reverse": [] })])).toThrow(
+      /holds several/,
+    );
+    writeFileSync(join(dir, "x.json"), "{}");
+    expect(() => outcomesOfReports([join(dir, "x.json")])).toThrow(/is not a `decisiond eval/);
+    writeFileSync(join(dir, "bad.json"), "{");
+    expect(() => outcomesOfReports([join(dir, "bad.json")])).toThrow(/bad\.json: /);
+    const reverse = report("a", { ours: [] }, { options: { debias: ["reverse"] } });
+    expect(() => outcomesOfReports([a, reverse])).toThrow(/fit one readout at a time/);
   });
 });

@@ -392,6 +392,7 @@ describe("runEvaluation through a Decider on a fake engine", () => {
       // Bucket keys, and the same temperatures as the types' fallbacks.
       for (const temperatures of <Record<string, number>[]>[
         { "choice:3-4": 2.5, "noul:2": 0.7, "score:4-5": 1.7 },
+        { choice: 2.5, noul: 0.7, score: 1.7 },
       ])
         await expectSameAsDecider(engine, run!, { model: "fake", temperatures }, labels);
     },

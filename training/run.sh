@@ -55,9 +55,10 @@ if [ ${#excludes[@]} -eq 0 ]; then
   cp "$out/adapter/loss.png" "docs/training-loss-$name.png"
   cp "$out/adapter/summary.json" "adapters/$name.decision.json"
   # The profile is fitted on the fit rows augment.py held back from training (answers to rows the
-  # adapter never saw), the eval forms of the datasets with enough of them.
+  # adapter never saw), in the eval forms of every dataset; the option counts with too few of
+  # them take their question type's temperature (docs/decisions/072).
   fit=()
-  for d in sst2 sst5 ag_news banking77 boolq climate_fever wikiqa; do fit+=(--data "$out/calibration/$d.jsonl"); done
-  $cli calibrate --model "$model" --adapter "adapters/$name.decision.gguf" "${fit[@]}" --limit 60 --min-questions 30
+  for d in sst2 sst5 ag_news trec banking77 boolq rte cb climate_fever wikiqa; do fit+=(--data "$out/calibration/$d.jsonl"); done
+  $cli calibrate --model "$model" --adapter "adapters/$name.decision.gguf" "${fit[@]}" --limit 120 --min-questions 30
 fi
 echo "train: adapter $out/$name.decision.gguf"

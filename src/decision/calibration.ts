@@ -3,12 +3,16 @@ import type { QuestionType } from "./types.js";
 /**
  * Temperature calibration (Guo et al. 2017, "On Calibration of Modern Neural Networks"): one
  * temperature T per (question type, option-count bucket), applied as pᵢ ∝ exp(log pᵢ / T) over a
- * question's labels. A profile belongs to one model file.
+ * question's labels, with one temperature per question type for the buckets the fit data did not
+ * cover. A profile belongs to one model file.
  */
 export interface CalibrationProfile {
   /** The model id the profile was fitted for. */
   readonly model: string;
-  /** Key `${type}:${bucket}` (see {@link calibrationKey}) → temperature T \> 0. */
+  /**
+   * Key `${type}:${bucket}` (see {@link calibrationKey}) → temperature T \> 0; key `${type}`
+   * (see {@link fallbackKey}) → the temperature of that type's questions in buckets with no key.
+   */
   readonly temperatures: Readonly<Record<string, number>>;
   /** Free-form provenance: data, split, date, command. */
   readonly fittedOn?: string;
@@ -34,12 +38,27 @@ export function calibrationKey(type: QuestionType, n: number): string {
   return `${type}:${optionCountBucket(type, n)}`;
 }
 
-/** The temperature a profile gives a question; 1 (no change) when the profile has none. */
+/** Profile key of a question type's fallback temperature, fitted on all its questions. */
+export function fallbackKey(type: QuestionType): string {
+  return type;
+}
+
+/**
+ * The temperature a profile gives a question: its bucket's, else its type's fallback, else 1 (no
+ * change).
+ * @example
+ * ```ts
+ * temperatureFor({ model: "m", temperatures: { "choice:3-4": 1.9, choice: 1.7 } }, "choice", 6); // → 1.7
+ * ```
+ */
 export function temperatureFor(
   profile: CalibrationProfile | undefined,
   type: QuestionType,
   n: number,
 ): number {
-  const t = profile?.temperatures[calibrationKey(type, n)];
-  return t !== undefined && t > 0 ? t : 1;
+  for (const key of [calibrationKey(type, n), fallbackKey(type)]) {
+    const t = profile?.temperatures[key];
+    if (t !== undefined && t > 0) return t;
+  }
+  return 1;
 }

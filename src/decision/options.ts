@@ -13,7 +13,7 @@ export type DebiasMode = "off" | "reverse" | "cyclic";
  * field takes the default it names.
  */
 export interface DeciderOptions {
-  /** Temperatures per (question type, option-count bucket). Default: none (T = 1). */
+  /** Temperatures per (question type, option-count bucket), else per type. Default: none (T = 1). */
   readonly calibration?: CalibrationProfile;
   /** Default `off`. Applies to choice questions (score scales keep their natural order). */
   readonly debias?: DebiasMode;

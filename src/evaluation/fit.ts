@@ -1,4 +1,4 @@
-import { calibrationKey, type CalibrationProfile } from "../decision/calibration.js";
+import { calibrationKey, fallbackKey, type CalibrationProfile } from "../decision/calibration.js";
 import { expectedCalibrationError } from "./metrics.js";
 import type { QuestionOutcome } from "./runner.js";
 import {
@@ -10,7 +10,8 @@ import {
 
 /**
  * Fitting a calibration profile from uncalibrated outcomes: one temperature per
- * `calibrationKey(type, option count)`, each by minimising NLL over that key's questions.
+ * `calibrationKey(type, option count)`, and one per `fallbackKey(type)` over all of the type's
+ * questions, each by minimising NLL over that key's questions.
  */
 
 /** What was fitted for one profile key. */
@@ -56,13 +57,16 @@ export function samplesOf(outcomes: readonly QuestionOutcome[]): TemperatureSamp
   return outcomes.map((o) => ({ logprobs: o.probabilities.map(safeLog), label: o.gold }));
 }
 
-/** Fits every key present in the outcomes; keys with fewer than `minQuestions` get no temperature. */
+/**
+ * Fits every bucket key present in the outcomes and the fallback key of every type present;
+ * keys with fewer than `minQuestions` get no temperature.
+ * @returns the fits, sorted by key
+ */
 export function fitKeys(outcomes: readonly QuestionOutcome[], minQuestions: number): KeyFit[] {
   const byKey = new Map<string, QuestionOutcome[]>();
-  for (const o of outcomes) {
-    const key = calibrationKey(o.type, o.classes.length);
-    byKey.set(key, [...(byKey.get(key) ?? []), o]);
-  }
+  for (const o of outcomes)
+    for (const key of [calibrationKey(o.type, o.classes.length), fallbackKey(o.type)])
+      byKey.set(key, [...(byKey.get(key) ?? []), o]);
   return [...byKey.entries()]
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
     .map(([key, group]) => {
@@ -104,5 +108,6 @@ export function temperaturesOf(keys: readonly KeyFit[]): Record<string, number> 
 
 /** Golden-section description written into profiles. */
 export const FIT_METHOD =
-  "temperature scaling: per calibrationKey(type, option-count bucket), T minimising mean NLL of softmax(ln p / T) " +
+  "temperature scaling: per calibrationKey(type, option-count bucket) and per type (the fallback of buckets with no key), " +
+  "T minimising mean NLL of softmax(ln p / T) " +
   "over the fit split, golden-section search on ln T in [ln 0.05, ln 20]";
