@@ -157,7 +157,7 @@ export function registerCalibrateCommand(program: Command): Command {
         ? outcomesOfReports(flags.outcomes)
         : await outcomesOfModel({ ...flags, split: warnSplit(flags.split) });
       if (flags.outcomes) warnSplit(run.split);
-      const readout = run.readout!;
+      const { readout } = run;
       if (run.outcomes.length === 0) throw new Error("no item could be answered; nothing to fit");
       const keys = fitKeys(run.outcomes, flags.minQuestions);
       const datasets: Record<string, number> = {};

@@ -16,7 +16,7 @@ type WireQuestion = SystemOneRequest["questions"][string];
  * permutation drawn per item and question (never the identity); for 2 options both are the same.
  * decisiond shows a choice's options sorted by id (plan.ts `ordersOf`), so its flip rate is 0 by
  * construction up to exact ties; the pass measures systems that show the caller's order (the
- * node-llama-cpp baseline, a remote engine's own prompt).
+ * node-llama-cpp baseline).
  */
 export type FlipOrder = "reverse" | "permute";
 

@@ -25,8 +25,8 @@ export interface FitRun {
   readonly sources: readonly string[];
   /** The split of the items answered (the reports' splits joined by "+" when they differ). */
   readonly split: string;
-  /** The readout of the reports (`--outcomes`); a model run takes its own flags. */
-  readonly readout?: FitReadout;
+  /** The readout that answered: the reports' (`--outcomes`), or a model run's flags. */
+  readonly readout: FitReadout;
 }
 
 /** What `decisiond eval --json` writes, as far as fitting reads it. */
