@@ -9,6 +9,7 @@ import { finiteOrNull, renderTable, throughput } from "../evaluation/report.js";
 import type { FlipOrder } from "../evaluation/perturb.js";
 import { calibrateRun, runEvaluation, summarize, type SystemRun } from "../evaluation/runner.js";
 import {
+  BASELINE_SYSTEM,
   oursSystem,
   openNodeLlamaCppBaseline,
   type DecisionSystem,
@@ -147,7 +148,7 @@ export function registerEvalCommand(program: Command): Command {
 
 async function runEvalCommand(flags: EvalFlags, command: string): Promise<void> {
   const debias = flags.debias ?? ["off"];
-  if (flags.baseline !== undefined && flags.baseline !== "node-llama-cpp")
+  if (flags.baseline !== undefined && flags.baseline !== BASELINE_SYSTEM)
     throw new Error(`unknown baseline "${flags.baseline}": the one baseline is node-llama-cpp`);
   const items = loadItems(flags.data ?? [], flags.split, flags.limit);
   const model = await resolveModel(flags.model, true, flags.adapter);

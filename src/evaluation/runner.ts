@@ -224,6 +224,9 @@ export async function runEvaluation(
   return systems.map((system, s) => ({ name: system.name, ...runs[s]! }));
 }
 
+/** What {@link calibrateRun} appends to a system's name by default. */
+export const CALIBRATED_SUFFIX = "+cal";
+
 /**
  * A run as it reads with a calibration profile applied: every probability vector tempered with
  * the profile's temperature for its (type, option count), exactly as the Decider applies it
@@ -234,7 +237,7 @@ export async function runEvaluation(
 export function calibrateRun(
   run: SystemRun,
   profile: CalibrationProfile,
-  name = `${run.name}+cal`,
+  name = `${run.name}${CALIBRATED_SUFFIX}`,
 ): SystemRun {
   const used: Record<string, number> = {};
   const outcomes = run.outcomes.map((o) => {

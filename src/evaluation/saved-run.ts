@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
-import type { QuestionOutcome } from "./runner.js";
+import { CALIBRATED_SUFFIX, type QuestionOutcome } from "./runner.js";
+import { BASELINE_SYSTEM } from "./systems.js";
 
 /**
  * Answers saved by `decisiond eval --json`, read back: `decisiond calibrate --outcomes` fits a
@@ -99,7 +100,7 @@ export function outcomesOfReports(files: readonly string[]): FitRun {
     first ??= { profileId, readout };
     splits.add(report.split);
     const names = Object.keys(report.outcomes).filter(
-      (name) => !name.endsWith("+cal") && name !== "node-llama-cpp",
+      (name) => !name.endsWith(CALIBRATED_SUFFIX) && name !== BASELINE_SYSTEM,
     );
     if (names.length !== 1)
       throw new Error(

@@ -21,6 +21,9 @@ type WireQuestion = SystemOneRequest["questions"][string];
 /** Per question id: probabilities in {@link classesOf} order (they sum to 1). */
 export type SystemAnswers = Record<string, number[]>;
 
+/** The name of the node-llama-cpp baseline system (`eval --baseline node-llama-cpp`). */
+export const BASELINE_SYSTEM = "node-llama-cpp";
+
 export interface DecisionSystem {
   /** Short name for tables, e.g. `ours`, `ours/reverse`, `node-llama-cpp`. */
   readonly name: string;
@@ -171,7 +174,7 @@ export async function openNodeLlamaCppBaseline(options: BaselineOptions): Promis
     throw error;
   }
   return {
-    name: "node-llama-cpp",
+    name: BASELINE_SYSTEM,
     async answer(request) {
       const answers = await context.decide(toDocument(request), toNodeLlamaCppQuestions(request));
       const out: SystemAnswers = {};
