@@ -165,5 +165,19 @@ describe("training smoke test (tiny model)", () => {
     const base = await answer();
     const tuned = await answer(adapter);
     expect(Math.abs(tuned - base)).toBeGreaterThan(1e-3);
+
+    // An adapter merged with itself (training/merge_adapters.py, weight 0.5) is the same update,
+    // re-factored by the SVD: it answers as the adapter does, not as the base.
+    const merged = join(work, "tiny.merged.gguf");
+    await run(python, [
+      "training/merge_adapters.py",
+      "--first",
+      adapter,
+      "--second",
+      adapter,
+      "--out",
+      merged,
+    ]);
+    expect(Math.abs((await answer(merged)) - tuned)).toBeLessThan(Math.abs(tuned - base) / 10);
   }, 600_000);
 });

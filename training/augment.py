@@ -243,6 +243,22 @@ SST5_LEVELS = [
     ["hates it", "dislikes it", "neutral", "likes it", "loves it"],
 ]
 
+# How displeased the writer is, as a 3-level scale read off sst5's label: very negative is the top
+# level, negative the middle one, neutral or positive the bottom. Wordings differ from the README's
+# "How frustrated is the customer?" (calm, frustrated, very angry), which stays a transfer check.
+DISPLEASURE_LEVELS = [
+    ["relaxed", "irritated", "furious"],
+    ["not upset", "somewhat upset", "very upset"],
+    ["content", "annoyed", "angry"],
+    ["at ease", "displeased", "outraged"],
+]
+DISPLEASURE_INSTR = [
+    "How upset is the writer?",
+    "How annoyed does the reviewer sound?",
+    "How angry is the author?",
+    "How displeased is the writer?",
+]
+
 
 def sst5(b: Builder, rows):
     rng = b.rng
@@ -264,6 +280,9 @@ def sst5(b: Builder, rows):
             three = "negative" if y < 2 else "neutral" if y == 2 else "positive"
             opts = [("negative", "Dislikes the movie"), ("neutral", "Mixed or no clear opinion"), ("positive", "Likes the movie")]
             b.choice(sid, s, "sentiment", rng.choice(SENT_INSTR_CHOICE), opts, three, unclear=False)
+        if rng.random() < 0.25:  # displeasure as an intensity scale (the README's "anger" form)
+            levels = rng.choice(DISPLEASURE_LEVELS)
+            b.score(sid, s, "displeasure", rng.choice(DISPLEASURE_INSTR), levels, max(0, 2 - y))
         if y != 2:  # a polar sentence is also a binary sentiment example (sst2's forms)
             polar = y > 2
             if rng.random() < 0.5:
@@ -478,6 +497,7 @@ def main():
     ap.add_argument("--exclude", action="append", default=[], help="leave a dataset out (transfer runs)")
     ap.add_argument("--banking-full", type=int, default=150, help="banking77 rows asked with all 77 intents")
     ap.add_argument("--scale", type=float, default=1.0, help="multiply every dataset's row cap")
+    ap.add_argument("--banking-rows", type=int, default=0, help="banking77 rows per draw, all forms (0: its scaled cap)")
     ap.add_argument("--repeat", type=int, default=1, help="draw every dataset's forms this many times (new shuffles, names and forms each time)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--calibration-out", type=Path, help="folder for the held-back calibration rows, one JSONL a dataset")
@@ -489,6 +509,8 @@ def main():
     def use(name):
         return name not in ex
     c = CAPS if a.scale == 1 else {k: max(1, int(v * a.scale)) for k, v in CAPS.items()}
+    if a.banking_rows:
+        c = {**c, "banking77": a.banking_rows}
     for rep in range(a.repeat):
         if use("sst2"): sst2(b, read(d / "sst2.jsonl", c["sst2"], rep))
         if use("sst5"): sst5(b, read(d / "sst5.jsonl", c["sst5"], rep))

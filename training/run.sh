@@ -2,19 +2,22 @@
 # The whole decision-tuning run (docs/TRAINING.md): datasets -> augmented fit rows -> token ids
 # rendered by decisiond's own prompt code -> LoRA training -> GGUF adapter -> calibration profile.
 #
-# Usage: npm run train -- [--model NAME|PATH] [--device cpu|cuda] [--minutes M] [--exclude DATASET]... [--out DIR]
+# Usage: npm run train -- [--model NAME|PATH] [--device cpu|cuda] [--minutes M] [--exclude DATASET]...
+#                         [--merge-with ADAPTER.gguf] [--out DIR]
 #   --model    base GGUF (catalogue name or path; default smollm2-135m-instruct)
 #   --device   cpu (default): the 2-core recipe, 7.4k questions in 110 minutes; cuda: the GPU recipe
-#              the shipped adapter came from, 23k questions (four times the rows, each drawn twice)
-#              in 3.5 minutes on one H200 (docs/TRAINING.md)
-#   --minutes  wall-time budget of the training loop (default 110 on cpu, 3.5 on cuda)
+#              the shipped adapter came from, 17.9k questions (up to four times the rows, each drawn
+#              twice, banking77 capped) in 2.6 minutes on one H200 (docs/TRAINING.md)
+#   --minutes  wall-time budget of the training loop (default 110 on cpu, 2.6 on cuda)
 #   --exclude  leave a dataset out of training (transfer runs; repeatable)
+#   --merge-with ADAPTER.gguf  average the new adapter with this one (training/merge_adapters.py,
+#              weight 0.5, same rank): how the shipped adapter was made (docs/decisions/073-*)
 #   --out      work folder (default .decisiond-train/<model>); the adapter lands in adapters/
 #              and its profile in profiles/ only for a full run (no --exclude)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
-model=smollm2-135m-instruct device=cpu minutes="" out="" excludes=()
+model=smollm2-135m-instruct device=cpu minutes="" out="" mergeWith="" excludes=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --model) model="$2"; shift 2 ;;
@@ -22,13 +25,15 @@ while [ $# -gt 0 ]; do
     --device) device="$2"; shift 2 ;;
     --exclude) excludes+=("$2"); shift 2 ;;
     --out) out="$2"; shift 2 ;;
+    --merge-with) mergeWith="$(realpath "$2")"; shift 2 ;;
     *) echo "train: unknown argument $1" >&2; exit 2 ;;
   esac
 done
 case "$device" in
-  # The data mix and step size of each recipe (docs/decisions/071-gpu-decision-tuning.md).
+  # The data mix and step size of each recipe (docs/decisions/071-gpu-decision-tuning.md and
+  # 073-balanced-mix-and-merged-adapter.md).
   cpu) mix=(--scale 1 --repeat 1 --banking-full 150); fit=(--bf16 --batch-tokens 1024 --lr 1e-3 --epochs 5); minutes="${minutes:-110}" ;;
-  cuda) mix=(--scale 4 --repeat 2 --banking-full 500); fit=(--bf16 --device cuda --batch-tokens 16384 --lr 1.5e-3 --epochs 20); minutes="${minutes:-3.5}" ;;
+  cuda) mix=(--scale 4 --repeat 2 --banking-full 150 --banking-rows 1500); fit=(--bf16 --device cuda --batch-tokens 16384 --lr 1.5e-3 --epochs 4); minutes="${minutes:-2.6}" ;;
   *) echo "train: --device is cpu or cuda, not $device" >&2; exit 2 ;;
 esac
 name="$(basename "$model" .gguf)"
@@ -49,6 +54,10 @@ $cli render --model "$modelPath" --data "$out/train.jsonl" --split fit --out "$o
   --minutes "$minutes" --layers 18 --max-len 2048 "${fit[@]}"
 "$py" training/plot_loss.py --csv "$out/adapter/loss.csv" --out "$out/adapter/loss.png"
 "$py" training/export_gguf.py --adapter "$out/adapter" --out "$out/$name.decision.gguf"
+if [ -n "$mergeWith" ]; then
+  mv "$out/$name.decision.gguf" "$out/$name.trained.gguf"
+  "$py" training/merge_adapters.py --first "$mergeWith" --second "$out/$name.trained.gguf" --weight 0.5 --out "$out/$name.decision.gguf"
+fi
 if [ ${#excludes[@]} -eq 0 ]; then
   mkdir -p adapters
   cp "$out/$name.decision.gguf" "adapters/$name.decision.gguf"
