@@ -5,9 +5,10 @@
 # Usage: npm run train -- [--model NAME|PATH] [--device cpu|cuda] [--minutes M] [--exclude DATASET]...
 #                         [--merge-with ADAPTER.gguf] [--out DIR]
 #   --model    base GGUF (catalogue name or path; default smollm2-135m-instruct)
-#   --device   cpu (default): the 2-core recipe, 7.4k questions in 110 minutes; cuda: the GPU recipe
-#              the shipped adapter came from, 17.9k questions (up to four times the rows, each drawn
-#              twice, banking77 capped) in 2.6 minutes on one H200 (docs/TRAINING.md)
+#   --device   cpu (default): the 2-core recipe, 7.5k questions in 110 minutes; cuda: the GPU recipe,
+#              17.9k questions (up to four times the rows, each drawn twice, banking77 capped) in
+#              2.6 minutes on one H200; the shipped adapter is one such run merged with decision
+#              071's adapter (--merge-with; docs/TRAINING.md)
 #   --minutes  wall-time budget of the training loop (default 110 on cpu, 2.6 on cuda)
 #   --exclude  leave a dataset out of training (transfer runs; repeatable)
 #   --merge-with ADAPTER.gguf  average the new adapter with this one (training/merge_adapters.py,
