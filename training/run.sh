@@ -12,7 +12,8 @@
 #   --minutes  wall-time budget of the training loop (default 110 on cpu, 2.6 on cuda)
 #   --exclude  leave a dataset out of training (transfer runs; repeatable)
 #   --merge-with ADAPTER.gguf  average the new adapter with this one (training/merge_adapters.py,
-#              weight 0.5, same rank): how the shipped adapter was made (docs/decisions/073-*)
+#              weight 0.5, same rank): how the shipped adapter was made
+#              (docs/decisions/073-balanced-mix-and-merged-adapter.md)
 #   --out      work folder (default .decisiond-train/<model>); the adapter lands in adapters/
 #              and its profile in profiles/ only for a full run (no --exclude)
 set -euo pipefail
