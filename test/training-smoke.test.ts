@@ -166,17 +166,13 @@ describe("training smoke test (tiny model)", () => {
     const tuned = await answer(adapter);
     expect(Math.abs(tuned - base)).toBeGreaterThan(1e-3);
 
-    // An adapter merged with itself (training/merge_adapters.py, weight 0.5) is the same update,
-    // re-factored by the SVD: it answers as the adapter does, not as the base.
+    // An adapter merged with itself (training/merge_adapters.py, weights summing to 1) is the same
+    // update, re-factored by the SVD: it answers as the adapter does, not as the base.
     const merged = join(work, "tiny.merged.gguf");
     await run(python, [
       "training/merge_adapters.py",
-      "--first",
-      adapter,
-      "--second",
-      adapter,
-      "--out",
-      merged,
+      ...["--adapter", adapter, "--adapter", adapter, "--adapter", adapter],
+      ...["--weights", "0.5,0.25,0.25", "--out", merged],
     ]);
     expect(Math.abs((await answer(merged)) - tuned)).toBeLessThan(Math.abs(tuned - base) / 10);
   }, 600_000);

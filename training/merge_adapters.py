@@ -1,16 +1,20 @@
-"""Merge two GGUF LoRA adapters of the same base and shape into one of the same rank.
+"""Merge GGUF LoRA adapters of the same base and shape into one of the same rank.
 
-The merged update of every weight is the weighted sum of the two adapters' updates,
-    dW = w * B1 @ A1 + (1 - w) * B2 @ A2,
+The merged update of every weight is the weighted sum of the adapters' updates,
+    dW = sum_i w_i * B_i @ A_i        (weights w_i sum to 1),
 cut back to the adapters' rank r by a truncated SVD (dW ~ U_r S_r V_r^T, written as
 lora_b = U_r sqrt(S_r), lora_a = sqrt(S_r) V_r^T), so serving it costs what one adapter costs.
-Both adapters must have the same alpha (the scale alpha / r is left out of the sum and applied by
-llama.cpp as before). It prints the share of each update's energy (sum of squared singular values)
-the rank-r cut keeps: the smallest and the median over all weights.
+All adapters must have the same alpha (the scale alpha / r is left out of the sum and applied by
+llama.cpp as before). It prints the share of the summed update's energy (sum of squared singular
+values) the rank-r cut keeps: the smallest and the median over all weights.
 
-Why the shipped adapter is such a merge: docs/decisions/073-balanced-mix-and-merged-adapter.md.
+Averaging the weights of fine-tuned copies of one base ("model soups", Wortsman et al. 2022,
+arXiv:2203.05482) is what the merge does for LoRA updates. Why the shipped adapter is such a
+merge: docs/decisions/073-balanced-mix-and-merged-adapter.md; averages of more runs were tried
+in docs/decisions/075-adapter-soups.md.
 
-Usage: python training/merge_adapters.py --first A.gguf --second B.gguf --weight 0.5 --out OUT.gguf
+Usage: python training/merge_adapters.py --adapter A.gguf --adapter B.gguf [--adapter C.gguf ...]
+                                          [--weights 0.5,0.25,0.25] --out OUT.gguf
 """
 
 from __future__ import annotations
@@ -31,26 +35,37 @@ def alpha_of(reader: GGUFReader) -> float:
     return float(reader.fields["adapter.lora.alpha"].contents())
 
 
-def merge(first: Path, second: Path, weight: float, out: Path) -> tuple[float, float]:
-    """Write the merged adapter to `out`; returns (smallest, median) energy share kept."""
-    r1, r2 = GGUFReader(first), GGUFReader(second)
-    if alpha_of(r1) != alpha_of(r2):
-        raise SystemExit(f"merge: alpha differs ({alpha_of(r1)} and {alpha_of(r2)})")
-    t1, t2 = lora_tensors(r1), lora_tensors(r2)
-    if set(t1) != set(t2):
+def merge(adapters: list[Path], weights: list[float], out: Path) -> tuple[float, float]:
+    """Write the weighted merge of `adapters` to `out`; returns the (smallest, median) share of
+    the summed update's energy that the rank cut keeps.
+    Raises SystemExit when the adapters differ in alpha, in the weights they adapt or in shape,
+    or when the weights do not match the adapters or do not sum to 1."""
+    if len(adapters) < 2 or len(weights) != len(adapters):
+        raise SystemExit(f"merge: {len(adapters)} adapters and {len(weights)} weights; need at least two, one weight each")
+    if abs(sum(weights) - 1) > 1e-6:
+        raise SystemExit(f"merge: the weights sum to {sum(weights)}, not 1")
+    readers = [GGUFReader(p) for p in adapters]
+    alphas = {alpha_of(r) for r in readers}
+    if len(alphas) != 1:
+        raise SystemExit(f"merge: alpha differs ({sorted(alphas)})")
+    tensors = [lora_tensors(r) for r in readers]
+    if any(set(t) != set(tensors[0]) for t in tensors):
         raise SystemExit("merge: the adapters adapt different weights")
-    w = GGUFWriter(str(out), str(r1.fields["general.architecture"].contents()))
+    w = GGUFWriter(str(out), str(readers[0].fields["general.architecture"].contents()))
     w.add_type("adapter")
     w.add_string("adapter.type", "lora")
     w.add_name("decision")
-    w.add_float32("adapter.lora.alpha", alpha_of(r1))
+    w.add_float32("adapter.lora.alpha", alphas.pop())
     kept = []
-    for name in sorted({n[: -len(".lora_a")] for n in t1 if n.endswith(".lora_a")}):
-        a1, b1, a2, b2 = t1[name + ".lora_a"], t1[name + ".lora_b"], t2[name + ".lora_a"], t2[name + ".lora_b"]
-        if a1.shape != a2.shape or b1.shape != b2.shape:
-            raise SystemExit(f"merge: {name} has shapes {a1.shape}, {b1.shape} against {a2.shape}, {b2.shape}")
-        rank = a1.shape[0]
-        u, s, vt = np.linalg.svd(weight * b1 @ a1 + (1 - weight) * b2 @ a2, full_matrices=False)
+    for name in sorted({n[: -len(".lora_a")] for n in tensors[0] if n.endswith(".lora_a")}):
+        pairs = [(t[name + ".lora_a"], t[name + ".lora_b"]) for t in tensors]
+        a0, b0 = pairs[0]
+        for a, b in pairs[1:]:
+            if a.shape != a0.shape or b.shape != b0.shape:
+                raise SystemExit(f"merge: {name} has shapes {a0.shape}, {b0.shape} against {a.shape}, {b.shape}")
+        rank = a0.shape[0]
+        update = sum(wi * (b @ a) for wi, (a, b) in zip(weights, pairs))
+        u, s, vt = np.linalg.svd(update, full_matrices=False)
         kept.append(float((s[:rank] ** 2).sum() / max((s**2).sum(), 1e-30)))
         if len(s) < rank:  # a weight narrower than the rank: pad with zero directions
             pad = rank - len(s)
@@ -67,12 +82,13 @@ def merge(first: Path, second: Path, weight: float, out: Path) -> tuple[float, f
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--first", required=True, type=Path, help="GGUF LoRA adapter")
-    ap.add_argument("--second", required=True, type=Path, help="GGUF LoRA adapter of the same base, rank and alpha")
-    ap.add_argument("--weight", type=float, default=0.5, help="weight of the first adapter's update (the second gets 1 - weight)")
+    ap.add_argument("--adapter", action="append", required=True, type=Path, help="GGUF LoRA adapter (two or more)")
+    ap.add_argument("--weights", help="comma-separated weight of each --adapter, summing to 1 (default: equal)")
     ap.add_argument("--out", required=True, type=Path)
     a = ap.parse_args()
-    low, median = merge(a.first, a.second, a.weight, a.out)
+    n = len(a.adapter)
+    weights = [float(x) for x in a.weights.split(",")] if a.weights else [1 / n] * n
+    low, median = merge(a.adapter, weights, a.out)
     print(f"merge: wrote {a.out}; rank cut kept {low:.3f} of the update's energy at least, {median:.3f} median")
 
 

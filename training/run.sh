@@ -58,7 +58,8 @@ $cli render --model "$modelPath" --data "$out/train.jsonl" --split fit --out "$o
 "$py" training/export_gguf.py --adapter "$out/adapter" --out "$out/$name.decision.gguf"
 if [ -n "$mergeWith" ]; then
   mv "$out/$name.decision.gguf" "$out/$name.trained.gguf"
-  "$py" training/merge_adapters.py --first "$mergeWith" --second "$out/$name.trained.gguf" --weight 0.5 --out "$out/$name.decision.gguf"
+  "$py" training/merge_adapters.py --adapter "$mergeWith" --adapter "$out/$name.trained.gguf" --weights 0.5,0.5 \
+    --out "$out/$name.decision.gguf"
 fi
 if [ ${#excludes[@]} -eq 0 ]; then
   mkdir -p adapters
