@@ -182,6 +182,7 @@ describe("fitting on saved eval reports (calibrate --outcomes)", () => {
     expect(run.readout).toEqual({
       debias: "off",
       labels: "default",
+      scoreLabels: "default",
       contentFree: "default",
       examples: "default",
       questionContrast: "default",

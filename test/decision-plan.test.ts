@@ -78,6 +78,36 @@ describe("the plan (no model: a fake tokenizer)", () => {
     expect(plan.branches[0]!.candidates).toEqual(letters.map((t) => t[0]));
   });
 
+  it("answers a score with its level texts when scoreLabels is levels, else with numbers", async () => {
+    const engine = new FakeEngine();
+    const anger: Question = {
+      type: "score",
+      instructions: "How frustrated is the customer?",
+      levels: ["calm", "frustrated", "very angry"],
+    };
+    const levels = await plannerOf(engine, { scoreLabels: "levels" });
+    const plan = await planRequest(request([["anger", anger]]), levels);
+    const [branch] = plan.branches;
+    const cue = await engine.tokenize("Answer:");
+    expect(branch!.tokens.slice(-cue.length)).toEqual(cue);
+    expect(await engine.detokenize(branch!.tokens)).toContain(
+      "How frustrated is the customer? calm, frustrated or very angry?",
+    );
+    const words = await Promise.all(
+      [" calm", " frustrated", " very"].map((w) => engine.tokenize(w)),
+    );
+    expect(branch!.candidates).toEqual(words.map((t) => t[0]));
+    // A level that is not a string, or the default, keeps the numbers.
+    const undescribed: Question = { ...anger, levels: ["calm", null, "very angry"] };
+    const style = await labelStyleOf(undescribed, levels.prepared, levels.labels, levels.options);
+    expect(style.words).toBe(false);
+    expect(style.labelsAt([0, 1, 2])).toEqual(["0", "1", "2"]);
+    const numbers = await planRequest(request([["anger", anger]]), await plannerOf(engine));
+    const digits = await Promise.all(["0", "1", "2"].map((l) => engine.tokenize(l)));
+    expect(numbers.branches[0]!.candidates).toEqual(digits.map((t) => t[0]));
+    expect(await engine.detokenize(numbers.branches[0]!.tokens)).toContain("2 = very angry");
+  });
+
   it("adds one contrast branch for the noul questions, after every question's branches", async () => {
     const engine = new FakeEngine();
     const questions: DecisionRequest["questions"] = [

@@ -3,7 +3,7 @@
 # rendered by decisiond's own prompt code -> LoRA training -> GGUF adapter -> calibration profile.
 #
 # Usage: npm run train -- [--model NAME|PATH] [--device cpu|cuda] [--minutes M] [--exclude DATASET]...
-#                         [--merge-with ADAPTER.gguf] [--out DIR]
+#                         [--merge-with ADAPTER.gguf] [--score-labels numbers|levels] [--out DIR]
 #   --model    base GGUF (catalogue name or path; default smollm2-135m-instruct)
 #   --device   cpu (default): the 2-core recipe, 7.5k questions in 110 minutes; cuda: the GPU recipe,
 #              17.9k questions (up to four times the rows, each drawn twice, banking77 capped) in
@@ -14,12 +14,15 @@
 #   --merge-with ADAPTER.gguf  average the new adapter with this one (training/merge_adapters.py,
 #              weight 0.5, same rank): how the shipped adapter was made
 #              (docs/decisions/073-balanced-mix-and-merged-adapter.md)
+#   --score-labels levels  train the score questions on their level texts instead of numbers
+#              (`decisiond render --score-labels`); an adapter trained so is served with
+#              TUNED_READOUT.scoreLabels = "levels" (docs/decisions/074-score-level-labels.md)
 #   --out      work folder (default .decisiond-train/<model>); the adapter lands in adapters/
 #              and its profile in profiles/ only for a full run (no --exclude)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
-model=smollm2-135m-instruct device=cpu minutes="" out="" mergeWith="" excludes=()
+model=smollm2-135m-instruct device=cpu minutes="" out="" mergeWith="" scoreLabels=numbers excludes=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --model) model="$2"; shift 2 ;;
@@ -28,6 +31,7 @@ while [ $# -gt 0 ]; do
     --exclude) excludes+=("$2"); shift 2 ;;
     --out) out="$2"; shift 2 ;;
     --merge-with) mergeWith="$(realpath "$2")"; shift 2 ;;
+    --score-labels) scoreLabels="$2"; shift 2 ;;
     *) echo "train: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -51,7 +55,7 @@ for d in "${datasets[@]}"; do
 done
 "$py" training/augment.py --data-dir "$out/data" --out "$out/train.jsonl" --calibration-out "$out/calibration" \
   "${mix[@]}" ${excludes[@]/#/--exclude }
-$cli render --model "$modelPath" --data "$out/train.jsonl" --split fit --out "$out/train.tokens.jsonl"
+$cli render --model "$modelPath" --data "$out/train.jsonl" --split fit --score-labels "$scoreLabels" --out "$out/train.tokens.jsonl"
 "$py" training/train.py --model "$modelPath" --data "$out/train.tokens.jsonl" --out "$out/adapter" \
   --minutes "$minutes" --layers 18 --max-len 2048 "${fit[@]}"
 "$py" training/plot_loss.py --csv "$out/adapter/loss.csv" --out "$out/adapter/loss.png"
@@ -71,6 +75,7 @@ if [ ${#excludes[@]} -eq 0 ]; then
   # them take their question type's temperature (docs/decisions/072).
   fit=()
   for d in sst2 sst5 ag_news trec banking77 boolq rte cb climate_fever wikiqa; do fit+=(--data "$out/calibration/$d.jsonl"); done
-  $cli calibrate --model "$model" --adapter "adapters/$name.decision.gguf" "${fit[@]}" --limit 120 --min-questions 30
+  $cli calibrate --model "$model" --adapter "adapters/$name.decision.gguf" "${fit[@]}" --limit 120 --min-questions 30 \
+    --score-labels "$scoreLabels"
 fi
 echo "train: adapter $out/$name.decision.gguf"

@@ -80,6 +80,7 @@ async function outcomesOfModel(flags: CalibrateFlags): Promise<FitRun> {
     readout: {
       debias: flags.debias,
       labels: flags.labels ?? "default",
+      scoreLabels: flags.scoreLabels ?? "default",
       contentFree: flags.contentFree ?? "default",
       examples: flags.examples ?? "default",
       questionContrast: flags.questionContrast ?? "default",
@@ -108,6 +109,7 @@ const REPORT_DECIDES = [
   "debias",
   "readout",
   "labels",
+  "scoreLabels",
   "contentFree",
   "examples",
   "questionContrast",

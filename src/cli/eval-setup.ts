@@ -59,8 +59,8 @@ export function splitOption(value: string): Split | "all" {
 
 /**
  * Adds the readout flags `eval` and `calibrate` share: `--labels words|fixed`,
- * `--content-free on|off`, `--examples on|off` and `--question-contrast on|off` (absent: the
- * Decider's defaults; read with {@link readoutOf}).
+ * `--score-labels numbers|levels`, `--content-free on|off`, `--examples on|off` and
+ * `--question-contrast on|off` (absent: the Decider's defaults; read with {@link readoutOf}).
  */
 export function readoutOptions(command: Command): Command {
   return command
@@ -73,6 +73,11 @@ export function readoutOptions(command: Command): Command {
       "--labels <style>",
       "choice labels: words (option ids) or fixed (letters); default: the Decider's",
       oneOf<"words" | "fixed">("words", "fixed"),
+    )
+    .option(
+      "--score-labels <style>",
+      "score labels: levels (the level texts) or numbers; default: the Decider's",
+      oneOf<"numbers" | "levels">("numbers", "levels"),
     )
     .option(
       "--content-free <on|off>",

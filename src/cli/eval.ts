@@ -213,6 +213,7 @@ async function runEvalCommand(flags: EvalFlags, command: string): Promise<void> 
       options: {
         debias,
         labels: flags.labels ?? null,
+        scoreLabels: flags.scoreLabels ?? null,
         contentFree: flags.contentFree ?? null,
         examples: flags.examples ?? null,
         questionContrast: flags.questionContrast ?? null,

@@ -68,14 +68,15 @@ export interface ReadoutFlags {
   /** `--readout tuned`: start from the decision-tuned readout, as with an adapter. */
   readout?: "tuned" | "default";
   labels?: "words" | "fixed";
+  scoreLabels?: "numbers" | "levels";
   contentFree?: "on" | "off";
   examples?: "on" | "off";
   questionContrast?: "on" | "off";
 }
 
 /**
- * The Decider's readout settings from `--labels`, `--content-free on|off`, `--examples on|off`
- * and `--question-contrast on|off`.
+ * The Decider's readout settings from `--labels`, `--score-labels`, `--content-free on|off`,
+ * `--examples on|off` and `--question-contrast on|off`.
  * @returns only the settings whose flag was given: an absent one must leave the Decider's
  *   default (or the tuned readout's) in place when the result is spread over it.
  * @example `readoutOf({ labels: "fixed", examples: "off" })` → `{ labels: "fixed", examples: false }`
@@ -83,6 +84,7 @@ export interface ReadoutFlags {
 export function readoutOf(flags: ReadoutFlags): ReadoutSettings {
   const settings: ReadoutSettings = {
     labels: flags.labels,
+    scoreLabels: flags.scoreLabels,
     contentFree: onOrOff(flags.contentFree),
     examples: onOrOff(flags.examples),
     questionContrast: onOrOff(flags.questionContrast),

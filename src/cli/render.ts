@@ -8,7 +8,7 @@ import { resolveModel } from "../evaluation/model.js";
 import { renderPlan } from "../evaluation/render.js";
 import { DEFAULT_MODEL } from "../models/catalogue.js";
 import { collect, loadItems, openEngine, splitOption } from "./eval-setup.js";
-import { positiveInt } from "./options.js";
+import { oneOf, positiveInt } from "./options.js";
 
 interface RenderFlags {
   data?: string[];
@@ -16,6 +16,7 @@ interface RenderFlags {
   split: Split | "all";
   model: string;
   contextSize?: number;
+  scoreLabels?: "numbers" | "levels";
 }
 
 /**
@@ -39,11 +40,20 @@ export function registerRenderCommand(program: Command): Command {
     )
     .option("--model <name|path>", "catalogue model name or path to a GGUF file", DEFAULT_MODEL)
     .option("--context-size <tokens>", "tokens per request (longer items are skipped)", positiveInt)
+    .option(
+      "--score-labels <style>",
+      "score labels to train on: numbers (the tuned readout's) or levels (docs/decisions/074)",
+      oneOf<"numbers" | "levels">("numbers", "levels"),
+    )
     .action(async (flags: RenderFlags) => {
       const items = loadItems(flags.data ?? [], flags.split);
       const model = await resolveModel(flags.model);
       const engine = await openEngine(model, flags);
-      const decider = new Decider(engine, { ...TUNED_READOUT, debias: "off" });
+      const decider = new Decider(engine, {
+        ...TUNED_READOUT,
+        ...(flags.scoreLabels ? { scoreLabels: flags.scoreLabels } : {}),
+        debias: "off",
+      });
       const out = createWriteStream(flags.out);
       let written = 0;
       let skipped = 0;

@@ -195,6 +195,12 @@ export function serveOptions(): Option[] {
       oneOf<"words" | "fixed">("words", "fixed"),
     ),
     envOption(
+      "--score-labels <style>",
+      "score labels: levels (the level texts after an Answer: cue) or numbers (default numbers)",
+      "DECISIOND_SCORE_LABELS",
+      oneOf<"numbers" | "levels">("numbers", "levels"),
+    ),
+    envOption(
       "--content-free <on|off>",
       "contextual calibration against content-free states (default on)",
       "DECISIOND_CONTENT_FREE",

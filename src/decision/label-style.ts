@@ -138,10 +138,29 @@ export class LabelTokenizer {
 }
 
 /**
+ * The texts a question could be answered with as word labels: a choice's option ids, a score's
+ * levels when `scoreLabels` is `levels` and every level is a non-empty string; else undefined.
+ */
+function wordsOf(
+  question: Question,
+  settings: Pick<DeciderOptions, "labels" | "scoreLabels">,
+): string[] | undefined {
+  if (settings.labels === "fixed") return undefined;
+  if (question.type === "choice") return question.options.map(([id]) => id);
+  if (question.type !== "score" || settings.scoreLabels !== "levels") return undefined;
+  const levels = question.levels.map((level) =>
+    typeof level === "string" ? level.trim() : undefined,
+  );
+  if (levels.some((level) => !level) || new Set(levels).size !== levels.length) return undefined;
+  return levels as string[];
+}
+
+/**
  * How a question's options are labelled: a choice is answered with its own option ids after
- * {@link ANSWER_CUE} when every id is at most `maxWordLabelTokens` tokens and the ids' token
- * sequences are prefix-free (unless `labels: "fixed"`); otherwise, and for noul and score, the
- * fixed labels of {@link labelsOf} at the start of the reply.
+ * {@link ANSWER_CUE} (unless `labels: "fixed"`), and a score with its level texts when
+ * `scoreLabels` is `levels`, when every label is at most `maxWordLabelTokens` tokens and the
+ * labels' token sequences are prefix-free; otherwise, and for noul, the fixed labels of
+ * {@link labelsOf} at the start of the reply.
  * @throws what the engine's tokenizer throws; the signal's reason when aborted
  * @example
  * ```ts
@@ -153,7 +172,7 @@ export async function labelStyleOf(
   question: Question,
   tail: TailPrompt,
   labels: LabelTokenizer,
-  settings: Pick<DeciderOptions, "labels" | "maxWordLabelTokens">,
+  settings: Pick<DeciderOptions, "labels" | "scoreLabels" | "maxWordLabelTokens">,
   signal?: AbortSignal,
 ): Promise<LabelStyle> {
   const fixed: LabelStyle = {
@@ -162,8 +181,9 @@ export async function labelStyleOf(
     cueTokens: [],
     labelsAt: (_order: readonly number[]) => labelsOf(question),
   };
-  if (question.type !== "choice" || settings.labels === "fixed") return fixed;
-  const words = question.options.map(([id]) => ` ${id}`);
+  const texts = wordsOf(question, settings);
+  if (!texts) return fixed;
+  const words = texts.map((text) => ` ${text}`);
   const sequences: Token[][] = [];
   try {
     for (const w of words) sequences.push(await labels.tokensOf(w, ANSWER_CUE, tail, signal));

@@ -25,6 +25,16 @@ export interface DeciderOptions {
    * state naming a wrong option moves less often; callers facing adversarial states may choose it.
    */
   readonly labels?: "words" | "fixed";
+  // What level labels gain and lose with the shipped adapter: docs/decisions/074-score-level-labels.md
+  /**
+   * How a score is answered. `numbers` (default): the level numbers 0..n−1 at the start of the
+   * reply, after `0 = level` lines. `levels`: the levels' own texts after the "Answer:" cue, asked
+   * inline as a choice is (`How frustrated is the customer? calm, frustrated or very angry?`),
+   * falling back to numbers when a level is not a string, repeats another, is longer than
+   * {@link DeciderOptions.maxWordLabelTokens} tokens, or the levels' tokens are not prefix-free.
+   * Ignored when `labels` is `fixed`.
+   */
+  readonly scoreLabels?: "numbers" | "levels";
   /**
    * Contextual calibration (Zhao et al. 2021, "Calibrate Before Use", ICML): every question's
    * label probabilities are divided by the ones the model gives the same question about
@@ -61,6 +71,7 @@ export interface DeciderOptions {
 export type ReadoutSettings = Pick<
   DeciderOptions,
   | "labels"
+  | "scoreLabels"
   | "contentFree"
   | "examples"
   | "questionContrast"

@@ -59,6 +59,7 @@ export function renderQuestion(
 ): string {
   const lines: string[] = [];
   if (question.type === "choice" && wordLabels) return renderInlineChoice(question, order);
+  if (question.type === "score" && wordLabels) return renderInlineScale(question);
   if (question.instructions !== undefined)
     lines.push(`Question: ${renderText(question.instructions)}`);
   switch (question.type) {
@@ -114,11 +115,32 @@ function renderInlineChoice(
     const text = description === null ? "" : renderText(description);
     if (text !== "" && text !== id) lines.push(`${id}: ${text}`);
   }
-  const ids = shown.map((i) => question.options[i]![0]);
-  const inline = `${ids.slice(0, -1).join(", ")} or ${ids.at(-1)}?`;
-  const asked = question.instructions === undefined ? "" : renderText(question.instructions);
-  lines.push(asked === "" ? inline : `${asked} ${inline}`);
+  lines.push(
+    inlineQuestion(
+      question.instructions,
+      shown.map((i) => question.options[i]![0]),
+    ),
+  );
   return lines.join("\n");
+}
+
+/** The instructions, then the answers inline: `Which? a, b or c?` (`a, b or c?` without instructions). */
+function inlineQuestion(instructions: TextValue | undefined, answers: readonly string[]): string {
+  const inline = `${answers.slice(0, -1).join(", ")} or ${answers.at(-1)}?`;
+  const asked = instructions === undefined ? "" : renderText(instructions);
+  return asked === "" ? inline : `${asked} ${inline}`;
+}
+
+/**
+ * A score answered with its own level texts (word labels, `scoreLabels: "levels"`): the question
+ * with the levels inline in the scale's order, lowest first, e.g.
+ * `How frustrated is the customer? calm, frustrated or very angry?`, as a choice is asked, so the
+ * model names a level rather than pointing at its number. Every level is a string (label-style.ts
+ * checks it before choosing word labels).
+ */
+function renderInlineScale(question: Extract<Question, { type: "score" }>): string {
+  const levels = question.levels.map((level) => renderText(level ?? "").trim());
+  return inlineQuestion(question.instructions, levels);
 }
 
 /** The content-free states of contextual calibration, as in Zhao et al. 2021, §4. */

@@ -35,6 +35,8 @@ export interface FittedProfile extends CalibrationProfile {
     readonly split: string;
     readonly debias: string;
     readonly labels: string;
+    /** Score label setting the profile was fitted with (`numbers`, `levels` or `default`). */
+    readonly scoreLabels?: string;
     /** Contextual calibration setting the profile was fitted with (`on`, `off` or `default`). */
     readonly contentFree?: string;
     /** In-context examples setting the profile was fitted with (`on`, `off` or `default`). */

@@ -11,6 +11,7 @@ import { BASELINE_SYSTEM } from "./systems.js";
 export interface FitReadout {
   readonly debias: string;
   readonly labels: string;
+  readonly scoreLabels: string;
   readonly contentFree: string;
   readonly examples: string;
   readonly questionContrast: string;
@@ -85,6 +86,7 @@ export function outcomesOfReports(files: readonly string[]): FitRun {
     const readout: FitReadout = {
       debias: setting(options.debias),
       labels: setting(options.labels),
+      scoreLabels: setting(options.scoreLabels),
       contentFree: setting(options.contentFree),
       examples: setting(options.examples),
       questionContrast: setting(options.questionContrast),

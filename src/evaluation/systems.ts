@@ -75,6 +75,7 @@ export function oursSystem(
     name:
       (debias === "off" ? "ours" : `ours/${debias}`) +
       (readout.labels ? `[${readout.labels}]` : "") +
+      (readout.scoreLabels === "levels" ? "[levels]" : "") +
       (readout.contentFree === false ? "[no-cf]" : "") +
       (readout.examples === false ? "[no-examples]" : "") +
       (readout.questionContrast === false ? "[no-contrast]" : ""),
