@@ -175,5 +175,27 @@ describe("training smoke test (tiny model)", () => {
       ...["--weights", "0.5,0.25,0.25", "--out", merged],
     ]);
     expect(Math.abs((await answer(merged)) - tuned)).toBeLessThan(Math.abs(tuned - base) / 10);
+
+    // Training continued from the GGUF adapter (train.py --init-adapter, q and k un-permuted back
+    // to Hugging Face's order) for no step and exported again is the same adapter.
+    const continuedDir = join(work, "continued");
+    await run(python, [
+      "training/train.py",
+      ...["--model", tiny, "--data", tokens, "--out", continuedDir, "--minutes", "0"],
+      ...["--threads", "1", "--layers", "1", "--init-adapter", adapter],
+    ]);
+    // Every LoRA weight is the trained one, to the f16 rounding of the GGUF file.
+    await run(python, [
+      "-c",
+      "import sys, numpy as np; from safetensors.numpy import load_file as f; " +
+        "a, b = f(sys.argv[1]), f(sys.argv[2]); assert set(a) == set(b); " +
+        "bad = [k for k in a if not np.allclose(a[k].astype('f4'), b[k].astype('f4'), rtol=1e-3, atol=1e-4)]; " +
+        "assert not bad, bad",
+      join(adapterDir, "adapter_model.safetensors"),
+      join(continuedDir, "adapter_model.safetensors"),
+    ]);
+    const continued = join(work, "tiny.continued.gguf");
+    await run(python, ["training/export_gguf.py", "--adapter", continuedDir, "--out", continued]);
+    expect(Math.abs((await answer(continued)) - tuned)).toBeLessThan(Math.abs(tuned - base) / 10);
   }, 600_000);
 });

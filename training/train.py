@@ -13,6 +13,7 @@ distance between the predicted and gold cumulative distributions over levels (sq
 Hou et al. 2016, arXiv 1611.05916), so levels are ordered classes.
 
 Usage: python training/train.py --model GGUF --data EXAMPLES.jsonl --out DIR [--minutes M]
+                                [--init-adapter ADAPTER.gguf]
 """
 
 from __future__ import annotations
@@ -30,6 +31,59 @@ from peft import LoraConfig, get_peft_model
 from transformers import AutoModelForCausalLM
 
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+# GGUF LoRA tensor names (llama.cpp's convert_lora_to_gguf.py) of the PEFT modules in TARGETS.
+GGUF_MODULES = {
+    "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
+    "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
+    "mlp.down_proj": "ffn_down",
+}
+
+
+def unpermute(w: torch.Tensor, heads: int) -> torch.Tensor:
+    """Inverse of llama.cpp's `LlamaModel.permute` (convert_hf_to_gguf.py) on the rows of a q or k
+    projection: GGUF interleaves the rotary halves of each head, Hugging Face keeps them apart."""
+    return w.reshape(heads, w.shape[0] // heads // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def load_gguf_adapter(model, path: Path, config) -> int:
+    """Copies a GGUF LoRA adapter (e.g. the shipped one, or a merge of several) into the PEFT
+    model's LoRA weights, so training continues from it. The adapter must have the run's rank,
+    alpha and layers (`--rank`, `--alpha`, `--layers`). For llama bases the q and k updates are
+    un-permuted back to Hugging Face's row order.
+    Returns the number of tensors copied; raises SystemExit on any mismatch."""
+    from gguf import GGUFReader
+
+    reader = GGUFReader(path)
+    tensors = {t.name: torch.tensor(t.data.astype("float32")) for t in reader.tensors}
+    alpha = float(reader.fields["adapter.lora.alpha"].contents())
+    llama = config.model_type == "llama"
+    copied = 0
+    for name, param in model.named_parameters():
+        if ".lora_A." not in name and ".lora_B." not in name:
+            continue
+        layer = int(name.split(".layers.")[1].split(".")[0])
+        module = next(m for m in GGUF_MODULES if f".{m}." in name)
+        side = "lora_a" if ".lora_A." in name else "lora_b"
+        key = f"blk.{layer}.{GGUF_MODULES[module]}.weight.{side}"
+        if key not in tensors:
+            raise SystemExit(f"init-adapter: {path} has no {key} (is it for these --layers?)")
+        value = tensors.pop(key)
+        if side == "lora_b" and llama and module == "self_attn.q_proj":
+            value = unpermute(value, config.num_attention_heads)
+        if side == "lora_b" and llama and module == "self_attn.k_proj":
+            value = unpermute(value, config.num_key_value_heads)
+        if value.shape != param.shape:
+            raise SystemExit(f"init-adapter: {key} is {tuple(value.shape)}, the run's is {tuple(param.shape)} (--rank?)")
+        with torch.no_grad():
+            param.copy_(value)
+        copied += 1
+    if tensors:
+        raise SystemExit(f"init-adapter: {len(tensors)} tensors of {path} adapt no module of this run, e.g. {next(iter(tensors))}")
+    if alpha != model.peft_config["default"].lora_alpha:
+        raise SystemExit(f"init-adapter: alpha {alpha}, the run's is {model.peft_config['default'].lora_alpha} (--alpha)")
+    return copied
 
 
 def load_examples(path: Path) -> list[dict]:
@@ -215,6 +269,7 @@ def main() -> None:
     ap.add_argument("--no-cache", action="store_true", help="recompute the frozen lower blocks every pass")
     ap.add_argument("--max-len", type=int, default=0, help="leave out examples longer than this (0: none)")
     ap.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (0: no limit; smoke tests)")
+    ap.add_argument("--init-adapter", type=Path, help="GGUF LoRA adapter to continue from (same rank, alpha and layers)")
     a = ap.parse_args()
 
     torch.manual_seed(a.seed)
@@ -237,7 +292,11 @@ def main() -> None:
         layers_to_transform=layers,
         task_type="CAUSAL_LM",
     )
-    model = get_peft_model(base, cfg).to(a.device)
+    model = get_peft_model(base, cfg)
+    if a.init_adapter:
+        n = load_gguf_adapter(model, a.init_adapter, base.config)
+        print(f"init-adapter: {n} tensors from {a.init_adapter}", flush=True)
+    model = model.to(a.device)
     model.print_trainable_parameters()
     embed_weight = base.get_output_embeddings().weight.detach()
 
