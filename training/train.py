@@ -385,6 +385,7 @@ def main() -> None:
         "batch_tokens": a.batch_tokens,
         "threads": torch.get_num_threads(),
         "device": a.device,
+        "init_adapter": a.init_adapter.name if a.init_adapter else None,
     }
     (a.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(json.dumps(summary), flush=True)
