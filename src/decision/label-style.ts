@@ -1,6 +1,7 @@
 import type { Engine, Token } from "../engine/types.js";
 import { buildLabelTrie, choiceLabels, NOUL_LABELS, scoreLabels } from "./labels.js";
 import type { DeciderOptions } from "./options.js";
+import { levelTexts } from "./prompt.js";
 import type { Question } from "./types.js";
 
 /**
@@ -139,7 +140,7 @@ export class LabelTokenizer {
 
 /**
  * The texts a question could be answered with as word labels: a choice's option ids, a score's
- * levels when `scoreLabels` is `levels` and every level is a non-empty string; else undefined.
+ * {@link levelTexts} when `scoreLabels` is `levels`; else undefined.
  */
 function wordsOf(
   question: Question,
@@ -148,11 +149,7 @@ function wordsOf(
   if (settings.labels === "fixed") return undefined;
   if (question.type === "choice") return question.options.map(([id]) => id);
   if (question.type !== "score" || settings.scoreLabels !== "levels") return undefined;
-  const levels = question.levels.map((level) =>
-    typeof level === "string" ? level.trim() : undefined,
-  );
-  if (levels.some((level) => !level) || new Set(levels).size !== levels.length) return undefined;
-  return levels as string[];
+  return levelTexts(question);
 }
 
 /**

@@ -132,15 +132,27 @@ function inlineQuestion(instructions: TextValue | undefined, answers: readonly s
 }
 
 /**
+ * The texts a score's levels are named by when answered with word labels: each level trimmed,
+ * lowest first.
+ * @returns undefined when a level is not a string, is empty or repeats another (such a scale is
+ *   answered with its level numbers)
+ */
+export function levelTexts(question: Extract<Question, { type: "score" }>): string[] | undefined {
+  const levels = question.levels.map((level) => (typeof level === "string" ? level.trim() : ""));
+  if (levels.some((level) => level === "") || new Set(levels).size !== levels.length)
+    return undefined;
+  return levels;
+}
+
+/**
  * A score answered with its own level texts (word labels, `scoreLabels: "levels"`): the question
- * with the levels inline in the scale's order, lowest first, e.g.
+ * with the {@link levelTexts} inline in the scale's order, lowest first, e.g.
  * `How frustrated is the customer? calm, frustrated or very angry?`, as a choice is asked, so the
- * model names a level rather than pointing at its number. Every level is a string (label-style.ts
- * checks it before choosing word labels).
+ * model names a level rather than pointing at its number. Only called for scales that have level
+ * texts (label-style.ts chooses word labels from them).
  */
 function renderInlineScale(question: Extract<Question, { type: "score" }>): string {
-  const levels = question.levels.map((level) => renderText(level ?? "").trim());
-  return inlineQuestion(question.instructions, levels);
+  return inlineQuestion(question.instructions, levelTexts(question) ?? []);
 }
 
 /** The content-free states of contextual calibration, as in Zhao et al. 2021, §4. */
