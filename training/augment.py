@@ -483,6 +483,45 @@ def wikiqa(b: Builder, rows):
             b.choice(sid, s, "relevance", "Does the sentence answer the question?", opts, "relevant" if y else "irrelevant", unclear=False)
 
 
+# Answer relevance, the skill wikiqa asks for ("does this text answer the question?"), built from
+# two other datasets' labels so that a run without wikiqa still learns it (issue 30's transfer):
+# a boolq question with its own passage (which answers it) or with another row's passage (which
+# does not), and a climate_fever claim, asked as a question, with an evidence sentence from the
+# claim's Wikipedia articles: SUPPORTS or REFUTES answers it, NOT_ENOUGH_INFO does not, a hard
+# negative from the same article as wikiqa's are. Wordings differ from wikiqa's.
+ANSWERS_INSTR = [
+    "Does the passage answer the question?",
+    "Can the question be answered from this text?",
+    "Does the text settle the question?",
+    "Is the answer to the question in the text?",
+]
+BOOLQ_STATE = re.compile(r"^Passage: (?P<passage>.*)\n\nQuestion: (?P<question>.*)$", re.S)
+
+
+def answer_relevance(b: Builder, boolq_rows, climate_rows):
+    rng = b.rng
+    parsed = [(r, BOOLQ_STATE.match(r["request"]["state"])) for r in boolq_rows if isinstance(r["request"]["state"], str)]
+    parsed = [(r, m) for r, m in parsed if m]
+    for r, m in parsed:
+        own = rng.random() < 0.5
+        passage = m["passage"] if own else BOOLQ_STATE.match(rng.choice(parsed)[0]["request"]["state"])["passage"]
+        if not own and passage == m["passage"]:
+            continue
+        question = m["question"].rstrip("?") + "?"
+        state = f"Question: {question}\n\nPassage: {passage}"
+        b.noul(r["id"], state, "answers", rng.choice(ANSWERS_INSTR), own, "The text answers the question", "The text does not answer it")
+    for r in climate_rows:
+        qid, q = next(iter(r["request"]["questions"].items()))
+        if q["type"] != "choice" or not isinstance(r["request"]["state"], str):
+            continue
+        claim, sep, evidence = r["request"]["state"].partition("\n\n")
+        if not sep or not claim.startswith("Claim: "):
+            continue
+        claim = claim[len("Claim: "):].rstrip(".")
+        state = f"Question: Is it true that {claim[:1].lower() + claim[1:]}?\n\n{evidence}"
+        b.noul(r["id"], state, "answers", rng.choice(ANSWERS_INSTR), r["expected"][qid] != "NOT_ENOUGH_INFO")
+
+
 # Source rows used per dataset (fit split), sized so one pass fits the CPU budget (docs/TRAINING.md).
 CAPS = {
     "sst2": 433, "sst5": 517, "ag_news": 1200, "trec": 117, "banking77": 1300,
@@ -500,6 +539,8 @@ def main():
     ap.add_argument("--banking-rows", type=int, default=0, help="banking77 rows per draw, all forms (0: its scaled cap)")
     ap.add_argument("--repeat", type=int, default=1, help="draw every dataset's forms this many times (new shuffles, names and forms each time)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--answer-relevance", type=int, default=0, help="boolq and climate_fever rows each asked as answer relevance (0: none)")
+    ap.add_argument("--answer-relevance-only", action="store_true", help="write only the answer-relevance questions (a continuation's focus)")
     ap.add_argument("--calibration-out", type=Path, help="folder for the held-back calibration rows, one JSONL a dataset")
     a = ap.parse_args()
     rng = random.Random(a.seed)
@@ -511,6 +552,8 @@ def main():
     c = CAPS if a.scale == 1 else {k: max(1, int(v * a.scale)) for k, v in CAPS.items()}
     if a.banking_rows:
         c = {**c, "banking77": a.banking_rows}
+    if a.answer_relevance_only:  # none of the datasets' own forms
+        ex |= set(CAPS)
     for rep in range(a.repeat):
         if use("sst2"): sst2(b, read(d / "sst2.jsonl", c["sst2"], rep))
         if use("sst5"): sst5(b, read(d / "sst5.jsonl", c["sst5"], rep))
@@ -522,6 +565,12 @@ def main():
         if use("cb"): cb(b, read(d / "cb.jsonl", c["cb"], rep), repeat=4)
         if use("climate_fever"): climate_fever(b, read(d / "climate_fever.jsonl", c["climate_fever"], rep))
         if use("wikiqa"): wikiqa(b, read(d / "wikiqa.jsonl", c["wikiqa"], rep))
+        if a.answer_relevance:  # its sources follow --exclude, so a transfer run never sees them
+            answer_relevance(
+                b,
+                read(d / "boolq.jsonl", a.answer_relevance, rep + 1) if "boolq" not in a.exclude else [],
+                read(d / "climate_fever.jsonl", a.answer_relevance, rep + 1) if "climate_fever" not in a.exclude else [],
+            )
     if a.calibration_out:
         a.calibration_out.mkdir(parents=True, exist_ok=True)
         for f in sorted(d.glob("*.jsonl")):

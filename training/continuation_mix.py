@@ -1,11 +1,13 @@
-"""The questions of a continuation run: every score question of a rendered mix, and three times
-their tokens in other questions drawn at random (each at most 1,200 tokens), so a run that
-continues from an adapter learns a new score readout without forgetting the rest
-(docs/decisions/076-level-text-continuation.md).
+"""The questions of a continuation run: the questions it is to learn (every score question of a
+rendered mix, or the questions of a `--focus` file), and `--replay` times their tokens in other
+questions of the mix drawn at random (each at most 1,200 tokens), so a run that continues from an
+adapter learns the new questions without forgetting the rest
+(docs/decisions/076-level-text-continuation.md, 077-answer-relevance-transfer.md).
 
 Input and output are `decisiond render` JSONL (one question a line).
 
-Usage: python training/continuation_mix.py --tokens MIX.tokens.jsonl --out OUT.tokens.jsonl [--seed 7]
+Usage: python training/continuation_mix.py --tokens MIX.tokens.jsonl --out OUT.tokens.jsonl
+           [--focus NEW.tokens.jsonl] [--focus-limit N] [--replay 3] [--seed 7]
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ import json
 import random
 from pathlib import Path
 
-OTHER_PER_SCORE_TOKEN = 3
 LONGEST_OTHER = 1200
 
 
@@ -23,31 +24,44 @@ def tokens_of(example: dict) -> int:
     return len(example["prefix"]) + len(example["branch"]) + sum(len(label) for label in example["labels"])
 
 
+def read_lines(path: Path) -> list[str]:
+    return [line for line in path.read_text().splitlines() if line.strip()]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tokens", required=True, type=Path, help="rendered mix (decisiond render --out)")
     ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--focus", type=Path, help="rendered questions to learn (default: the mix's score questions)")
+    ap.add_argument("--focus-limit", type=int, default=0, help="at most this many focus questions, drawn at random (0: all)")
+    ap.add_argument("--replay", type=float, default=3.0, help="tokens of other questions per focus token")
     ap.add_argument("--seed", type=int, default=7)
     a = ap.parse_args()
-    lines = [line for line in a.tokens.read_text().splitlines() if line.strip()]
-    examples = [json.loads(line) for line in lines]
-    score = [i for i, e in enumerate(examples) if e["type"] == "score"]
-    other = [i for i, e in enumerate(examples) if e["type"] != "score"]
-    budget = OTHER_PER_SCORE_TOKEN * sum(tokens_of(examples[i]) for i in score)
     rng = random.Random(a.seed)
+    lines = read_lines(a.tokens)
+    examples = [json.loads(line) for line in lines]
+    if a.focus:
+        focus = read_lines(a.focus)
+        other = list(range(len(lines)))
+    else:
+        focus = [lines[i] for i, e in enumerate(examples) if e["type"] == "score"]
+        other = [i for i, e in enumerate(examples) if e["type"] != "score"]
+    if a.focus_limit and len(focus) > a.focus_limit:
+        focus = rng.sample(focus, a.focus_limit)
+    budget = a.replay * sum(tokens_of(json.loads(line)) for line in focus)
     rng.shuffle(other)
     picked, used = [], 0
     for i in other:
+        if used >= budget:
+            break
         if tokens_of(examples[i]) > LONGEST_OTHER:
             continue
-        picked.append(i)
+        picked.append(lines[i])
         used += tokens_of(examples[i])
-        if used > budget:
-            break
-    chosen = score + picked
+    chosen = focus + picked
     rng.shuffle(chosen)
-    a.out.write_text("".join(lines[i] + "\n" for i in chosen))
-    print(f"continuation mix: {len(score)} score and {len(picked)} other questions to {a.out}")
+    a.out.write_text("".join(line + "\n" for line in chosen))
+    print(f"continuation mix: {len(focus)} focus and {len(picked)} other questions ({used} tokens) to {a.out}")
 
 
 if __name__ == "__main__":
