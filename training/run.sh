@@ -3,7 +3,7 @@
 # rendered by decisiond's own prompt code -> LoRA training -> GGUF adapter -> calibration profile.
 #
 # Usage: npm run train -- [--model NAME|PATH] [--device cpu|cuda] [--minutes M] [--exclude DATASET]...
-#                         [--merge-with ADAPTER.gguf] [--score-labels numbers|levels] [--out DIR]
+#                         [--merge-with ADAPTER.gguf] [--score-labels numbers|levels] [--lr LR] [--out DIR]
 #   --model    base GGUF (catalogue name or path; default smollm2-135m-instruct)
 #   --device   cpu (default): the 2-core recipe, 7.5k questions in 110 minutes; cuda: the GPU recipe,
 #              17.9k questions (up to four times the rows, each drawn twice, banking77 capped) in
@@ -17,16 +17,19 @@
 #   --score-labels levels  train the score questions on their level texts instead of numbers
 #              (`decisiond render --score-labels`); an adapter trained so is served with
 #              TUNED_READOUT.scoreLabels = "levels" (docs/decisions/074-score-level-labels.md)
+#   --lr       peak learning rate instead of the recipe's (1e-3 on cpu, 1.5e-3 on cuda); Gemma 3 270M
+#              diverges at 1e-3 and trains at 3e-4 (docs/decisions/078-base-choice-tuned.md)
 #   --out      work folder (default .decisiond-train/<model>); the adapter lands in adapters/
 #              and its profile in profiles/ only for a full run (no --exclude)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
-model=smollm2-135m-instruct device=cpu minutes="" out="" mergeWith="" scoreLabels=numbers excludes=()
+model=smollm2-135m-instruct device=cpu minutes="" lr="" out="" mergeWith="" scoreLabels=numbers excludes=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --model) model="$2"; shift 2 ;;
     --minutes) minutes="$2"; shift 2 ;;
+    --lr) lr="$2"; shift 2 ;;
     --device) device="$2"; shift 2 ;;
     --exclude) excludes+=("$2"); shift 2 ;;
     --out) out="$2"; shift 2 ;;
@@ -57,7 +60,7 @@ done
   "${mix[@]}" ${excludes[@]/#/--exclude }
 $cli render --model "$modelPath" --data "$out/train.jsonl" --split fit --score-labels "$scoreLabels" --out "$out/train.tokens.jsonl"
 "$py" training/train.py --model "$modelPath" --data "$out/train.tokens.jsonl" --out "$out/adapter" \
-  --minutes "$minutes" --layers 18 --max-len 2048 "${fit[@]}"
+  --minutes "$minutes" --layers 18 --max-len 2048 "${fit[@]}" ${lr:+--lr "$lr"}
 "$py" training/plot_loss.py --csv "$out/adapter/loss.csv" --out "$out/adapter/loss.png"
 "$py" training/export_gguf.py --adapter "$out/adapter" --out "$out/$name.decision.gguf"
 if [ -n "$mergeWith" ]; then
