@@ -487,8 +487,9 @@ def wikiqa(b: Builder, rows):
 # two other datasets' labels so that a run without wikiqa still learns it (issue 30's transfer):
 # a boolq question with its own passage (which answers it) or with another row's passage (which
 # does not), and a climate_fever claim, asked as a question, with an evidence sentence from the
-# claim's Wikipedia articles: SUPPORTS or REFUTES answers it, NOT_ENOUGH_INFO does not, a hard
-# negative from the same article as wikiqa's are. Wordings differ from wikiqa's.
+# claim's Wikipedia articles: SUPPORTS or REFUTES answers it, NOT_ENOUGH_INFO does not (a
+# negative from the same article, as wikiqa's negatives are). Wordings differ from wikiqa's.
+# Measured not to carry to wikiqa, so off by default (docs/decisions/077-answer-relevance-transfer.md).
 ANSWERS_INSTR = [
     "Does the passage answer the question?",
     "Can the question be answered from this text?",
