@@ -18,7 +18,7 @@
 #              (`decisiond render --score-labels`); an adapter trained so is served with
 #              TUNED_READOUT.scoreLabels = "levels" (docs/decisions/074-score-level-labels.md)
 #   --lr       peak learning rate instead of the recipe's (1e-3 on cpu, 1.5e-3 on cuda); Gemma 3 270M
-#              diverges at 1e-3 and trains at 3e-4 (docs/decisions/078-base-choice-tuned.md)
+#              does not learn at 1e-3 and trains at 3e-4 (docs/decisions/078-base-choice-tuned.md)
 #   --out      work folder (default .decisiond-train/<model>); the adapter lands in adapters/
 #              and its profile in profiles/ only for a full run (no --exclude)
 set -euo pipefail
