@@ -505,7 +505,7 @@ def answer_relevance(b: Builder, boolq_rows, climate_rows):
     parsed = [(r, m) for r, m in parsed if m]
     for r, m in parsed:
         own = rng.random() < 0.5
-        passage = m["passage"] if own else BOOLQ_STATE.match(rng.choice(parsed)[0]["request"]["state"])["passage"]
+        passage = m["passage"] if own else rng.choice(parsed)[1]["passage"]
         if not own and passage == m["passage"]:
             continue
         question = m["question"].rstrip("?") + "?"
@@ -548,13 +548,11 @@ def main():
     b = Builder(rng)
     d = a.data_dir
     ex = set(a.exclude)
-    def use(name):
-        return name not in ex
+    def use(name):  # a dataset's own forms
+        return name not in ex and not a.answer_relevance_only
     c = CAPS if a.scale == 1 else {k: max(1, int(v * a.scale)) for k, v in CAPS.items()}
     if a.banking_rows:
         c = {**c, "banking77": a.banking_rows}
-    if a.answer_relevance_only:  # none of the datasets' own forms
-        ex |= set(CAPS)
     for rep in range(a.repeat):
         if use("sst2"): sst2(b, read(d / "sst2.jsonl", c["sst2"], rep))
         if use("sst5"): sst5(b, read(d / "sst5.jsonl", c["sst5"], rep))
@@ -569,8 +567,8 @@ def main():
         if a.answer_relevance:  # its sources follow --exclude, so a transfer run never sees them
             answer_relevance(
                 b,
-                read(d / "boolq.jsonl", a.answer_relevance, rep + 1) if "boolq" not in a.exclude else [],
-                read(d / "climate_fever.jsonl", a.answer_relevance, rep + 1) if "climate_fever" not in a.exclude else [],
+                read(d / "boolq.jsonl", a.answer_relevance, rep + 1) if "boolq" not in ex else [],
+                read(d / "climate_fever.jsonl", a.answer_relevance, rep + 1) if "climate_fever" not in ex else [],
             )
     if a.calibration_out:
         a.calibration_out.mkdir(parents=True, exist_ok=True)

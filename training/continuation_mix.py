@@ -54,10 +54,11 @@ def main() -> None:
     for i in other:
         if used >= budget:
             break
-        if tokens_of(examples[i]) > LONGEST_OTHER:
+        tokens = tokens_of(examples[i])
+        if tokens > LONGEST_OTHER:
             continue
         picked.append(lines[i])
-        used += tokens_of(examples[i])
+        used += tokens
     chosen = focus + picked
     rng.shuffle(chosen)
     a.out.write_text("".join(line + "\n" for line in chosen))
