@@ -483,6 +483,50 @@ def wikiqa(b: Builder, rows):
             b.choice(sid, s, "relevance", "Does the sentence answer the question?", opts, "relevant" if y else "irrelevant", unclear=False)
 
 
+# Ordered scales over other texts than film reviews (decision 079): every score question above is a
+# review's sentiment, and the adapter points at a new scale's numbers weakly. climate_fever's stance
+# and cb's relation are ordered (against < neither < for); boolq's and wikiqa's labels give the two
+# ends of a 2-level scale. Built by their own Builder (own rng, ids `<row>#scale-augN`), so the
+# rest of the mix is drawn exactly as without them. Off by default.
+STANCE_SCALES = [
+    ["refutes it", "says nothing either way", "supports it"],
+    ["contradicts", "neutral", "confirms"],
+    ["against", "neither", "for"],
+    ["disproves it", "unclear", "proves it"],
+]
+STANCE_INSTR = {
+    "climate_fever": ["How strongly does the evidence back the claim?", "Where does the evidence stand on the claim?"],
+    "cb": ["How strongly does the text back the claim?", "Where does the text stand on the claim?"],
+}
+STANCE_LEVEL = {"REFUTES": 0, "NOT_ENOUGH_INFO": 1, "SUPPORTS": 2, "contradiction": 0, "neutral": 1, "entailment": 2}
+YES_SCALES = [["no", "yes"], ["unlikely", "likely"], ["false", "true"]]
+RELEVANCE_SCALES = [["unrelated", "answers it"], ["off topic", "on topic"], ["irrelevant", "relevant"]]
+
+
+def ordered_scales(b: Builder, source: str, rows):
+    """One score question for each row of `source` (climate_fever, cb, boolq or wikiqa), in a random
+    direction (the levels reversed half of the time)."""
+    rng = b.rng
+    if source == "wikiqa":  # as many irrelevant sentences as relevant ones
+        pos = [r for r in rows if next(iter(r["expected"].values())) is True]
+        rows = pos + [r for r in rows if next(iter(r["expected"].values())) is False][: len(pos)]
+    for r in rows:
+        s = r["request"]["state"]
+        y = next(iter(r["expected"].values()))
+        sid = r["id"] + "#scale"
+        if source in STANCE_INSTR:
+            if y not in STANCE_LEVEL:
+                continue
+            levels, level, instr = list(rng.choice(STANCE_SCALES)), STANCE_LEVEL[y], rng.choice(STANCE_INSTR[source])
+        elif source == "boolq":
+            levels, level, instr = list(rng.choice(YES_SCALES)), int(y is True), "How likely is the answer to the question yes?"
+        else:
+            levels, level, instr = list(rng.choice(RELEVANCE_SCALES)), int(y is True), "How well does the sentence answer the question?"
+        if rng.random() < 0.5:
+            levels, level = levels[::-1], len(levels) - 1 - level
+        b.score(sid, s, source, instr, levels, level)
+
+
 # Answer relevance, the skill wikiqa asks for ("does this text answer the question?"), built from
 # two other datasets' labels so that a run without wikiqa still learns it (issue 30's transfer):
 # a boolq question with its own passage (which answers it) or with another row's passage (which
@@ -542,10 +586,12 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--answer-relevance", type=int, default=0, help="boolq and climate_fever rows each asked as answer relevance (0: none)")
     ap.add_argument("--answer-relevance-only", action="store_true", help="write only the answer-relevance questions (a continuation's focus)")
+    ap.add_argument("--ordered-scales", default="", help="comma-separated datasets among climate_fever, cb, boolq, wikiqa whose rows are also asked as ordered scales (decision 079)")
     ap.add_argument("--calibration-out", type=Path, help="folder for the held-back calibration rows, one JSONL a dataset")
     a = ap.parse_args()
     rng = random.Random(a.seed)
     b = Builder(rng)
+    scales = Builder(random.Random(a.seed + 1))
     d = a.data_dir
     ex = set(a.exclude)
     def use(name):  # a dataset's own forms
@@ -564,6 +610,11 @@ def main():
         if use("cb"): cb(b, read(d / "cb.jsonl", c["cb"], rep), repeat=4)
         if use("climate_fever"): climate_fever(b, read(d / "climate_fever.jsonl", c["climate_fever"], rep))
         if use("wikiqa"): wikiqa(b, read(d / "wikiqa.jsonl", c["wikiqa"], rep))
+        for name in [n for n in a.ordered_scales.split(",") if n]:  # its own Builder: the forms above are drawn as without it
+            if name not in ("climate_fever", "cb", "boolq", "wikiqa"):
+                ap.error(f"--ordered-scales: no ordered scale for {name}")
+            if use(name):
+                ordered_scales(scales, name, read(d / f"{name}.jsonl", c[name], rep))
         if a.answer_relevance:  # its sources follow --exclude, so a transfer run never sees them
             answer_relevance(
                 b,
@@ -576,6 +627,7 @@ def main():
             lines = [line for line in f.read_text().splitlines() if line.strip()]
             held = [line for line in lines if split_of(json.loads(line)["id"]) == "fit" and is_calibration(json.loads(line)["id"])]
             (a.calibration_out / f.name).write_text("".join(line + "\n" for line in held))
+    b.items += scales.items
     rng.shuffle(b.items)
     assert all(split_of(i["id"]) == "fit" for i in b.items)
     a.out.write_text("".join(json.dumps(i) + "\n" for i in b.items))
