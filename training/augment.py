@@ -466,10 +466,15 @@ def climate_fever(b: Builder, rows):
                 b.noul(sid, s, "supports", "Does the evidence support the claim?", y == "SUPPORTS")
 
 
+def by_answer(rows) -> tuple[list[dict], list[dict]]:
+    """The rows of a yes/no dataset whose answer is yes, and those whose answer is no."""
+    answers = [next(iter(r["expected"].values())) for r in rows]
+    return [r for r, y in zip(rows, answers) if y is True], [r for r, y in zip(rows, answers) if y is False]
+
+
 def wikiqa(b: Builder, rows):
     rng = b.rng
-    pos = [r for r in rows if next(iter(r["expected"].values())) is True]
-    neg = [r for r in rows if next(iter(r["expected"].values())) is False]
+    pos, neg = by_answer(rows)
     rng.shuffle(neg)
     for r in pos * 3 + neg[: len(pos) * 3]:
         s = r["request"]["state"]
@@ -483,11 +488,11 @@ def wikiqa(b: Builder, rows):
             b.choice(sid, s, "relevance", "Does the sentence answer the question?", opts, "relevant" if y else "irrelevant", unclear=False)
 
 
-# Ordered scales over other texts than film reviews (decision 079): every score question above is a
-# review's sentiment, and the adapter points at a new scale's numbers weakly. climate_fever's stance
-# and cb's relation are ordered (against < neither < for); boolq's and wikiqa's labels give the two
-# ends of a 2-level scale. Built by their own Builder (own rng, ids `<row>#scale-augN`), so the
-# rest of the mix is drawn exactly as without them. Off by default.
+# Ordered scales over other texts than film reviews (docs/decisions/079-gpu-level-text-training.md):
+# climate_fever's stance and cb's relation on 3 levels (against < neither < for), boolq's and
+# wikiqa's labels as the two ends of a 2-level scale. Built by their own Builder (own rng, ids
+# `<row>#scale-augN`), so the rest of the mix is drawn exactly as without them.
+ORDERED_SCALE_SOURCES = ("climate_fever", "cb", "boolq", "wikiqa")
 STANCE_SCALES = [
     ["refutes it", "says nothing either way", "supports it"],
     ["contradicts", "neutral", "confirms"],
@@ -508,8 +513,8 @@ def ordered_scales(b: Builder, source: str, rows):
     direction (the levels reversed half of the time)."""
     rng = b.rng
     if source == "wikiqa":  # as many irrelevant sentences as relevant ones
-        pos = [r for r in rows if next(iter(r["expected"].values())) is True]
-        rows = pos + [r for r in rows if next(iter(r["expected"].values())) is False][: len(pos)]
+        pos, neg = by_answer(rows)
+        rows = pos + neg[: len(pos)]
     for r in rows:
         s = r["request"]["state"]
         y = next(iter(r["expected"].values()))
@@ -589,6 +594,10 @@ def main():
     ap.add_argument("--ordered-scales", default="", help="comma-separated datasets among climate_fever, cb, boolq, wikiqa whose rows are also asked as ordered scales (decision 079)")
     ap.add_argument("--calibration-out", type=Path, help="folder for the held-back calibration rows, one JSONL a dataset")
     a = ap.parse_args()
+    ordered = [n for n in a.ordered_scales.split(",") if n]
+    for name in ordered:
+        if name not in ORDERED_SCALE_SOURCES:
+            ap.error(f"--ordered-scales: no ordered scale for {name}")
     rng = random.Random(a.seed)
     b = Builder(rng)
     scales = Builder(random.Random(a.seed + 1))
@@ -610,9 +619,7 @@ def main():
         if use("cb"): cb(b, read(d / "cb.jsonl", c["cb"], rep), repeat=4)
         if use("climate_fever"): climate_fever(b, read(d / "climate_fever.jsonl", c["climate_fever"], rep))
         if use("wikiqa"): wikiqa(b, read(d / "wikiqa.jsonl", c["wikiqa"], rep))
-        for name in [n for n in a.ordered_scales.split(",") if n]:  # its own Builder: the forms above are drawn as without it
-            if name not in ("climate_fever", "cb", "boolq", "wikiqa"):
-                ap.error(f"--ordered-scales: no ordered scale for {name}")
+        for name in ordered:  # its own Builder: the forms above are drawn as without it
             if use(name):
                 ordered_scales(scales, name, read(d / f"{name}.jsonl", c[name], rep))
         if a.answer_relevance:  # its sources follow --exclude, so a transfer run never sees them
