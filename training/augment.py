@@ -532,6 +532,44 @@ def ordered_scales(b: Builder, source: str, rows):
         b.score(sid, s, source, instr, levels, level)
 
 
+# Intensity scales over sst5's film reviews with every level equally often (docs/decisions/
+# 080-balanced-intensity-scales.md): displeasure (very negative at the top, negative in the middle,
+# the rest at the bottom) and its mirror, delight (very positive at the top). The default mix asks
+# displeasure of a quarter of sst5's rows, so three in five of its answers are the bottom level,
+# and the adapter learned that prior: it reads a customer's complaint as "calm". Built by their own
+# Builder (own rng, ids `<row>#intensity-augN`), so the rest of the mix is drawn as without them.
+DELIGHT_LEVELS = [
+    ["indifferent", "pleased", "delighted"],
+    ["unmoved", "satisfied", "thrilled"],
+    ["not impressed", "impressed", "blown away"],
+    ["lukewarm", "happy", "overjoyed"],
+]
+DELIGHT_INSTR = [
+    "How pleased is the writer?",
+    "How enthusiastic does the reviewer sound?",
+    "How delighted is the author?",
+]
+
+
+def intensity_scales(b: Builder, rows):
+    """Per sst5 row, a displeasure and a delight question, each kept with a probability that makes
+    its three levels equally frequent in expectation (the rarest level always kept)."""
+    rng = b.rng
+    scales = [
+        (DISPLEASURE_LEVELS, DISPLEASURE_INSTR, "displeasure", lambda y: max(0, 2 - y)),
+        (DELIGHT_LEVELS, DELIGHT_INSTR, "delight", lambda y: max(0, y - 2)),
+    ]
+    for levels_of, instr_of, qid, level_of in scales:
+        counts = [0, 0, 0]
+        for r in rows:
+            counts[level_of(next(iter(r["expected"].values())))] += 1
+        rarest = min(c for c in counts if c > 0)
+        for r in rows:
+            level = level_of(next(iter(r["expected"].values())))
+            if rng.random() < rarest / counts[level]:
+                b.score(r["id"] + "#intensity", r["request"]["state"], qid, rng.choice(instr_of), list(rng.choice(levels_of)), level)
+
+
 # Answer relevance, the skill wikiqa asks for ("does this text answer the question?"), built from
 # two other datasets' labels so that a run without wikiqa still learns it (issue 30's transfer):
 # a boolq question with its own passage (which answers it) or with another row's passage (which
@@ -592,6 +630,7 @@ def main():
     ap.add_argument("--answer-relevance", type=int, default=0, help="boolq and climate_fever rows each asked as answer relevance (0: none)")
     ap.add_argument("--answer-relevance-only", action="store_true", help="write only the answer-relevance questions (a continuation's focus)")
     ap.add_argument("--ordered-scales", default="", help="comma-separated datasets among climate_fever, cb, boolq, wikiqa whose rows are also asked as ordered scales (decision 079)")
+    ap.add_argument("--intensity-scales", action="store_true", help="also ask sst5's rows balanced displeasure and delight scales (decision 080)")
     ap.add_argument("--calibration-out", type=Path, help="folder for the held-back calibration rows, one JSONL a dataset")
     a = ap.parse_args()
     ordered = [n for n in a.ordered_scales.split(",") if n]
@@ -601,6 +640,7 @@ def main():
     rng = random.Random(a.seed)
     b = Builder(rng)
     scales = Builder(random.Random(a.seed + 1))
+    intensity = Builder(random.Random(a.seed + 2))
     d = a.data_dir
     ex = set(a.exclude)
     def use(name):  # a dataset's own forms
@@ -622,6 +662,8 @@ def main():
         for name in ordered:  # its own Builder: the forms above are drawn as without it
             if use(name):
                 ordered_scales(scales, name, read(d / f"{name}.jsonl", c[name], rep))
+        if a.intensity_scales and use("sst5"):  # its own Builder too
+            intensity_scales(intensity, read(d / "sst5.jsonl", c["sst5"], rep))
         if a.answer_relevance:  # its sources follow --exclude, so a transfer run never sees them
             answer_relevance(
                 b,
@@ -634,7 +676,7 @@ def main():
             lines = [line for line in f.read_text().splitlines() if line.strip()]
             held = [line for line in lines if split_of(json.loads(line)["id"]) == "fit" and is_calibration(json.loads(line)["id"])]
             (a.calibration_out / f.name).write_text("".join(line + "\n" for line in held))
-    b.items += scales.items
+    b.items += scales.items + intensity.items
     rng.shuffle(b.items)
     assert all(split_of(i["id"]) == "fit" for i in b.items)
     a.out.write_text("".join(json.dumps(i) + "\n" for i in b.items))
