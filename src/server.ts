@@ -72,6 +72,8 @@ export interface ServiceSettings {
   readonly maxImagePixels?: number;
   /** Option-order debiasing of choice questions. Default `off`. */
   readonly debias?: DebiasMode;
+  /** Most tokens one request may put through the model (→ 422 beyond). Default: twice the context. */
+  readonly maxRequestTokens?: number;
   /**
    * Choice labels, contextual calibration, in-context examples, question contrast: only the ones
    * to change, over the Decider's defaults (over {@link TUNED_READOUT} with an adapter).
@@ -183,6 +185,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
   const decider = new Decider(engine, {
     calibration,
     debias: options.debias ?? "off",
+    ...(options.maxRequestTokens ? { maxRequestTokens: options.maxRequestTokens } : {}),
     ...(options.adapterPath ? TUNED_READOUT : {}),
     ...options.readout,
   });

@@ -217,6 +217,34 @@ describe("POST /v1/systemone with the real model", () => {
     expect(numbers).toContain(service.engine.model.contextSize);
     expect(Math.max(...numbers)).toBeGreaterThan(service.engine.model.contextSize);
   });
+
+  it("refuses 16 questions that each fit but together exceed twice the context, before the model runs", async () => {
+    const options = Object.fromEntries(
+      Array.from({ length: 80 }, (_, i) => [`queue-${i}-handling`, null]),
+    );
+    const questions = Object.fromEntries(
+      Array.from({ length: 16 }, (_, i) => [
+        `q${i}`,
+        { type: "choice", instructions: `Route ${i}?`, criteria: options },
+      ]),
+    );
+    const one = await postJson(url, {
+      model: "jev-latest",
+      state: TICKET,
+      questions: { q0: questions.q0 },
+    });
+    expect(one.status).toBe(200);
+    const evaluated = service.engine.counters.branchTokensEvaluated;
+    const res = await postJson(url, { model: "jev-latest", state: TICKET, questions });
+    expect(res.status).toBe(422);
+    expect(res.body.detail[0].type).toBe("too_many_tokens");
+    expect(res.body.detail[0].loc[0]).toBe("body");
+    expect(res.body.detail[0].loc[1]).toBe("questions");
+    const [total, limit] = (res.body.detail[0].msg as string).match(/\d+/g)!.map(Number);
+    expect(limit).toBe(2 * service.engine.model.contextSize);
+    expect(total).toBeGreaterThan(limit!);
+    expect(service.engine.counters.branchTokensEvaluated).toBe(evaluated);
+  });
 });
 
 describe("validation (seed rule 5): 422 with detail[] saying where", () => {

@@ -5,7 +5,12 @@ import type { DeciderOptions } from "../src/decision/options.js";
 import { ordersOf, planRequest, scoreRequestOf, usageOf } from "../src/decision/plan.js";
 import { preparePrompt } from "../src/decision/prepare.js";
 import { renderStateBlock, SYSTEM_MESSAGE } from "../src/decision/prompt.js";
-import { STATE_SLICE_CHARS, stateTokens, StateTooLongError } from "../src/decision/state.js";
+import {
+  RequestTooLargeError,
+  STATE_SLICE_CHARS,
+  stateTokens,
+  StateTooLongError,
+} from "../src/decision/state.js";
 import type { DecisionRequest, Question } from "../src/decision/types.js";
 import { FakeEngine } from "./support/fake-engine.js";
 
@@ -203,6 +208,50 @@ describe("the plan (no model: a fake tokenizer)", () => {
     const refused = await planRequest(long, planner).catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(StateTooLongError);
     expect((refused as StateTooLongError).longestQuestionId).toBeUndefined();
+  });
+
+  it("refuses a request whose questions together exceed maxRequestTokens, naming the heaviest", async () => {
+    const questions: DecisionRequest["questions"] = [
+      ["good", GOOD],
+      ["topic", TOPIC],
+      ["urgency", URGENCY],
+    ];
+    const plan = await planRequest(request(questions), await plannerOf(new FakeEngine()));
+    const { input_tokens } = usageOf(plan);
+    const at = await planRequest(
+      request(questions),
+      await plannerOf(new FakeEngine(), { maxRequestTokens: input_tokens }),
+    );
+    expect(usageOf(at).input_tokens).toBe(input_tokens);
+    const planner = await plannerOf(new FakeEngine(), { maxRequestTokens: input_tokens - 1 });
+    const error = await planRequest(request(questions), planner).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(RequestTooLargeError);
+    const refused = error as RequestTooLargeError;
+    expect(refused.requestTokens).toBe(input_tokens);
+    expect(refused.maxRequestTokens).toBe(input_tokens - 1);
+    expect(refused.heaviestQuestionId).toBe("topic");
+    expect(refused.message).toMatch(/"topic" alone takes \d+/);
+  });
+
+  it("by default allows twice the context: every branch may fit while the sum does not", async () => {
+    const intents: Question = {
+      type: "choice",
+      instructions: "Which intent?",
+      options: Array.from({ length: 60 }, (_, i) => [`intent number ${i}`, null]),
+    };
+    const one = await planRequest(request([["q0", intents]]), await plannerOf(new FakeEngine()));
+    const contextSize = one.neededTokens + 5;
+    const many: DecisionRequest["questions"] = Array.from({ length: 16 }, (_, i) => [
+      `q${i}`,
+      intents,
+    ]);
+    const planner = await plannerOf(new FakeEngine(contextSize));
+    const error = await planRequest(request(many), planner).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(RequestTooLargeError);
+    expect((error as RequestTooLargeError).maxRequestTokens).toBe(2 * contextSize);
+    expect((error as RequestTooLargeError).requestTokens).toBeGreaterThan(2 * contextSize);
+    const two = await planRequest(request(many.slice(0, 2)), planner);
+    expect(usageOf(two).input_tokens).toBeLessThanOrEqual(2 * contextSize);
   });
 
   it("tokenizes a long state in slices cut before spaces: the tokens of the whole", async () => {

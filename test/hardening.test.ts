@@ -1,5 +1,6 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { request as httpRequest } from "node:http";
+import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
@@ -412,7 +413,67 @@ describe("item 6: slow bodies time out and hold no slot", () => {
     expect((await post()).status).toBe(200);
     const reply = await slow;
     expect(reply.status).toBe(408);
+    expect(reply.body.detail.error_type).toBe("request_timeout");
     expect(model.entered).toBe(1);
+  });
+
+  it("a body trickled a byte at a time gets 408 request_timeout while it is still arriving", async () => {
+    await start({ requestTimeoutMs: 1000 });
+    const reply = await new Promise<{ head: string; body: any; sent: number }>(
+      (resolve, reject) => {
+        const socket = connect(Number(new URL(url).port), "127.0.0.1");
+        let text = "";
+        let sent = 0;
+        const body = JSON.stringify(REQUEST);
+        socket.write(
+          `POST /v1/systemone HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${key}\r\n` +
+            `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n`,
+        );
+        // One byte every 100 ms: the whole body would take tens of seconds.
+        const trickle = setInterval(() => {
+          if (!socket.destroyed && sent < body.length) socket.write(body[sent++]!);
+        }, 100);
+        socket.on("data", (chunk: Buffer) => (text += chunk.toString()));
+        socket.on("error", reject);
+        socket.on("close", () => {
+          clearInterval(trickle);
+          const [head, json] = text.split("\r\n\r\n");
+          resolve({ head: head!, body: JSON.parse(json!), sent });
+        });
+      },
+    );
+    expect(reply.head).toMatch(/^HTTP\/1\.1 408 /);
+    expect(reply.head.toLowerCase()).toContain("connection: close");
+    expect(reply.body.detail.error_type).toBe("request_timeout");
+    expect(reply.sent).toBeLessThan(JSON.stringify(REQUEST).length);
+    expect(model.entered).toBe(0);
+    expect((await post()).status).toBe(200);
+  });
+
+  it("requests Node's parser refuses are answered in the API's error shape", async () => {
+    await start();
+    const raw = (text: string) =>
+      new Promise<string>((resolve, reject) => {
+        const socket = connect(Number(new URL(url).port), "127.0.0.1");
+        let got = "";
+        socket.on("data", (chunk: Buffer) => (got += chunk.toString()));
+        socket.on("error", reject);
+        socket.on("close", () => resolve(got));
+        socket.write(text);
+      });
+    const method = await raw("FOO /v1/systemone HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+    expect(method).toMatch(/^HTTP\/1\.1 400 /);
+    expect(JSON.parse(method.split("\r\n\r\n")[1]!).detail).toMatchObject({
+      error_type: "invalid_request",
+      message: expect.stringMatching(/Invalid method/),
+    });
+    const headers = await raw(
+      `GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: ${"a".repeat(20_000)}\r\n\r\n`,
+    );
+    expect(headers).toMatch(/^HTTP\/1\.1 431 /);
+    expect(JSON.parse(headers.split("\r\n\r\n")[1]!).detail.error_type).toBe(
+      "request_header_too_large",
+    );
   });
 });
 

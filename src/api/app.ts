@@ -3,6 +3,8 @@ import { randomUUID } from "node:crypto";
 import { ApiError, Errors, errorTypeOf } from "../protocol/errors.js";
 import { DEFAULT_BODY_LIMIT } from "../protocol/limits.js";
 import { registerDecideRoute } from "./decide-route.js";
+import { installBodyDeadline } from "./body-deadline.js";
+import { clientErrorHandler } from "./client-error.js";
 import { installDecompression } from "./decompress.js";
 import { installErrorHandler, notFound } from "./error-handler.js";
 import { installGate } from "./gate.js";
@@ -40,6 +42,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     // `connectionsCheckingInterval` ms, so the check runs often enough for the timeout to hold.
     requestTimeout,
     http: { connectionsCheckingInterval: Math.max(250, Math.min(requestTimeout / 4, 5000)) },
+    clientErrorHandler: clientErrorHandler(requestTimeout),
     logger:
       options.logger === false
         ? false
@@ -88,6 +91,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   });
 
   if (options.loopbackHostOnly ?? options.gate === undefined) requireLoopbackHost(app);
+  installBodyDeadline(app, requestTimeout);
   installDecompression(app, bodyLimit);
   app.removeAllContentTypeParsers();
   app.addContentTypeParser(

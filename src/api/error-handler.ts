@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
-import { StateTooLongError } from "../decision/decide.js";
+import { RequestTooLargeError, StateTooLongError } from "../decision/decide.js";
 import { PromptTextError } from "../engine/types.js";
 import { MediaInputError } from "../media/errors.js";
 import { ApiError, Errors, HttpError, validationError } from "../protocol/errors.js";
@@ -86,6 +86,17 @@ function toHttpError(error: Error): HttpError | undefined {
             : ["body", "state"],
         msg: error.message,
         type: "state_too_long",
+      },
+    ]);
+  if (error instanceof RequestTooLargeError)
+    return validationError([
+      {
+        loc:
+          error.heaviestQuestionId === undefined
+            ? ["body", "questions"]
+            : ["body", "questions", error.heaviestQuestionId],
+        msg: error.message,
+        type: "too_many_tokens",
       },
     ]);
   if (error instanceof MediaInputError)

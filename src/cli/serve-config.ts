@@ -37,6 +37,7 @@ export interface ServeFlags extends ReadoutFlags {
   videoFrames?: number;
   videoMaxSeconds?: number;
   contextSize?: number;
+  maxRequestTokens?: number;
   threads?: number;
   parallel?: number;
   bodyLimit?: number;
@@ -156,6 +157,12 @@ export function serveOptions(): Option[] {
       "--context-size <tokens>",
       "tokens per request: prefix + longest question",
       "DECISIOND_CONTEXT_SIZE",
+      positiveInt,
+    ),
+    envOption(
+      "--max-request-tokens <tokens>",
+      "most tokens one request may put through the model: prefix + every question (default: twice the context)",
+      "DECISIOND_MAX_REQUEST_TOKENS",
       positiveInt,
     ),
     envOption(
@@ -308,6 +315,7 @@ export function toServeConfig(
       deadlineMs: flags.deadline,
       logger: { level: flags.logLevel },
       contextSize: flags.contextSize,
+      maxRequestTokens: flags.maxRequestTokens,
       threads: flags.threads,
       parallelBranches: flags.parallel,
       prefixCacheBytes: flags.prefixCache,

@@ -20,7 +20,7 @@ export {
 export { usageOf, type Plan, type QuestionPlan } from "./plan.js";
 export { PRIOR_CACHE_ENTRIES } from "./priors.js";
 export { CONTENT_FREE_STATES } from "./prompt.js";
-export { STATE_SLICE_CHARS, StateTooLongError } from "./state.js";
+export { RequestTooLargeError, STATE_SLICE_CHARS, StateTooLongError } from "./state.js";
 
 /** Hooks into {@link Decider.decide}. */
 export interface DecideHooks {

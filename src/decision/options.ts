@@ -63,6 +63,12 @@ export interface DeciderOptions {
   readonly questionContrast?: boolean;
   /** Longest option id, in tokens, answered as its own label. Default 8. */
   readonly maxWordLabelTokens?: number;
+  /**
+   * Most tokens one request may put through the model: its usage's input tokens (the prefix,
+   * image positions and every branch), so that one request cannot hold the engine, which serves
+   * every caller, for minutes. Default: twice the model's context size.
+   */
+  readonly maxRequestTokens?: number;
   /** The system message of every request. Default `SYSTEM_MESSAGE`. */
   readonly systemMessage?: string;
 }

@@ -16,7 +16,7 @@ import { buildLabelTrie, trieBranch, triePositions, type LabelTrie } from "./lab
 import type { DeciderOptions } from "./options.js";
 import type { PreparedPrompt } from "./prepare.js";
 import { renderQuestion } from "./prompt.js";
-import { mediaTokensOf, stateTokens, StateTooLongError } from "./state.js";
+import { mediaTokensOf, RequestTooLargeError, stateTokens, StateTooLongError } from "./state.js";
 import type { DecisionRequest, Question, Usage } from "./types.js";
 
 /** One option order of a question: the order its options are shown in, and its label trie. */
@@ -64,7 +64,7 @@ export interface Planner {
   readonly labels: LabelTokenizer;
   readonly options: Pick<
     DeciderOptions,
-    "debias" | "labels" | "maxWordLabelTokens" | "questionContrast"
+    "debias" | "labels" | "maxWordLabelTokens" | "questionContrast" | "maxRequestTokens"
   >;
 }
 
@@ -77,6 +77,8 @@ export interface Planner {
  * @returns the plan; its {@link Plan.branches} are in question order, views in order
  * @throws {@link StateTooLongError} when prefix + the longest branch exceeds the context;
  *   nothing is truncated
+ * @throws {@link RequestTooLargeError} when prefix + image positions + every branch exceed
+ *   `options.maxRequestTokens` (default twice the context size)
  * @throws `Error` when the request has media and the model takes no images
  * @example
  * ```ts
@@ -101,6 +103,8 @@ export async function planRequest(
   const questions: QuestionPlan[] = [];
   let longest = 0;
   let longestId: string | undefined;
+  let total = prefix.length + mediaTokens;
+  let heaviest: { id?: string; tokens: number } = { tokens: 0 };
   for (const [id, question] of request.questions) {
     const firstBranch = branches.length;
     const style = await labelStyleOf(question, prepared, labels, options, signal);
@@ -123,6 +127,9 @@ export async function planRequest(
       views.push({ order, trie });
     }
     questions.push({ id, question, labelCount: labelCountOf(question), views, firstBranch });
+    const tokens = branches.slice(firstBranch).reduce((sum, b) => sum + branchTotalTokens(b), 0);
+    total += tokens;
+    if (tokens > heaviest.tokens) heaviest = { id, tokens };
   }
   // One contrast branch serves every noul question: it has no question in it.
   const noul = questions.find((q) => q.question.type === "noul");
@@ -131,6 +138,7 @@ export async function planRequest(
     const trie = noul.views[0]!.trie;
     contrast = { branch: branches.length, trie };
     branches.push(trieBranch([...tail], trie));
+    total += branchTotalTokens(branches.at(-1)!);
   }
   const neededTokens = prefix.length + mediaTokens + longest;
   if (neededTokens > contextSize)
@@ -141,6 +149,9 @@ export async function planRequest(
       prefix.length + mediaTokens < contextSize ? longestId : undefined,
       mediaTokens,
     );
+  const maxRequestTokens = options.maxRequestTokens ?? 2 * contextSize;
+  if (total > maxRequestTokens)
+    throw new RequestTooLargeError(total, maxRequestTokens, heaviest.id, heaviest.tokens);
   return {
     prefix,
     media,

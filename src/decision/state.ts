@@ -29,6 +29,34 @@ export class StateTooLongError extends ContextOverflowError {
 }
 
 /**
+ * Thrown by the planner when a request would put more tokens through the model than one request
+ * may (`DeciderOptions.maxRequestTokens`), e.g. sixteen questions of hundreds of long option
+ * ids each. Every branch fits the context; it is the sum that is refused.
+ */
+export class RequestTooLargeError extends Error {
+  constructor(
+    /** Tokens the request would put through the model (its usage's input tokens). */
+    readonly requestTokens: number,
+    /** Most tokens one request may put through the model. */
+    readonly maxRequestTokens: number,
+    /** The question whose branches take the most tokens. */
+    readonly heaviestQuestionId: string | undefined,
+    /** That question's branch tokens. */
+    readonly heaviestTokens: number,
+  ) {
+    super(
+      `the request would put ${requestTokens} tokens through the model, more than the ` +
+        `${maxRequestTokens} one request may` +
+        (heaviestQuestionId === undefined
+          ? ""
+          : ` (question ${JSON.stringify(heaviestQuestionId)} alone takes ${heaviestTokens})`) +
+        `; ask fewer questions or shorter options, or split the request`,
+    );
+    this.name = "RequestTooLargeError";
+  }
+}
+
+/**
  * Where the slice of `text` from `at` ends: before the last space that follows a non-space in
  * the second half of the window, else at the window's end (a hard cut).
  */

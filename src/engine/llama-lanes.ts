@@ -28,15 +28,20 @@ function countBranchTokens(tally: DecodeTally, n: number): void {
  * Evaluates `tokens[from…]` into `sequence` without reading logits, one decode call per entry of
  * `calls` (token counts, each at most the context's batch size; see kernel-split.ts). Used by the
  * engine and by the benchmark's floor (bench/run.mjs), so both make the same calls.
+ * @param signal - checked before each call, so a cancelled request frees the engine after the
+ *   call in flight (at most one batch of tokens) rather than after the whole prefix or branch
+ * @throws the signal's reason when aborted; the sequence then holds the calls made so far
  */
 export async function evaluateCalls(
   sequence: LlamaContextSequence,
   tokens: readonly Token[],
   from: number,
   calls: readonly number[],
+  signal?: AbortSignal,
 ): Promise<void> {
   let at = from;
   for (const size of calls) {
+    signal?.throwIfAborted();
     await sequence.evaluateWithoutGeneratingNewTokens(tokens.slice(at, at + size) as LlamaToken[]);
     at += size;
   }
@@ -114,10 +119,11 @@ async function evaluateBranch(
   const start = sequence.nextTokenIndex;
   const before = branch.tokens.length - skip - calls.at(-1)!;
   if (calls.length > 1) {
-    await evaluateCalls(sequence, branch.tokens, skip, calls.slice(0, -1));
+    await evaluateCalls(sequence, branch.tokens, skip, calls.slice(0, -1), signal);
     countBranchTokens(tally, before);
   }
   const tokens = branch.tokens.slice(skip + before);
+  signal?.throwIfAborted();
   const output = await sequence.controlledEvaluate(answerInput(tokens, branch.candidates));
   countBranchTokens(tally, tokens.length);
   const next = output[output.length - 1]?.next;

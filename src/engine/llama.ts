@@ -243,7 +243,7 @@ export class LlamaEngine implements Engine {
       { lanes: this.parallelBranches, batchSize: this.batchSize },
     );
     const tally: DecodeTally = { evaluatedTokens: 0, counters: this.counters };
-    const cachedPrefixTokens = await this.evaluatePrefix(prefix, plan);
+    const cachedPrefixTokens = await this.evaluatePrefix(prefix, plan, signal);
     tally.evaluatedTokens += prefix.length - cachedPrefixTokens;
     this.counters.prefixTokensEvaluated += prefix.length - cachedPrefixTokens;
     this.counters.prefixTokensCached += cachedPrefixTokens;
@@ -270,9 +270,16 @@ export class LlamaEngine implements Engine {
 
   /**
    * Evaluates the prefix into sequence 0 from the plan's resume point.
+   * @param signal - checked between decode calls; an aborted prefix is left with no call map, so
+   *   the next request evaluates its prefix from the start and no snapshot is written of it
    * @returns the prefix tokens taken over from the KV cache
+   * @throws the signal's reason when aborted
    */
-  private async evaluatePrefix(prefix: readonly LlamaToken[], plan: DecodePlan): Promise<number> {
+  private async evaluatePrefix(
+    prefix: readonly LlamaToken[],
+    plan: DecodePlan,
+    signal?: AbortSignal,
+  ): Promise<number> {
     const { resume } = plan.prefix;
     await this.prefixSequence.adaptStateToTokens(prefix.slice(0, resume), false);
     const cached = this.prefixSequence.nextTokenIndex;
@@ -283,7 +290,7 @@ export class LlamaEngine implements Engine {
         cached === resume
           ? plan.prefix.calls
           : prefixCallsFrom(cached, prefix.length, this.batchSize);
-      await evaluateCalls(this.prefixSequence, prefix, cached, calls);
+      await evaluateCalls(this.prefixSequence, prefix, cached, calls, signal);
     }
     this.prefixMapLength = prefix.length;
     return cached;

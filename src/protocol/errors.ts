@@ -91,6 +91,19 @@ export const Errors = {
     type: "accounts_off",
     message: "the server runs without accounts (--auth off): there are no keys or usage to manage",
   },
+  // 408
+  /** The body did not arrive in full within the request timeout (a slow or stalled upload). */
+  requestTimeout: {
+    status: 408,
+    type: "request_timeout",
+    message: "the request was not received in full within %s s: send the body at once",
+  },
+  // 431
+  headersTooLarge: {
+    status: 431,
+    type: "request_header_too_large",
+    message: "the request's headers exceed the server's limit of %s bytes",
+  },
   // 413, 415
   requestTooLarge: {
     status: 413,
