@@ -63,6 +63,7 @@ export interface DeciderOptions {
   readonly questionContrast?: boolean;
   /** Longest option id, in tokens, answered as its own label. Default 8. */
   readonly maxWordLabelTokens?: number;
+  // Why a cap, and why twice the context: docs/decisions/081-one-request-cannot-hold-the-model.md
   /**
    * Most tokens one request may put through the model: its usage's input tokens (the prefix,
    * image positions and every branch), so that one request cannot hold the engine, which serves
