@@ -304,6 +304,24 @@ describe("content types and encodings found by the fuzz suite", () => {
     }
   });
 
+  it("a charset other than UTF-8 gets 415 naming it; a UTF-8 byte order mark is ignored", async () => {
+    await start();
+    const utf16 = await post(Buffer.from(`\uFEFF${JSON.stringify(REQUEST)}`, "utf16le"), {
+      "content-type": "application/json; charset=utf-16",
+    });
+    expect(utf16.status).toBe(415);
+    expect(utf16.body.detail.error_type).toBe("unsupported_media_type");
+    expect(utf16.body.detail.message).toMatch(/UTF-8.*charset=utf-16/);
+    const latin1 = await post(Buffer.from(JSON.stringify(REQUEST), "latin1"), {
+      "content-type": "application/json; charset=ISO-8859-1",
+    });
+    expect(latin1.status).toBe(415);
+    const bom = await post(`\uFEFF${JSON.stringify(REQUEST)}`, {
+      "content-type": "application/json",
+    });
+    expect(bom.status).toBe(200);
+  });
+
   it("a corrupt compressed body with a content type no route parses gets 415, and the server stays up", async () => {
     await start();
     for (const encoding of ["gzip", "zstd", "br", "deflate"]) {

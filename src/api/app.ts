@@ -9,7 +9,7 @@ import { installDecompression } from "./decompress.js";
 import { installErrorHandler, notFound } from "./error-handler.js";
 import { installGate } from "./gate.js";
 import { requireLoopbackHost } from "./host.js";
-import { JSON_CONTENT_TYPE, parseJsonBody } from "./json.js";
+import { JSON_CONTENT_TYPE, parseJsonBody, unacceptableCharset } from "./json.js";
 import { Lifecycle } from "./lifecycle.js";
 import { createMetrics } from "./metrics.js";
 import { DEFAULT_REQUEST_TIMEOUT_MS, type AppOptions, type ServedModel } from "./options.js";
@@ -97,8 +97,10 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   app.addContentTypeParser(
     JSON_CONTENT_TYPE,
     { parseAs: "string", bodyLimit },
-    (_request, body, done) => {
+    (request, body, done) => {
       try {
+        const charset = unacceptableCharset(request.headers["content-type"]);
+        if (charset !== undefined) throw new ApiError(Errors.unsupportedCharset, [charset]);
         done(null, parseJsonBody(String(body)));
       } catch (error) {
         done(error as Error, undefined);

@@ -6,14 +6,29 @@ import { validationError } from "../protocol/errors.js";
  */
 export const JSON_CONTENT_TYPE = /^application\/([\w.+-]*\+)?json\s*(;|$)/i;
 
+/** Charsets a JSON body may declare: UTF-8 (RFC 8259 §8.1) and its subset US-ASCII. */
+const UTF8_CHARSETS = new Set(["utf-8", "utf8", "us-ascii", "ascii"]);
+
 /**
- * Parses a JSON request body.
+ * The charset a Content-Type declares that a JSON body may not be in (anything but UTF-8), or
+ * `undefined` when it declares none or UTF-8.
+ * @example unacceptableCharset("application/json; charset=utf-16") // → "utf-16"
+ */
+export function unacceptableCharset(contentType: string | undefined): string | undefined {
+  const charset = /;\s*charset\s*=\s*"?([^";\s]*)/i.exec(contentType ?? "")?.[1]?.toLowerCase();
+  return charset === undefined || UTF8_CHARSETS.has(charset) ? undefined : charset;
+}
+
+/**
+ * Parses a JSON request body. A leading byte order mark is ignored (RFC 8259 §8.1 lets a parser
+ * do so).
  * @throws {@link HttpError} 422 with `detail[]` (FastAPI's shape, the API's convention for a body it
  *   cannot use): `type: "json_invalid"` at `loc: ["body", <character offset>]`, whose `msg` says
  *   where the syntax breaks (line, column and offset); `type: "missing"` at `["body"]` for an
  *   empty body.
  */
-export function parseJsonBody(text: string): unknown {
+export function parseJsonBody(body: string): unknown {
+  const text = body.startsWith("\uFEFF") ? body.slice(1) : body;
   if (text.trim() === "") throw emptyBodyError();
   try {
     return JSON.parse(text);

@@ -115,6 +115,11 @@ export const Errors = {
     type: "unsupported_media_type",
     message: "the body must be JSON sent with Content-Type: application/json",
   },
+  unsupportedCharset: {
+    status: 415,
+    type: "unsupported_media_type",
+    message: "the body must be JSON in UTF-8 (RFC 8259), not charset=%s",
+  },
   unsupportedContentEncoding: {
     status: 415,
     type: "unsupported_content_encoding",
