@@ -640,6 +640,7 @@ describe("request ids, logs and the OpenAPI document", () => {
       "200",
       "400",
       "401",
+      "408",
       "413",
       "415",
       "422",

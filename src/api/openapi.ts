@@ -129,15 +129,20 @@ export function openApiDocument(options: OpenApiOptions): Record<string, unknown
             },
             "400": error("The body's Content-Encoding data cannot be decoded"),
             ...unauthorized,
+            "408": error(
+              `The body was not received in full within the request timeout (\`${Errors.requestTimeout.type}\`)`,
+            ),
             "413": error(
               `The body is larger than the body limit (\`${Errors.requestTooLarge.type}\`)`,
             ),
             "415": error(
-              "The body is not `application/json`, or its Content-Encoding is unsupported",
+              "The body is not `application/json`, declares a charset other than UTF-8, or its Content-Encoding is unsupported",
             ),
             "422": {
               description:
-                'The body is not JSON (`json_invalid` at `["body", offset]`) or does not validate; `detail[].loc` says where',
+                'The body is not JSON (`json_invalid` at `["body", offset]`) or does not validate; `detail[].loc` says where. ' +
+                "A state too long for the context is `state_too_long`; questions that together exceed the tokens one " +
+                "request may put through the model, `too_many_tokens`",
               content: json("ValidationError"),
             },
             "429": {
