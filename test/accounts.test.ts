@@ -359,5 +359,11 @@ describe("CLI", () => {
       allowance: { used: 0, remaining: 5000 },
     });
     await expect(cli(all, "usage", "--account", "nobody")).rejects.toThrow(/no account "nobody"/);
+
+    // A label from before the console refused control characters is printed escaped.
+    await cli(all, "keys", "create", "--account", "team-d", "--label", "evil\u001b[2J\u0007");
+    const escaped = (await cli(all, "keys", "list", "--account", "team-d")).stdout;
+    expect(escaped).toContain("evil\\u001b[2J\\u0007");
+    expect([...escaped].filter((c) => c < " " && c !== "\n")).toEqual([]);
   });
 });

@@ -242,6 +242,37 @@ describe("decisiond ask without a model", () => {
     }
   });
 
+  it("sends ids named like Object's own properties as plain keys", async () => {
+    bodies.length = 0;
+    answerOk = true;
+    try {
+      const run = await ask(
+        [
+          "--state",
+          '"I want a refund"',
+          "--questions",
+          '{"__proto__":{"type":"noul","instructions":"Refund?"}}',
+          "--noul",
+          "toString=Is this a refund request?",
+          "--choice",
+          "hasOwnProperty=Which team?:constructor,billing",
+        ],
+        { SERVICE_BASE_URL: baseUrl },
+      );
+      expect(run.stderr).not.toMatch(/given twice|no questions/);
+      expect(bodies).toHaveLength(1);
+      const questions = (bodies[0] as { questions: Record<string, unknown> }).questions;
+      expect(Object.keys(questions)).toEqual(["__proto__", "toString", "hasOwnProperty"]);
+      expect(questions.hasOwnProperty).toEqual({
+        type: "choice",
+        instructions: "Which team?",
+        criteria: { constructor: null, billing: null },
+      });
+    } finally {
+      answerOk = false;
+    }
+  });
+
   it("exits 2 on usage errors, without a request", async () => {
     requests = 0;
     const env = { SERVICE_BASE_URL: baseUrl };

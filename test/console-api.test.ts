@@ -287,6 +287,10 @@ describe("validation", () => {
         .msg,
     ).toMatch(/at most 100/);
     await bad("POST", "/console/api/keys", { label: 5 }, ["body", "label"]);
+    for (const label of ["evil\u001b[2J", "nul\u0000", "\ud800", "a\u202Eb"])
+      expect(
+        (await bad("POST", "/console/api/keys", { label }, ["body", "label"]))[0]!.msg,
+      ).toMatch(/control characters/);
     await bad("POST", "/console/api/keys", { lable: "typo" }, ["body"]);
     await bad("POST", "/console/api/keys/abc/revoke", undefined, ["path", "id"]);
     await bad("POST", "/console/api/keys/0/revoke", undefined, ["path", "id"]);

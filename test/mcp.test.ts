@@ -171,6 +171,35 @@ describe("decisiond mcp against the real model", () => {
     );
   });
 
+  it("takes null where the API does, and leaves an unknown criterion to the server's 422", async () => {
+    const result = (await session.client.callTool({
+      name: "decide",
+      arguments: {
+        state,
+        questions: {
+          refund: { type: "noul", instructions: null, criteria: { true: "a refund", false: null } },
+          other: { type: "noul", instructions: "Is it about a refund?", criteria: null },
+          anger: { type: "score", criteria: ["calm", null, "furious"] },
+        },
+      },
+    })) as CallToolResult;
+    expect(result.isError).toBeFalsy();
+    expect(answerOf(result, "refund", "noul").noul).toBeGreaterThanOrEqual(0);
+    expect(answerOf(result, "anger", "score").legend).toMatchObject({
+      "0": "calm",
+      "2": "furious",
+    });
+    const unknown = (await session.client.callTool({
+      name: "decide",
+      arguments: {
+        state,
+        questions: { refund: { type: "noul", instructions: "Refund?", criteria: { yes: "a" } } },
+      },
+    })) as CallToolResult;
+    expect(unknown.isError).toBe(true);
+    expect(text(unknown)).toContain("HTTP 422 validation_error: body.questions.refund.criteria");
+  });
+
   it("turns the server's 422 into a tool error with its message", async () => {
     const result = (await session.client.callTool({
       name: "decide",

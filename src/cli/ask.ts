@@ -144,31 +144,33 @@ function buildRequest(flags: AskFlags): DecideRequest {
   if (flags.state === undefined)
     throw new InvalidArgumentError("--state is required (a JSON value, @file or @-)");
   const state = parseJsonArgument("--state", flags.state) as DecideRequest["state"];
-  const questions: Record<string, Question> = {};
+  // A Map, then Object.fromEntries: ids such as "toString" or "__proto__" stay plain own keys
+  // (the server says what it makes of them), never inherited or prototype-setting ones.
+  const questions = new Map<string, Question>();
   if (flags.questions !== undefined) {
     const given = parseJsonArgument("--questions", flags.questions);
     if (typeof given !== "object" || given === null || Array.isArray(given))
       throw new InvalidArgumentError(
         "--questions should be a JSON object of question id → question",
       );
-    Object.assign(questions, given);
+    for (const [id, question] of Object.entries(given)) questions.set(id, question as Question);
   }
   const specs = [...(flags.choice ?? []), ...(flags.noul ?? []), ...(flags.score ?? [])].sort(
     (a, b) => a.order - b.order,
   );
   for (const { kind, spec } of specs) {
     const [id, question] = parseQuestionSpec(kind, spec);
-    if (id in questions) throw new InvalidArgumentError(`question id "${id}" is given twice`);
-    questions[id] = question;
+    if (questions.has(id)) throw new InvalidArgumentError(`question id "${id}" is given twice`);
+    questions.set(id, question);
   }
-  if (Object.keys(questions).length === 0)
+  if (questions.size === 0)
     throw new InvalidArgumentError("no questions: give --choice, --noul, --score or --questions");
   if (flags.image !== undefined && flags.video !== undefined)
     throw new InvalidArgumentError("give --image or --video, not both");
   return {
     model: flags.model ?? defaultModel(),
     state,
-    questions,
+    questions: Object.fromEntries(questions),
     ...(flags.image !== undefined ? { images: [mediaDataUrl("--image", flags.image)] } : {}),
     ...(flags.video !== undefined ? { videos: [mediaDataUrl("--video", flags.video)] } : {}),
   };
@@ -249,21 +251,28 @@ export function parseQuestionSpec(
     .map((s) => s.trim())
     .filter((s) => s !== "");
   if (kind === "choice") {
-    const criteria: Record<string, string | null> = {};
+    const criteria = new Map<string, string | null>();
     for (const item of items) {
       const at = findUnescaped(item, "=", "first");
       const key = unescape(at < 0 ? item : item.slice(0, at)).trim();
       const description = at < 0 ? null : unescape(item.slice(at + 1)).trim() || null;
       if (!key) throw new InvalidArgumentError(`${flag} "${id}": an option has no id`);
-      if (key in criteria)
+      if (criteria.has(key))
         throw new InvalidArgumentError(`${flag} "${id}": option "${key}" is given twice`);
-      criteria[key] = description;
+      criteria.set(key, description);
     }
-    if (Object.keys(criteria).length < 2)
+    if (criteria.size < 2)
       throw new InvalidArgumentError(
         `${flag} "${id}" needs at least 2 options after ':', got "${spec}"`,
       );
-    return [id, { type: "choice", ...(instructions ? { instructions } : {}), criteria }];
+    return [
+      id,
+      {
+        type: "choice",
+        ...(instructions ? { instructions } : {}),
+        criteria: Object.fromEntries(criteria),
+      },
+    ];
   }
   const levels = items.map(unescape);
   if (levels.length < 2)

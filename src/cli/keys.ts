@@ -2,6 +2,7 @@ import { InvalidArgumentError, type Command } from "commander";
 import Table from "cli-table3";
 import { openStore, parseStoreUrl } from "../accounts/open.js";
 import type { AccountStore } from "../accounts/store.js";
+import { UNPRINTABLE } from "../console/schemas.js";
 import { keyView } from "../console/views.js";
 import { storeOption } from "./options.js";
 
@@ -132,7 +133,20 @@ export function time(ms: number | undefined): string {
         .replace(/\.\d{3}Z$/, "Z");
 }
 
-/** A borderless table (cli-table3) with a header row. */
+/**
+ * `text` with every control character, lone surrogate and bidirectional override written as a
+ * backslash-u escape (ESC becomes the six characters `\u001b`), so printing it cannot drive the
+ * terminal (labels made before the console refused them, or written to the store by other means).
+ * @example printable("ok") // → "ok"
+ */
+export function printable(text: string): string {
+  return text.replace(
+    new RegExp(UNPRINTABLE.source, "gu"),
+    (c) => `\\u${c.codePointAt(0)!.toString(16).padStart(4, "0")}`,
+  );
+}
+
+/** A borderless table (cli-table3) with a header row; text cells pass through {@link printable}. */
 export function table(head: string[], rows: (string | number)[][]): string {
   const t = new Table({
     head,
@@ -155,7 +169,9 @@ export function table(head: string[], rows: (string | number)[][]): string {
     },
     style: { head: [], border: [], "padding-left": 0, "padding-right": 0 },
   });
-  t.push(...rows);
+  t.push(
+    ...rows.map((row) => row.map((cell) => (typeof cell === "string" ? printable(cell) : cell))),
+  );
   return t
     .toString()
     .split("\n")

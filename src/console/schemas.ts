@@ -16,6 +16,13 @@ export const DEFAULT_USAGE_DAYS = 30;
 
 const AccountName = z.string().min(1, "An account name should not be empty");
 
+/**
+ * Characters a label may not hold: control characters (a terminal acts on them when
+ * `decisiond keys list` prints the label), lone surrogates (not text) and bidirectional overrides (they
+ * reorder what is shown around them).
+ */
+export const UNPRINTABLE = /[\p{Cc}\p{Cs}\u202A-\u202E\u2066-\u2069]/u;
+
 /** `POST /console/api/keys`: the account (admin only; a key creates in its own) and a label. */
 export const CreateKeyBody = z.strictObject({
   account: AccountName.optional(),
@@ -23,6 +30,10 @@ export const CreateKeyBody = z.strictObject({
     .string()
     .trim()
     .max(MAX_LABEL_LENGTH, `A label has at most ${MAX_LABEL_LENGTH} characters`)
+    .refine(
+      (label) => !UNPRINTABLE.test(label),
+      "A label may not hold control characters, lone surrogates or bidirectional overrides",
+    )
     .optional()
     .transform((label) => (label === "" ? undefined : label)),
 });

@@ -24,6 +24,9 @@ const Text = z.union([
   z.array(z.unknown()).min(1),
   z.record(z.string(), z.unknown()),
 ]);
+// Where the API takes null (absent instructions, an undescribed option, level or criterion), so
+// does the tool: what the API accepts, the tool passes on.
+const NullableText = Text.nullable();
 
 const DataUrl = (what: string) =>
   z
@@ -37,11 +40,11 @@ const QuestionInput = z.discriminatedUnion("type", [
   z
     .object({
       type: z.literal("choice"),
-      instructions: Text.optional().describe(
+      instructions: NullableText.optional().describe(
         "the question, e.g. 'Which team should handle this ticket?'",
       ),
       criteria: z
-        .record(z.string().min(1), Text.nullable())
+        .record(z.string().min(1), NullableText)
         .describe(
           "option id → description of when it applies (null: the id says it); 2–255 options",
         ),
@@ -50,11 +53,14 @@ const QuestionInput = z.discriminatedUnion("type", [
   z
     .object({
       type: z.literal("noul"),
-      instructions: Text.optional().describe(
+      instructions: NullableText.optional().describe(
         "a yes/no question, e.g. 'Is the customer asking for a refund?'",
       ),
+      // Loose: another key goes on to the server, whose 422 names it (a strict schema here
+      // would answer with the SDK's less precise error; a stripping one would drop it unsaid).
       criteria: z
-        .object({ true: Text.optional(), false: Text.optional() })
+        .looseObject({ true: NullableText.optional(), false: NullableText.optional() })
+        .nullable()
         .optional()
         .describe("what true and what false mean (optional when instructions say it)"),
     })
@@ -62,9 +68,9 @@ const QuestionInput = z.discriminatedUnion("type", [
   z
     .object({
       type: z.literal("score"),
-      instructions: Text.optional().describe("what to rate, e.g. 'How urgent is this?'"),
+      instructions: NullableText.optional().describe("what to rate, e.g. 'How urgent is this?'"),
       criteria: z
-        .array(Text)
+        .array(NullableText)
         .describe("level descriptions, lowest first; the index is the value; 2–10 levels"),
     })
     .describe(
