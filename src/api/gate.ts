@@ -142,8 +142,9 @@ export function admittedTicket(request: FastifyRequest): GateTicket | undefined 
  * Installs the gate on the app: admission in `onRequest` (before the body is read), the release
  * of the account's slot at the latest when the reply is sent (`onSend`; the route settles sooner,
  * when the model is done), and the ledger row with the reply's status. A client that goes away
- * before its answer frees the slot at once; its call is recorded as 499, with the tokens the
- * model spent, once the route lets go of the model.
+ * before its answer frees the slot at once; its call is recorded as 499 once the route lets go
+ * of the model: with the call's usage when the model finished the call anyway, else with none
+ * (a call cancelled part way is not charged; the engine stops it after the decode call in flight).
  *
  * @param modelOf - the served model a parsed body names, if any (for the ledger).
  */
