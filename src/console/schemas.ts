@@ -18,8 +18,8 @@ const AccountName = z.string().min(1, "An account name should not be empty");
 
 /**
  * Characters a label may not hold: control characters (a terminal acts on them when
- * `decisiond keys list` prints the label), lone surrogates (not text) and bidirectional overrides (they
- * reorder what is shown around them).
+ * `decisiond keys list` prints the label), lone surrogates (not text) and bidirectional
+ * overrides (they reorder what is shown around them).
  */
 export const UNPRINTABLE = /[\p{Cc}\p{Cs}\u202A-\u202E\u2066-\u2069]/u;
 
