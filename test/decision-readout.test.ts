@@ -60,6 +60,7 @@ function handPlan(): Plan {
     ],
     contrast: { branch: 3, trie: yesNo },
     neededTokens: 3,
+    inputTokens: 6, // the prefix's 2 tokens and four 1-token branches
   };
 }
 

@@ -55,6 +55,8 @@ export interface Plan {
   readonly contrast?: { readonly branch: number; readonly trie: LabelTrie };
   /** Prefix plus the longest branch path, the most the context must hold. */
   readonly neededTokens: number;
+  /** Prefix, image positions and every branch: what the call puts through the model. */
+  readonly inputTokens: number;
 }
 
 /** What {@link planRequest} plans with: the model, the prepared prompt and the settings. */
@@ -103,7 +105,7 @@ export async function planRequest(
   const questions: QuestionPlan[] = [];
   let longest = 0;
   let longestId: string | undefined;
-  let total = prefix.length + mediaTokens;
+  let inputTokens = prefix.length + mediaTokens;
   let heaviest: { id?: string; tokens: number } = { tokens: 0 };
   for (const [id, question] of request.questions) {
     const firstBranch = branches.length;
@@ -128,7 +130,7 @@ export async function planRequest(
     }
     questions.push({ id, question, labelCount: labelCountOf(question), views, firstBranch });
     const tokens = branches.slice(firstBranch).reduce((sum, b) => sum + branchTotalTokens(b), 0);
-    total += tokens;
+    inputTokens += tokens;
     if (tokens > heaviest.tokens) heaviest = { id, tokens };
   }
   // One contrast branch serves every noul question: it has no question in it.
@@ -138,7 +140,7 @@ export async function planRequest(
     const trie = noul.views[0]!.trie;
     contrast = { branch: branches.length, trie };
     branches.push(trieBranch([...tail], trie));
-    total += branchTotalTokens(branches.at(-1)!);
+    inputTokens += branchTotalTokens(branches.at(-1)!);
   }
   const neededTokens = prefix.length + mediaTokens + longest;
   if (neededTokens > contextSize)
@@ -150,8 +152,8 @@ export async function planRequest(
       mediaTokens,
     );
   const maxRequestTokens = options.maxRequestTokens ?? 2 * contextSize;
-  if (total > maxRequestTokens)
-    throw new RequestTooLargeError(total, maxRequestTokens, heaviest.id, heaviest.tokens);
+  if (inputTokens > maxRequestTokens)
+    throw new RequestTooLargeError(inputTokens, maxRequestTokens, heaviest.id, heaviest.tokens);
   return {
     prefix,
     media,
@@ -160,6 +162,7 @@ export async function planRequest(
     questions,
     ...(contrast ? { contrast } : {}),
     neededTokens,
+    inputTokens,
   };
 }
 
@@ -200,18 +203,16 @@ export function scoreRequestOf(plan: Plan): ScoreRequest {
 }
 
 /**
- * The usage a plan's call reports: input tokens = prefix + image positions + every branch's
- * tokens; output tokens = the label positions read out (one per label-trie position per view).
+ * The usage a plan's call reports: input tokens = {@link Plan.inputTokens} (prefix + image
+ * positions + every branch's tokens); output tokens = the label positions read out (one per
+ * label-trie position per view).
  */
 export function usageOf(plan: Plan): Usage {
   let outputTokens = 0;
   for (const q of plan.questions)
     for (const view of q.views) outputTokens += triePositions(view.trie);
   return {
-    input_tokens:
-      plan.prefix.length +
-      plan.mediaTokens +
-      plan.branches.reduce((sum, b) => sum + branchTotalTokens(b), 0),
+    input_tokens: plan.inputTokens,
     output_tokens: outputTokens,
   };
 }
