@@ -252,6 +252,16 @@ DISPLEASURE_LEVELS = [
     ["content", "annoyed", "angry"],
     ["at ease", "displeased", "outraged"],
 ]
+def displeasure_level(y: int) -> int:
+    """The displeasure level (0–2) of an sst5 label (0 very negative … 4 very positive)."""
+    return max(0, 2 - y)
+
+
+def delight_level(y: int) -> int:
+    """The delight level (0–2) of an sst5 label: displeasure's mirror."""
+    return max(0, y - 2)
+
+
 DISPLEASURE_INSTR = [
     "How upset is the writer?",
     "How annoyed does the reviewer sound?",
@@ -282,7 +292,7 @@ def sst5(b: Builder, rows):
             b.choice(sid, s, "sentiment", rng.choice(SENT_INSTR_CHOICE), opts, three, unclear=False)
         if rng.random() < 0.25:  # displeasure as an intensity scale (the README's "anger" form)
             levels = rng.choice(DISPLEASURE_LEVELS)
-            b.score(sid, s, "displeasure", rng.choice(DISPLEASURE_INSTR), levels, max(0, 2 - y))
+            b.score(sid, s, "displeasure", rng.choice(DISPLEASURE_INSTR), levels, displeasure_level(y))
         if y != 2:  # a polar sentence is also a binary sentiment example (sst2's forms)
             polar = y > 2
             if rng.random() < 0.5:
@@ -555,17 +565,16 @@ def intensity_scales(b: Builder, rows):
     """Per sst5 row, a displeasure and a delight question, each kept with a probability that makes
     its three levels equally frequent in expectation (the rarest level always kept)."""
     rng = b.rng
+    labels = [next(iter(r["expected"].values())) for r in rows]
     scales = [
-        (DISPLEASURE_LEVELS, DISPLEASURE_INSTR, "displeasure", lambda y: max(0, 2 - y)),
-        (DELIGHT_LEVELS, DELIGHT_INSTR, "delight", lambda y: max(0, y - 2)),
+        (DISPLEASURE_LEVELS, DISPLEASURE_INSTR, "displeasure", displeasure_level),
+        (DELIGHT_LEVELS, DELIGHT_INSTR, "delight", delight_level),
     ]
     for levels_of, instr_of, qid, level_of in scales:
-        counts = [0, 0, 0]
-        for r in rows:
-            counts[level_of(next(iter(r["expected"].values())))] += 1
+        levels = [level_of(y) for y in labels]
+        counts = [levels.count(k) for k in range(3)]
         rarest = min(c for c in counts if c > 0)
-        for r in rows:
-            level = level_of(next(iter(r["expected"].values())))
+        for r, level in zip(rows, levels):
             if rng.random() < rarest / counts[level]:
                 b.score(r["id"] + "#intensity", r["request"]["state"], qid, rng.choice(instr_of), list(rng.choice(levels_of)), level)
 
