@@ -12,7 +12,15 @@ import { ApiError, Errors } from "../protocol/errors.js";
  * @param timeoutMs - the server's request timeout, in milliseconds
  */
 export function installBodyDeadline(app: FastifyInstance, timeoutMs: number): void {
-  app.addHook("preParsing", async (_request, _reply, payload) => {
+  app.addHook("preParsing", async (request, _reply, payload) => {
+    // A request without a body (no Content-Length, or 0, and no Transfer-Encoding) has nothing
+    // to time; Node's own timeout covers its headers.
+    const length = request.headers["content-length"];
+    if (
+      (length === undefined || length === "0") &&
+      request.headers["transfer-encoding"] === undefined
+    )
+      return payload;
     const guarded = new PassThrough();
     const timer = setTimeout(() => {
       payload.unpipe(guarded);
