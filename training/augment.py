@@ -542,12 +542,10 @@ def ordered_scales(b: Builder, source: str, rows):
         b.score(sid, s, source, instr, levels, level)
 
 
-# Intensity scales over sst5's film reviews with every level equally often (docs/decisions/
-# 080-balanced-intensity-scales.md): displeasure (very negative at the top, negative in the middle,
-# the rest at the bottom) and its mirror, delight (very positive at the top). The default mix asks
-# displeasure of a quarter of sst5's rows, so three in five of its answers are the bottom level,
-# and the adapter learned that prior: it reads a customer's complaint as "calm". Built by their own
-# Builder (own rng, ids `<row>#intensity-augN`), so the rest of the mix is drawn as without them.
+# Intensity scales over sst5's film reviews with every level equally often: displeasure (very
+# negative at the top, negative in the middle, the rest at the bottom) and its mirror, delight
+# (very positive at the top). Built by their own Builder (own rng, ids `<row>#intensity-augN`), so
+# the rest of the mix is drawn as without them. Why: docs/decisions/080-balanced-intensity-scales.md
 DELIGHT_LEVELS = [
     ["indifferent", "pleased", "delighted"],
     ["unmoved", "satisfied", "thrilled"],
