@@ -4,6 +4,7 @@ import { Decider } from "../src/decision/decide.js";
 import { scoreRequestOf } from "../src/decision/plan.js";
 import type { DecisionRequest } from "../src/decision/types.js";
 import { openLlamaEngine, type LlamaEngine } from "../src/engine/llama.js";
+import { TOPIC_QUESTIONS } from "./support/questions.js";
 
 /**
  * Hardening: a cancelled request (client gone, deadline passed) frees the engine after the decode
@@ -14,20 +15,7 @@ import { openLlamaEngine, type LlamaEngine } from "../src/engine/llama.js";
 
 const REQUEST: DecisionRequest = {
   state: "The striker scored twice as United beat City in the league final. ".repeat(150),
-  questions: [
-    [
-      "topic",
-      {
-        type: "choice",
-        instructions: "What is the topic of the text?",
-        options: [
-          ["sports", null],
-          ["business", null],
-          ["technology", null],
-        ],
-      },
-    ],
-  ],
+  questions: TOPIC_QUESTIONS,
 };
 
 /** sequence 0 of an engine (private: the test wraps its decode calls). */

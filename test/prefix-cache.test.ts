@@ -7,26 +7,12 @@ import { Decider } from "../src/decision/decide.js";
 import type { DecisionRequest } from "../src/decision/types.js";
 import { openLlamaEngine, SNAPSHOT_WRITE_DELAY_MS, type LlamaEngine } from "../src/engine/llama.js";
 import { commonPrefixLength, PrefixSnapshotCache } from "../src/engine/prefix-cache.js";
+import { TOPIC_QUESTIONS } from "./support/questions.js";
 
 /**
  * Issue 5: the prefix cache. A state seen before, even with other states in between, skips its
  * prefill, and the answers are the same as when it was evaluated.
  */
-
-const QUESTION: DecisionRequest["questions"] = [
-  [
-    "topic",
-    {
-      type: "choice",
-      instructions: "What is the topic of the text?",
-      options: [
-        ["sports", null],
-        ["business", null],
-        ["technology", null],
-      ],
-    },
-  ],
-];
 
 function state(seed: string): string {
   return (
@@ -35,7 +21,7 @@ function state(seed: string): string {
 }
 
 function request(seed: string): DecisionRequest {
-  return { state: state(seed), questions: QUESTION };
+  return { state: state(seed), questions: TOPIC_QUESTIONS };
 }
 
 describe("prefix cache on the real model", () => {
@@ -81,7 +67,10 @@ describe("prefix cache on the real model", () => {
       });
       try {
         const short = await decider.plan(request(seed));
-        const long = await decider.plan({ state: `${state(seed)} ${more}`, questions: QUESTION });
+        const long = await decider.plan({
+          state: `${state(seed)} ${more}`,
+          questions: TOPIC_QUESTIONS,
+        });
         await engine.score({ prefix: short.prefix, branches: short.branches });
         const warm = await engine.score({ prefix: long.prefix, branches: long.branches });
         const fresh = await cold.score({ prefix: long.prefix, branches: long.branches });
