@@ -100,7 +100,10 @@ describe("training smoke test (tiny model)", () => {
     const lines = readFileSync(tokens, "utf8")
       .trim()
       .split("\n")
-      .map((l) => JSON.parse(l) as { split: string; labels: number[][]; gold: number });
+      .map(
+        (l) =>
+          JSON.parse(l) as { question: string; split: string; labels: number[][]; gold: number },
+      );
     expect(lines).toHaveLength(4);
     expect(lines.every((l) => l.labels.length === 2 && (l.gold === 0 || l.gold === 1))).toBe(true);
     // train.py trains on fit rows only; mark these as fit for the smoke run.
@@ -197,5 +200,54 @@ describe("training smoke test (tiny model)", () => {
     const continued = join(work, "tiny.continued.gguf");
     await run(python, ["training/export_gguf.py", "--adapter", continuedDir, "--out", continued]);
     expect(Math.abs((await answer(continued)) - tuned)).toBeLessThan(Math.abs(tuned - base) / 10);
-  }, 600_000);
+
+    // Anchored replay (continuation_mix.py --anchor) is learned from the answers of the adapter
+    // the run starts from, not from its labels: the same steps on flipped labels move the answer
+    // when they are labels, and leave it where it was when they are anchored. The yes/no
+    // questions only: their labels are one token each, so an anchored one has no gold term left
+    // (a longer label's single-candidate nodes keep theirs, train.py step_loss).
+    const flipped = lines
+      .filter((l) => l.question === "positive")
+      .map((l) => ({ ...l, split: "fit", gold: 1 - l.gold }));
+    expect(flipped.every((l) => l.labels.every((label) => label.length === 1))).toBe(true);
+    const flippedFile = join(work, "flipped.tokens.jsonl");
+    writeFileSync(flippedFile, flipped.map((l) => JSON.stringify(l)).join("\n") + "\n");
+    const focusFile = join(work, "focus.tokens.jsonl");
+    writeFileSync(focusFile, JSON.stringify(flipped[0]) + "\n");
+    const anchoredFile = join(work, "anchored.tokens.jsonl");
+    await run(python, [
+      "training/continuation_mix.py",
+      ...["--tokens", flippedFile, "--focus", focusFile, "--replay", "100", "--anchor"],
+      ...["--out", anchoredFile],
+    ]);
+    const mix = readFileSync(anchoredFile, "utf8")
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { id: string; anchor?: boolean });
+    expect(mix).toHaveLength(3); // the focus question, then both as replay
+    expect(mix.filter((l) => l.anchor === true)).toHaveLength(2);
+    const anchoredOnly = join(work, "anchored-only.tokens.jsonl");
+    writeFileSync(
+      anchoredOnly,
+      mix
+        .filter((l) => l.anchor)
+        .map((l) => JSON.stringify(l))
+        .join("\n") + "\n",
+    );
+    const continueOn = async (name: string, file: string): Promise<number> => {
+      const dir = join(work, name);
+      await run(python, [
+        "training/train.py",
+        ...["--model", tiny, "--data", file, "--out", dir, "--epochs", "4", "--max-steps", "4"],
+        ...["--lr", "0.05", "--threads", "1", "--layers", "1", "--init-adapter", adapter],
+      ]);
+      const out = join(work, `tiny.${name}.gguf`);
+      await run(python, ["training/export_gguf.py", "--adapter", dir, "--out", out]);
+      return answer(out);
+    };
+    const relearned = await continueOn("flipped", flippedFile);
+    const anchored = await continueOn("anchored", anchoredOnly);
+    expect(Math.abs(relearned - tuned)).toBeGreaterThan(1e-3);
+    expect(Math.abs(anchored - tuned)).toBeLessThan(Math.abs(relearned - tuned) / 10);
+  }, 900_000);
 });

@@ -6,8 +6,13 @@ adapter learns the new questions without forgetting the rest
 
 Input and output are `decisiond render` JSONL (one question a line).
 
+With `--anchor` the replayed questions are marked `"anchor": true`: train.py learns them from the
+answers of the adapter the run starts from instead of their labels
+(docs/decisions/082-anchored-replay.md).
+
 Usage: python training/continuation_mix.py --tokens MIX.tokens.jsonl --out OUT.tokens.jsonl
            [--focus NEW.tokens.jsonl] [--focus-limit N] [--replay 3] [--seed 7]
+           [--replay-also MORE.tokens.jsonl] [--anchor]
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ def main() -> None:
     ap.add_argument("--focus-limit", type=int, default=0, help="at most this many focus questions, drawn at random (0: all)")
     ap.add_argument("--replay", type=float, default=3.0, help="tokens of other questions per focus token")
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--replay-also", type=Path, help="rendered questions replayed besides the drawn ones (all of them, outside the --replay budget)")
+    ap.add_argument("--anchor", action="store_true", help="mark the other questions to be learned from the initial adapter's answers (train.py)")
     a = ap.parse_args()
     rng = random.Random(a.seed)
     lines = read_lines(a.tokens)
@@ -57,8 +64,11 @@ def main() -> None:
         tokens = tokens_of(examples[i])
         if tokens > LONGEST_OTHER:
             continue
-        picked.append(lines[i])
+        picked.append(json.dumps({**examples[i], "anchor": True}) if a.anchor else lines[i])
         used += tokens
+    if a.replay_also:
+        for line in read_lines(a.replay_also):
+            picked.append(json.dumps({**json.loads(line), "anchor": True}) if a.anchor else line)
     chosen = focus + picked
     rng.shuffle(chosen)
     a.out.write_text("".join(line + "\n" for line in chosen))

@@ -176,14 +176,26 @@ def prepare(e: dict) -> None:
     e["_single"] = [len(c) == 1 for _, c, _ in nodes]
     e["_branch"] = [(k, c, g) for k, (_, c, g) in enumerate(nodes) if len(c) > 1]
     e["_ordinal"] = e["type"] == "score" and all(len(lab) == 1 for lab in e["labels"])
+    e["_anchor"] = bool(e.get("anchor"))
 
 
 def step_loss(model, embed_weight: torch.Tensor, batch: list[dict], ordinal: float, vocab: float,
-              cache: LowerCache | None = None, key: int = 0):
+              cache: LowerCache | None = None, key: int = 0, teach: bool = False):
     """Mean loss of a batch: restricted-softmax cross-entropy at each branching gold-path node,
     the full-vocabulary cross-entropy of the gold token at every gold-path node (weight 1 where the
     node has a single candidate, `vocab` elsewhere: the readout chains full-softmax probabilities,
     so the labels must hold the mass), plus the squared-EMD term for score questions.
+
+    An anchored example (`"anchor": true`, written by `continuation_mix.py --anchor`) is learned
+    from its teacher's distribution instead of its gold label: at each branching node,
+    cross-entropy against the restricted softmax the initial adapter gave there (`e["_teacher"]`),
+    with no full-vocabulary gold term and no EMD term, so replay keeps the adapter's answers, not
+    the labels' (learning without forgetting, Li and Hoiem 2016, arXiv 1606.09282). Its
+    single-candidate nodes (the rest of a multi-token label) keep their full-vocabulary term.
+
+    With `teach`, nothing is learned: the branching nodes' restricted distributions are stored
+    as each anchored example's `_teacher` (a list of probability tensors, one per node) and None
+    is returned.
 
     All nodes of the batch are gathered into one matrix, so a step costs a fixed number of kernels
     whatever the batch holds (this matters on a GPU, where launches dominate at this model size)."""
@@ -204,7 +216,9 @@ def step_loss(model, embed_weight: torch.Tensor, batch: list[dict], ordinal: flo
     cols = [p for e in batch for p in e["_pos"]]
     h = hidden[torch.tensor(rows, device=dev), torch.tensor(cols, device=dev)].float()  # [nodes, width]
     gold_tok = torch.tensor([t for e in batch for t in e["_tok"]], device=dev)
-    weight = torch.tensor([1.0 if s else vocab for e in batch for s in e["_single"]], device=dev)
+    weight = torch.tensor(
+        [1.0 if s else (0.0 if e["_anchor"] else vocab) for e in batch for s in e["_single"]], device=dev
+    )
     full = torch.log_softmax(h @ embed_weight.T, -1).gather(1, gold_tok[:, None])[:, 0]
     total = -(weight * full).sum()
     # Branching nodes: softmax restricted to the candidates, padded to the widest node.
@@ -224,9 +238,25 @@ def step_loss(model, embed_weight: torch.Tensor, batch: list[dict], ordinal: flo
         hb = h[torch.tensor([r for r, _, _, _ in branch], device=dev)]
         logits = torch.einsum("nw,nkw->nk", hb, embed_weight[cand]).masked_fill(~valid, float("-inf"))
         logp = torch.log_softmax(logits, -1)
+        owner = [(i, k) for i, e in enumerate(batch) for k in range(len(e["_branch"]))]
+        anchored = [batch[i]["_anchor"] for i, _ in owner]
+        if teach:
+            probs = logp.exp().float().cpu()
+            for j, (i, k) in enumerate(owner):
+                if anchored[j]:
+                    batch[i].setdefault("_teacher", []).append(probs[j, : len(branch[j][1])])
+            return None
         gold = torch.tensor([g for _, _, g, _ in branch], device=dev)
-        total = total - logp.gather(1, gold[:, None]).sum()
-        scored = [j for j, (_, _, _, o) in enumerate(branch) if o]
+        hard = torch.tensor([not x for x in anchored], device=dev, dtype=logp.dtype)
+        total = total - (logp.gather(1, gold[:, None])[:, 0] * hard).sum()
+        if any(anchored):
+            target = torch.zeros((len(branch), width))
+            for j, (i, k) in enumerate(owner):
+                if anchored[j]:
+                    t = batch[i]["_teacher"][k]
+                    target[j, : len(t)] = t
+            total = total - (target.to(dev) * logp.masked_fill(~valid, 0.0)).sum()
+        scored = [j for j, (_, _, _, o) in enumerate(branch) if o and not anchored[j]]
         if ordinal > 0 and scored:
             for j in scored:
                 k = len(branch[j][1])
@@ -234,7 +264,7 @@ def step_loss(model, embed_weight: torch.Tensor, batch: list[dict], ordinal: flo
                 target = torch.zeros_like(cdf)
                 target[branch[j][2] :] = 1
                 total = total + ordinal * ((cdf - target) ** 2).sum()
-    return total / len(batch)
+    return None if teach else total / len(batch)
 
 
 def save_base_config(base, folder: Path) -> None:
@@ -316,6 +346,17 @@ def main() -> None:
     # architectures (Gemma 3's sliding-window layers) run their own forward every pass.
     cacheable = base.config.model_type == "llama" and not a.no_cache and a.device == "cpu"
     cache = LowerCache(n_layers - a.layers) if cacheable and a.layers and a.layers < n_layers else None
+    anchored = sum(e["_anchor"] for e in examples)
+    if anchored:
+        if not a.init_adapter:
+            raise SystemExit("anchored examples need --init-adapter: their teacher is the adapter the run starts from")
+        t1 = time.time()
+        model.eval()
+        with torch.no_grad(), torch.autocast(torch.device(a.device).type, dtype=torch.bfloat16, enabled=a.bf16):
+            for key, batch in enumerate(plan):
+                if any(e["_anchor"] for e in batch):
+                    step_loss(model, embed_weight, batch, a.ordinal, a.vocab, cache, key, teach=True)
+        print(f"teacher: {anchored} anchored examples in {time.time() - t1:.0f} s", flush=True)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=a.lr, weight_decay=0.0)
     warmup = 1 / 30  # of the run's progress
