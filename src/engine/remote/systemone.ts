@@ -11,7 +11,7 @@ import { baseUrl, callJson, EngineCallError, EngineRequestError } from "./http.j
  * busy first, the next when one does not answer; none answering → {@link EngineUnavailableError}.
  *
  * Tested against recorded exchanges (test/fixtures/systemone/): the llama.cpp this repository
- * builds (llama-cpp-python 0.3.36's) predates the native endpoint.
+ * builds (node-llama-cpp's release, v0.5.0) predates the native endpoint.
  */
 
 /** Options of {@link SystemOnePassThrough}. */
