@@ -110,7 +110,7 @@ mkdir -p "$STAGE"
 cp "$WORK/build/bin/llama-server" "$WORK/build/bin/libggml-cpu.so" "$STAGE/"
 for lib in "$WORK/build/bin"/lib*.so; do
   soname="$(readelf -d "$lib" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')"
-  [ -n "$soname" ] && cp -L "$lib" "$STAGE/$soname"
+  if [ -n "$soname" ]; then cp -L "$lib" "$STAGE/$soname"; fi
 done
 # The same compiled kernels as the embedded engine: node-llama-cpp's prebuilt libllama, libggml,
 # libggml-base and its CPU variants (ggml loads the best this CPU runs) replace the ones built
