@@ -56,6 +56,11 @@ def main() -> None:
     if a.focus_limit and len(focus) > a.focus_limit:
         focus = rng.sample(focus, a.focus_limit)
     budget = a.replay * sum(tokens_of(json.loads(line)) for line in focus)
+
+    def replayed(line: str) -> str:
+        """A replayed question's line, marked to be learned from the initial adapter with --anchor."""
+        return json.dumps({**json.loads(line), "anchor": True}) if a.anchor else line
+
     rng.shuffle(other)
     picked, used = [], 0
     for i in other:
@@ -64,11 +69,10 @@ def main() -> None:
         tokens = tokens_of(examples[i])
         if tokens > LONGEST_OTHER:
             continue
-        picked.append(json.dumps({**examples[i], "anchor": True}) if a.anchor else lines[i])
+        picked.append(replayed(lines[i]))
         used += tokens
     if a.replay_also:
-        for line in read_lines(a.replay_also):
-            picked.append(json.dumps({**json.loads(line), "anchor": True}) if a.anchor else line)
+        picked.extend(replayed(line) for line in read_lines(a.replay_also))
     chosen = focus + picked
     rng.shuffle(chosen)
     a.out.write_text("".join(line + "\n" for line in chosen))
