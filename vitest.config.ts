@@ -22,6 +22,7 @@ const unit = [
   "test/media.test.ts",
   "test/models.test.ts",
   "test/operations.test.ts",
+  "test/outside-probe.test.ts",
   "test/package-entry.test.ts",
   "test/remote-unit.test.ts",
   "test/request-validator.test.ts",

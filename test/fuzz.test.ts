@@ -37,7 +37,7 @@ beforeAll(async () => {
   key = (await store.createKey("fuzz")).key;
   app = await buildApp({
     models: [model],
-    gate: accountGate(new Admission(store, { waitMs: 0 }), store),
+    gate: accountGate(new Admission(store, { waitMs: 0 })),
     logger: false,
     mounts: [consoleMount({ store, adminToken: "fuzz-admin-token-0123456789abcdef" })],
     bodyLimit: 256 * 1024,

@@ -38,7 +38,7 @@ async function start(options: Partial<AppOptions> & { waitMs?: number } = {}): P
   const { waitMs, ...rest } = options;
   app = await buildApp({
     models: [model],
-    gate: accountGate(new Admission(store, { waitMs: waitMs ?? 0 }), store),
+    gate: accountGate(new Admission(store, { waitMs: waitMs ?? 0 })),
     logger: { level: "info", stream },
     mounts: [consoleMount({ store, adminToken: undefined })],
     ...rest,

@@ -51,7 +51,7 @@ async function start(
   });
   app = await buildApp({
     models: [model],
-    gate: accountGate(new Admission(store, { waitMs: options.waitMs ?? 0 }), store),
+    gate: accountGate(new Admission(store, { waitMs: options.waitMs ?? 0 })),
     logger: { level: options.logLevel ?? "info", stream },
     ...(options.bodyLimit ? { bodyLimit: options.bodyLimit } : {}),
   });

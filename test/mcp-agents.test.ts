@@ -38,7 +38,7 @@ beforeAll(async () => {
   model = new StubModel();
   app = await buildApp({
     models: [model],
-    gate: accountGate(new Admission(store), store),
+    gate: accountGate(new Admission(store)),
     logger: false,
   });
   await app.listen({ host: "127.0.0.1", port: 0 });

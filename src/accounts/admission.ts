@@ -1,4 +1,11 @@
-import type { Account, AccountLock, AccountStore, AllowanceState } from "./store.js";
+import {
+  asStoreUnavailable,
+  type Account,
+  type AccountLock,
+  type AccountStore,
+  type AllowanceState,
+  type ApiKeyRecord,
+} from "./store.js";
 
 /**
  * Admission of a call: the key → its account, the account's allowance, and one call in flight
@@ -9,7 +16,8 @@ import type { Account, AccountLock, AccountStore, AllowanceState } from "./store
  * one slot, claimed without yielding between check and claim, with a queue of waiters), then the
  * store's lock on the account, which spans replicas on PostgreSQL (an advisory lock that dies with
  * its connection). The allowance is reserved before the model runs ({@link Permit.reserve}) and
- * settled in the ledger after, so no call runs past it.
+ * settled in the ledger after, so no call runs past it. A store that does not answer rejects
+ * every step with a `StoreUnavailableError` (store.ts), never with the driver's own error.
  * Why: docs/decisions/040-replicas-on-postgresql.md
  */
 
@@ -57,7 +65,9 @@ export interface Permit {
    * How the call was answered: the HTTP status (499 when the client went away first) and the
    * model that answered. The ledger row (which settles the reservation) is written once the call
    * is both settled and finished; the promise resolves when it is written, or at once when it
-   * waits for the settle. Later calls are ignored. @throws when the store cannot be written.
+   * waits for the settle. Later calls are ignored.
+   * @throws `StoreUnavailableError` (store.ts) when the row cannot be written: the call must not
+   *   be answered as if it were recorded.
    */
   finish(outcome: { status: number; model: string | undefined }): Promise<void>;
   /**
@@ -147,20 +157,8 @@ export class Admission {
    */
   async admit(key: string | undefined): Promise<Permit> {
     const arrived = this.now();
-    if (key === undefined || key === "")
-      throw refuse({
-        kind: "authentication",
-        message: "missing API key: send it as Authorization: Bearer <key>",
-      });
-    const found = await this.store.findKey(key);
-    if (!found) throw refuse({ kind: "authentication", message: "invalid API key" });
-    if (found.key.revokedAt !== undefined)
-      throw refuse({
-        kind: "authentication",
-        message: `API key ${found.key.prefix}… was revoked on ${new Date(found.key.revokedAt).toISOString()}`,
-      });
+    const found = await this.check(key);
     const account = found.account;
-    await this.checkAllowance(account);
 
     const slot = this.slots.get(account.id);
     if (!slot) {
@@ -169,7 +167,9 @@ export class Admission {
       await this.waitFor(slot, account);
       // The slot was handed over; the call before may have spent the allowance.
       try {
-        await this.checkAllowance((await this.store.accountById(account.id)) ?? account);
+        await this.checkAllowance(
+          (await this.ask(() => this.store.accountById(account.id))) ?? account,
+        );
       } catch (error) {
         this.release(account.id);
         throw error;
@@ -179,7 +179,7 @@ export class Admission {
     try {
       lock = await this.lockAcrossReplicas(account.id, arrived + this.waitMs);
       if (!lock) throw this.busyElsewhereError(account);
-      await this.store.touchKey(found.key.id);
+      await this.ask(() => this.store.touchKey(found.key.id));
     } catch (error) {
       void lock?.release();
       this.release(account.id);
@@ -188,13 +188,46 @@ export class Admission {
     return this.permit(account, found.key.id, lock);
   }
 
+  /**
+   * What can be checked of a call before its body is read: the key (known, not revoked) and the
+   * account's allowance (not spent). Takes no slot; {@link admit} checks again.
+   * @returns the key's record and its account
+   * @throws {@link AdmissionError} `authentication` or `allowance`; `StoreUnavailableError` when
+   *   the store does not answer
+   */
+  async check(key: string | undefined): Promise<{ key: ApiKeyRecord; account: Account }> {
+    if (key === undefined || key === "")
+      throw refuse({
+        kind: "authentication",
+        message: "missing API key: send it as Authorization: Bearer <key>",
+      });
+    const found = await this.ask(() => this.store.findKey(key));
+    if (!found) throw refuse({ kind: "authentication", message: "invalid API key" });
+    if (found.key.revokedAt !== undefined)
+      throw refuse({
+        kind: "authentication",
+        message: `API key ${found.key.prefix}… was revoked on ${new Date(found.key.revokedAt).toISOString()}`,
+      });
+    await this.checkAllowance(found.account);
+    return found;
+  }
+
+  /** A store call whose failure is a `StoreUnavailableError` (a `StoreError` passes as it is). */
+  private async ask<T>(call: () => Promise<T>): Promise<T> {
+    try {
+      return await call();
+    } catch (error) {
+      throw asStoreUnavailable(error);
+    }
+  }
+
   /** The store's lock on the account, asked again every `pollMs` until `deadline` (ms). */
   private async lockAcrossReplicas(
     accountId: number,
     deadline: number,
   ): Promise<AccountLock | undefined> {
     for (;;) {
-      const lock = await this.store.tryLockAccount(accountId);
+      const lock = await this.ask(() => this.store.tryLockAccount(accountId));
       if (lock) return lock;
       const left = deadline - this.now();
       if (left <= 0) return undefined;
@@ -218,19 +251,17 @@ export class Admission {
     };
     const record = (): Promise<void> => {
       if (!settled || !outcome) return Promise.resolve();
-      recording ??= this.store.recordCall(
-        {
-          accountId: account.id,
-          keyId,
-          at: releasedAt ?? this.now(),
-          startedAt: started,
-          inputTokens: usage?.input_tokens ?? 0,
-          outputTokens: usage?.output_tokens ?? 0,
-          model: outcome.model,
-          status: outcome.status,
-        },
-        reservationId,
-      );
+      const row = {
+        accountId: account.id,
+        keyId,
+        at: releasedAt ?? this.now(),
+        startedAt: started,
+        inputTokens: usage?.input_tokens ?? 0,
+        outputTokens: usage?.output_tokens ?? 0,
+        model: outcome.model,
+        status: outcome.status,
+      };
+      recording ??= this.ask(() => this.store.recordCall(row, reservationId));
       return recording;
     };
     return {
@@ -238,7 +269,7 @@ export class Admission {
       keyId,
       reserve: async (u) => {
         const tokens = u.input_tokens + u.output_tokens;
-        const reservation = await this.store.reserveTokens(account, tokens);
+        const reservation = await this.ask(() => this.store.reserveTokens(account, tokens));
         if (!reservation.ok)
           throw refuse(overrunRefusal(account, reservation.state, tokens, this.now()));
         reservationId = reservation.id;
@@ -262,7 +293,7 @@ export class Admission {
 
   /** Refuses when the account's allowance for the current period is spent. */
   private async checkAllowance(account: Account): Promise<void> {
-    const state = await this.store.allowanceState(account);
+    const state = await this.ask(() => this.store.allowanceState(account));
     if (!state || state.remaining > 0) return;
     throw refuse({
       kind: "allowance",

@@ -109,6 +109,30 @@ export class StoreError extends Error {
   override readonly name = "StoreError";
 }
 
+/**
+ * The store did not answer a call that needed it (the database is down, unreachable, or failed
+ * the query): thrown by the admission (admission.ts) in place of the backend's error, which is its `cause`.
+ * Refusals of the store's own ({@link StoreError}) are not this.
+ */
+export class StoreUnavailableError extends Error {
+  override readonly name = "StoreUnavailableError";
+  constructor(cause: unknown) {
+    super(`the accounts store did not answer: ${(cause as Error)?.message ?? String(cause)}`, {
+      cause,
+    });
+  }
+}
+
+/**
+ * `error` as a {@link StoreUnavailableError}, unless it is a {@link StoreError} (a refusal, not an
+ * outage) or already one.
+ */
+export function asStoreUnavailable(error: unknown): unknown {
+  return error instanceof StoreError || error instanceof StoreUnavailableError
+    ? error
+    : new StoreUnavailableError(error);
+}
+
 /** Options every backend takes. */
 export interface StoreOptions {
   /** The clock; tests move it. Default `Date.now`. */

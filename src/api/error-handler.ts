@@ -1,8 +1,9 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
+import { StoreUnavailableError } from "../accounts/store.js";
 import { RequestTooLargeError, StateTooLongError } from "../decision/decide.js";
 import { PromptTextError } from "../engine/types.js";
 import { MediaInputError } from "../media/errors.js";
-import { ApiError, Errors, HttpError, validationError } from "../protocol/errors.js";
+import { ApiError, Errors, errorTypeOf, HttpError, validationError } from "../protocol/errors.js";
 import { emptyBodyError } from "./json.js";
 import { DeadlineError } from "./work-queue.js";
 
@@ -11,11 +12,15 @@ import { DeadlineError } from "./work-queue.js";
  * error table (src/protocol/errors.ts). An {@link HttpError} is sent as it is, with the request
  * id added; a domain error (the decision, engine, media and work queue's) becomes its table
  * entry; Fastify's own 4xx get the API's error shape; anything else is an internal fault:
- * logged, and answered 500 naming the request id.
+ * logged, and answered 500 naming the request id. A store outage (503 `store_unavailable`) and a
+ * missed deadline (503 `deadline_exceeded`) are logged at warn with their `error_type`.
  */
 
 /** A Fastify error: `statusCode` and `code` (`FST_ERR_…`) when Fastify raised it. */
 type FastifyError = Error & { statusCode?: number; code?: string };
+
+/** `Retry-After` of a 503 `store_unavailable`, in seconds: a failover or restart takes a few. */
+export const STORE_RETRY_AFTER_S = 2;
 
 /** Options of {@link installErrorHandler}. */
 export interface ErrorHandlerOptions {
@@ -37,6 +42,9 @@ export function installErrorHandler(app: FastifyInstance, options: ErrorHandlerO
 
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const known = toHttpError(error);
+    // Not faults of ours, but an operator must see them: at warn, with the answer's error type.
+    if (known && (error instanceof StoreUnavailableError || error instanceof DeadlineError))
+      request.log.warn({ err: error, error_type: errorTypeOf(known.body) }, error.message);
     if (known) {
       void reply
         .code(known.statusCode)
@@ -101,6 +109,10 @@ function toHttpError(error: Error): HttpError | undefined {
     ]);
   if (error instanceof MediaInputError)
     return validationError([{ loc: [...error.loc], msg: error.message, type: error.type }]);
+  if (error instanceof StoreUnavailableError)
+    return new ApiError(Errors.storeUnavailable, [STORE_RETRY_AFTER_S], {
+      headers: { "retry-after": String(STORE_RETRY_AFTER_S) },
+    });
   if (error instanceof DeadlineError)
     return new ApiError(Errors.deadlineExceeded, [error.deadlineMs], {
       headers: { "retry-after": String(Math.max(1, Math.ceil(error.deadlineMs / 4000))) },

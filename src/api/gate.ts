@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { AdmissionError, type Admission, type AdmissionRefusal } from "../accounts/admission.js";
+import { asStoreUnavailable } from "../accounts/store.js";
 import { bearerKey, WWW_AUTHENTICATE } from "../protocol/bearer.js";
 import { ApiError, Errors, type HttpError } from "../protocol/errors.js";
 
@@ -25,7 +26,8 @@ export interface GateTicket {
   settle(usage: { input_tokens: number; output_tokens: number } | undefined): void;
   /**
    * How the call was answered (once, before the reply is written; 499 when the client left);
-   * resolves when its ledger row is written.
+   * resolves when its ledger row is written, rejects when it cannot be (the answer is then
+   * withheld: 503 `store_unavailable`).
    */
   finish?(outcome: { status: number; model: string | undefined }): Promise<void> | void;
   /**
@@ -39,52 +41,37 @@ export interface GateTicket {
 
 /**
  * Admission over HTTP: the gate of `POST /v1/systemone` reads `Authorization: Bearer <key>` and
- * checks the key before the body is read, so a request with a bad key (401) costs neither the
- * upload nor the parse of a body of up to the body limit; it takes the account's slot only once
- * the body is complete and parsed, so a slow upload holds no slot (issue 31, item 6).
+ * checks the key and the account's allowance before the body is read, so a request with a bad
+ * key (401) or a spent allowance (429) costs neither the upload nor the parse of a body of up to
+ * the body limit (issue 47, item 1); it takes the account's slot only once the body is complete
+ * and parsed, so a slow upload holds no slot (issue 31, item 6).
  */
-
-/** What the gate needs to check a key before the body: the store's lookup (sync or async). */
-export interface KeyLookup {
-  findKey(
-    key: string,
-  ):
-    | { key: { revokedAt?: number | undefined } }
-    | undefined
-    | Promise<{ key: { revokedAt?: number | undefined } } | undefined>;
-}
 
 /** The route that is gated. */
 export const GATED_ROUTE = { method: "POST", url: "/v1/systemone" } as const;
 
 /**
- * A {@link Gate} over an {@link Admission}: refusals become 401 / 429 in the API's error shape.
- * @param keys - when given, a missing, unknown or revoked key is refused before the body is read;
- *   without it only a missing or malformed Authorization header is.
+ * A {@link Gate} over an {@link Admission}: refusals become 401 / 429 in the API's error shape; a
+ * store that does not answer rejects with `StoreUnavailableError` (→ 503, ./error-handler.ts).
  */
-export function accountGate(admission: Admission, keys?: KeyLookup): Gate {
+export function accountGate(admission: Admission): Gate {
+  const refused = (error: unknown) =>
+    error instanceof AdmissionError ? refusalError(error.refusal) : error;
   return {
     async authenticate(request) {
       const key = bearerKey(request.headers.authorization);
       if (key === undefined || key === "")
         throw new ApiError(Errors.missingKey, [], { headers: WWW_AUTHENTICATE });
-      if (!keys) return;
-      const found = await keys.findKey(key);
-      // The wording is Admission's, which checks again when it admits.
-      if (!found || found.key.revokedAt !== undefined)
-        await admission.admit(key).then(
-          (permit) => permit.settle(undefined),
-          (error: unknown) => {
-            throw error instanceof AdmissionError ? refusalError(error.refusal) : error;
-          },
-        );
+      await admission.check(key).catch((error: unknown) => {
+        throw refused(error);
+      });
     },
     async admit(request) {
       let permit;
       try {
         permit = await admission.admit(bearerKey(request.headers.authorization));
       } catch (error) {
-        throw error instanceof AdmissionError ? refusalError(error.refusal) : error;
+        throw refused(error);
       }
       return {
         settle: (usage) => permit.settle(usage),
@@ -94,7 +81,7 @@ export function accountGate(admission: Admission, keys?: KeyLookup): Gate {
           try {
             await permit.reserve(usage);
           } catch (error) {
-            throw error instanceof AdmissionError ? refusalError(error.refusal) : error;
+            throw refused(error);
           }
         },
       };
@@ -156,6 +143,10 @@ export function installGate(
   const gated = (request: FastifyRequest) =>
     request.method === GATED_ROUTE.method && request.routeOptions.url === GATED_ROUTE.url;
 
+  /**
+   * Records the call once its connection closed: as 499 when the client left first, else a
+   * no-op (the row went before the answer, in `onSend`). A failure is logged: no reply can carry it.
+   */
   const finish = async (request: FastifyRequest, ticket: GateTicket, status: number) => {
     try {
       await ticket.finish?.({ status, model: modelOf(request.body) });
@@ -196,12 +187,19 @@ export function installGate(
     else handling.add(request);
   });
 
+  // The ledger row is written before the answer leaves: every answer a client got is charged.
+  // When it cannot be, the answer is withheld and the error handler answers 503 instead; that
+  // reply comes back through here, and is not recorded again (the store just failed).
+  const recorded = new WeakSet<FastifyRequest>();
   app.addHook("onSend", async (request, reply, payload) => {
     const ticket = tickets.get(request);
-    if (ticket) {
-      ticket.settle(undefined); // no-op after the route's own settle
-      // The ledger row is written before the answer leaves: every answer a client got is charged.
-      await finish(request, ticket, reply.statusCode);
+    if (!ticket || recorded.has(request)) return payload;
+    recorded.add(request);
+    ticket.settle(undefined); // no-op after the route's own settle
+    try {
+      await ticket.finish?.({ status: reply.statusCode, model: modelOf(request.body) });
+    } catch (error) {
+      throw asStoreUnavailable(error);
     }
     return payload;
   });

@@ -74,7 +74,7 @@ export async function openServeGate(
       onError: (error) =>
         print(`decisiond: could not record a call in the usage ledger: ${String(error)}`),
     });
-    return { gate: accountGate(admission, store), store, admission };
+    return { gate: accountGate(admission), store, admission };
   } catch (error) {
     await store.close();
     throw error;

@@ -157,6 +157,15 @@ export const Errors = {
     message:
       "this decisiond replica is shutting down and takes no new requests; retry (another replica will answer)",
   },
+  /**
+   * The accounts store (keys, ledger, allowance) did not answer: the call is refused, or its
+   * answer withheld because its ledger row could not be written. Sent with `Retry-After`.
+   */
+  storeUnavailable: {
+    status: 503,
+    type: "store_unavailable",
+    message: "the accounts store did not answer; retry in %s s",
+  },
   consoleNotBuilt: {
     status: 503,
     type: "console_not_built",
@@ -295,7 +304,8 @@ export function validationError(detail: ValidationDetail[]): HttpError {
 
 /**
  * The `error_type` of an error body: its `detail.error_type`, {@link Errors.validation}'s type for
- * a 422 list, "" when it has none.
+ * a 422 list, the `error.code` of OpenAI's shape (the Decisions wire, ./decisions-errors.ts), ""
+ * when it has none.
  * @param body - an error body as sent (JSON text) or parsed
  */
 export function errorTypeOf(body: unknown): string {
@@ -309,6 +319,8 @@ export function errorTypeOf(body: unknown): string {
   }
   const detail = (parsed as { detail?: unknown } | null | undefined)?.detail;
   if (Array.isArray(detail)) return Errors.validation.type;
+  const code = (parsed as { error?: { code?: unknown } } | null | undefined)?.error?.code;
+  if (typeof code === "string") return code;
   const type = (detail as { error_type?: unknown } | null | undefined)?.error_type;
   return typeof type === "string" ? type : "";
 }

@@ -23,6 +23,10 @@ export interface TestPostgres {
   readonly port: number;
   /** Creates an empty database and returns its URL. */
   createDatabase(name: string): Promise<string>;
+  /** Stops the server (fast shutdown: sessions are cut, as in a failover); {@link start} brings it back. */
+  halt(): Promise<void>;
+  /** Starts a halted server again on the same port and data. */
+  start(): Promise<void>;
   /** Stops the server at once and deletes its data directory. */
   stop(): Promise<void>;
 }
@@ -84,7 +88,9 @@ export async function startPostgres(): Promise<TestPostgres> {
     "-c full_page_writes=off",
     "-c max_connections=300",
   ].join(" ");
-  await as("pg_ctl", ["-D", data, "-o", options, "-l", join(dir, "server.log"), "-w", "start"]);
+  const start = () =>
+    as("pg_ctl", ["-D", data, "-o", options, "-l", join(dir, "server.log"), "-w", "start"]);
+  await start();
   const baseUrl = `postgres://decisiond@127.0.0.1:${port}/`;
   return {
     baseUrl,
@@ -99,6 +105,8 @@ export async function startPostgres(): Promise<TestPostgres> {
       }
       return `${baseUrl}${name}`;
     },
+    halt: () => as("pg_ctl", ["-D", data, "-m", "fast", "-w", "stop"]),
+    start,
     async stop() {
       await as("pg_ctl", ["-D", data, "-m", "immediate", "stop"]).catch(() => {});
       await rm(dir, { recursive: true, force: true });

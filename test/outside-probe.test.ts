@@ -1,0 +1,192 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Writable } from "node:stream";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { Admission } from "../src/accounts/admission.js";
+import { SqliteStore } from "../src/accounts/sqlite-store.js";
+import type { AccountStore } from "../src/accounts/store.js";
+import {
+  buildApp,
+  type AppOptions,
+  type FastifyInstance,
+  type ServedModel,
+} from "../src/api/app.js";
+import { accountGate } from "../src/api/gate.js";
+import { postJson } from "./support/service.js";
+import { stubAnswer, StubModel } from "./support/stub-model.js";
+
+/**
+ * Issue 47 (a second outside probe) on the real HTTP stack with a stand-in model: no answer
+ * without its ledger row, a store outage answered 503 with Retry-After, a missed deadline logged
+ * at warn. test/store-outage.test.ts repeats the outage on a real PostgreSQL under load.
+ */
+
+/** Store methods that reject while listed, as a database that went away does. */
+type Faults = Set<keyof AccountStore>;
+
+/** `store` with every method in `faults` rejecting with a driver-like connection error. */
+function faulty(store: AccountStore, faults: Faults): AccountStore {
+  return new Proxy(store, {
+    get(target, name, receiver) {
+      const value = Reflect.get(target, name, receiver) as unknown;
+      if (typeof value !== "function") return value;
+      return (...args: unknown[]) =>
+        faults.has(name as keyof AccountStore)
+          ? Promise.reject(
+              Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:5432"), {
+                code: "ECONNREFUSED",
+              }),
+            )
+          : (value as (...a: unknown[]) => unknown).apply(target, args);
+    },
+  });
+}
+
+let home: string;
+let sqlite: SqliteStore;
+let faults: Faults;
+let model: StubModel;
+let app: FastifyInstance;
+let url: string;
+let logs: { level: number; msg: string; error_type?: string; reqId?: string }[];
+let key: string;
+
+async function start(options: Partial<AppOptions> = {}): Promise<void> {
+  const stream = new Writable({
+    write(chunk: Buffer, _encoding, callback) {
+      logs.push(JSON.parse(chunk.toString()));
+      callback();
+    },
+  });
+  app = await buildApp({
+    models: [model],
+    gate: accountGate(new Admission(faulty(sqlite, faults))),
+    logger: { level: "info", stream },
+    ...options,
+  });
+  await app.listen({ host: "127.0.0.1", port: 0 });
+  const address = app.server.address();
+  url = `http://127.0.0.1:${typeof address === "object" && address ? address.port : 0}`;
+}
+
+beforeEach(async () => {
+  home = await mkdtemp(join(tmpdir(), "decisiond-probe2-"));
+  sqlite = SqliteStore.open(join(home, "decisiond.db"));
+  key = (await sqlite.createKey("team-a")).key;
+  faults = new Set();
+  model = new StubModel();
+  logs = [];
+});
+
+afterEach(async () => {
+  await app?.close();
+  await sqlite.close();
+  await rm(home, { recursive: true, force: true });
+});
+
+const REQUEST = {
+  model: "stub-1",
+  state: { ticket: "I was charged twice" },
+  questions: { refund: { type: "noul", instructions: "Does the customer want a refund?" } },
+};
+
+const post = (body: unknown = REQUEST, headers: Record<string, string> = {}) =>
+  postJson(`${url}/v1/systemone`, body, { authorization: `Bearer ${key}`, ...headers });
+
+/** A 503 `store_unavailable` with a Retry-After of whole seconds. */
+function expectStoreUnavailable(reply: Awaited<ReturnType<typeof post>>) {
+  expect(reply.status).toBe(503);
+  expect(reply.body.detail.error_type).toBe("store_unavailable");
+  expect(reply.headers.get("retry-after")).toMatch(/^[1-9]\d*$/);
+  expect(reply.body.detail.message).not.toMatch(/ECONNREFUSED|5432/);
+}
+
+describe("item 2: an answer is sent only with its ledger row written", () => {
+  it("a ledger write that fails withholds the answer: 503, and nothing answered goes unrecorded", async () => {
+    await start();
+    faults.add("recordCall");
+    const reply = await post();
+    expectStoreUnavailable(reply);
+    expect(reply.body.answers).toBeUndefined();
+    expect(model.entered).toBe(1);
+    expect(await sqlite.calls("team-a")).toEqual([]);
+    // The store is back: the account's slot was freed, the next call is answered and recorded.
+    faults.clear();
+    const next = await post();
+    expect(next.status).toBe(200);
+    expect((await sqlite.calls("team-a")).map((c) => c.status)).toEqual([200]);
+    const line = logs.find((l) => l.error_type === "store_unavailable");
+    expect(line?.level).toBe(40);
+  });
+
+  it("every 200 a client got has its row, while the store fails every other write", async () => {
+    await start();
+    let writes = 0;
+    const store = faulty(sqlite, faults);
+    const recordCall = store.recordCall.bind(store);
+    // Fails the 2nd, 4th, … ledger write.
+    sqlite.recordCall = (...args) =>
+      ++writes % 2 === 0 ? Promise.reject(new Error("gone")) : recordCall(...args);
+    const statuses: number[] = [];
+    for (let i = 0; i < 10; i++) {
+      const reply = await post();
+      statuses.push(reply.status);
+      if (reply.status !== 200) expectStoreUnavailable(reply);
+    }
+    const ok = statuses.filter((s) => s === 200).length;
+    expect(ok).toBe(5);
+    expect((await sqlite.calls("team-a")).filter((c) => c.status === 200)).toHaveLength(ok);
+  });
+});
+
+describe("item 3: a store outage is 503 store_unavailable with Retry-After, never 500", () => {
+  for (const method of ["findKey", "allowanceState", "tryLockAccount", "touchKey"] as const)
+    it(`when ${method} fails`, async () => {
+      await start();
+      faults.add(method);
+      const reply = await post();
+      expectStoreUnavailable(reply);
+      expect(model.entered).toBe(0);
+      faults.clear();
+      expect((await post()).status).toBe(200);
+    });
+
+  it("when reserving the allowance fails, before the model runs", async () => {
+    let ran = 0;
+    // Reserves through the gate's ticket before it runs, as the Decider's beforeScore hook does.
+    const reserving: ServedModel = {
+      ...model,
+      names: ["stub-1"],
+      decide: async (request, _signal, hooks) => {
+        await hooks?.beforeScore?.({ input_tokens: 8, output_tokens: 3 });
+        ran++;
+        return stubAnswer(request);
+      },
+    };
+    await start({ models: [reserving] });
+    await sqlite.setAllowance("team-a", { tokens: 1000, period: "day" });
+    faults.add("reserveTokens");
+    expectStoreUnavailable(await post());
+    expect(ran).toBe(0);
+    faults.clear();
+    expect((await post()).status).toBe(200);
+    expect(ran).toBe(1);
+  });
+});
+
+describe("item 11: a request past its deadline is logged at warn with its error_type", () => {
+  it("logs deadline_exceeded at warn", async () => {
+    await start({ queue: { deadlineMs: 200 } });
+    model.impl = (_request, signal) =>
+      new Promise((_resolve, reject) =>
+        signal?.addEventListener("abort", () => reject(signal.reason as Error), { once: true }),
+      );
+    const reply = await post();
+    expect(reply.status).toBe(503);
+    expect(reply.body.detail.error_type).toBe("deadline_exceeded");
+    const line = logs.find((l) => l.error_type === "deadline_exceeded");
+    expect(line).toMatchObject({ level: 40 });
+    expect(logs.filter((l) => l.level >= 50)).toEqual([]);
+  });
+});
