@@ -26,6 +26,7 @@ const unit = [
   "test/package-entry.test.ts",
   "test/remote-unit.test.ts",
   "test/request-validator.test.ts",
+  "test/slow-bodies.test.ts",
 ];
 
 export default defineConfig({

@@ -8,6 +8,7 @@ import { clientErrorHandler } from "./client-error.js";
 import { installDecompression } from "./decompress.js";
 import { installErrorHandler, notFound } from "./error-handler.js";
 import { installGate } from "./gate.js";
+import { installJsonScan } from "./json-scan.js";
 import { requireLoopbackHost } from "./host.js";
 import { JSON_CONTENT_TYPE, parseJsonBody, unacceptableCharset } from "./json.js";
 import { Lifecycle } from "./lifecycle.js";
@@ -93,6 +94,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   if (options.loopbackHostOnly ?? options.gate === undefined) requireLoopbackHost(app);
   installBodyDeadline(app, requestTimeout);
   installDecompression(app, bodyLimit);
+  installJsonScan(app);
   app.removeAllContentTypeParsers();
   app.addContentTypeParser(
     JSON_CONTENT_TYPE,

@@ -11,9 +11,18 @@ import { MAX_JSON_DEPTH } from "../protocol/limits.js";
  *   silently, leaving the question unanswered).
  */
 
+/** A container being walked: its keys (objects) and the index of the next child to visit. */
+interface Frame {
+  readonly container: unknown[] | Record<string, unknown>;
+  readonly keys: string[] | undefined;
+  next: number;
+}
+
 /**
  * The problems of a parsed JSON body, as 422 details (empty when there are none). Walks the value
- * iteratively, so any depth is safe to check. The first problem of each kind is reported.
+ * iteratively with a stack of the containers it is in, so any depth is safe to check and a node
+ * costs no allocation; a problem's path is read off that stack when it is found. The first
+ * problem of each kind is reported, in document order.
  * @param body - a value from `JSON.parse`
  * @returns one detail per kind of problem found: `too_deep`, `finite_number`, `value_error`
  * @example
@@ -25,43 +34,47 @@ export function jsonShapeProblems(body: unknown): ValidationDetail[] {
   const details: ValidationDetail[] = [];
   let deep = false;
   let infinite = false;
-  const stack: { value: unknown; path: (string | number)[] }[] = [{ value: body, path: [] }];
-  while (stack.length > 0 && !(deep && infinite)) {
-    const { value, path } = stack.pop()!;
+  const frames: Frame[] = [];
+  const loc = () => ["body", ...frames.map((f) => (f.keys ? f.keys[f.next - 1]! : f.next - 1))];
+  let value: unknown = body;
+  for (;;) {
     if (typeof value === "number") {
       if (!infinite && !Number.isFinite(value)) {
         infinite = true;
         details.push({
-          loc: ["body", ...path],
+          loc: loc(),
           msg: "Input should be a finite number (this one is too large for a 64-bit float)",
           type: "finite_number",
         });
       }
-      continue;
-    }
-    if (typeof value !== "object" || value === null) continue;
-    if (path.length >= MAX_JSON_DEPTH) {
-      if (!deep) {
+    } else if (typeof value === "object" && value !== null) {
+      if (frames.length < MAX_JSON_DEPTH)
+        frames.push(
+          Array.isArray(value)
+            ? { container: value, keys: undefined, next: 0 }
+            : { container: value as Record<string, unknown>, keys: Object.keys(value), next: 0 },
+        );
+      else if (!deep) {
         deep = true;
         details.push({
-          loc: ["body", ...path],
+          loc: loc(),
           msg: `Input is nested too deeply: at most ${MAX_JSON_DEPTH} levels of arrays and objects`,
           type: "too_deep",
         });
       }
-      continue;
     }
-    if (Array.isArray(value)) {
-      for (let i = value.length - 1; i >= 0; i--)
-        stack.push({ value: value[i], path: [...path, i] });
-    } else {
-      const keys = Object.keys(value);
-      for (let i = keys.length - 1; i >= 0; i--)
-        stack.push({
-          value: (value as Record<string, unknown>)[keys[i]!],
-          path: [...path, keys[i]!],
-        });
+    if (deep && infinite) break;
+    // The next value: the next child of the innermost container that has one left.
+    let top = frames.at(-1);
+    while (top && top.next >= (top.keys ?? (top.container as unknown[])).length) {
+      frames.pop();
+      top = frames.at(-1);
     }
+    if (!top) break;
+    const at = top.next++;
+    value = top.keys
+      ? (top.container as Record<string, unknown>)[top.keys[at]!]
+      : (top.container as unknown[])[at];
   }
   return [...details, ...reservedIds(body)];
 }

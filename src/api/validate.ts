@@ -27,6 +27,10 @@ export function isValidRequest(body: unknown): body is SystemOneRequest {
     strict: true,
     allowUnionTypes: true,
     discriminator: true,
+    // String lengths as `.length`, not code points counted one by one: the schema's only string
+    // bound is `minLength: 1` (not empty), which both decide alike, and counting walked every
+    // character of a 15 MB body (30 ms holding the event loop).
+    unicode: false,
   }).compile(requestJsonSchema()));
   return validate(body);
 }

@@ -16,7 +16,13 @@ import { buildLabelTrie, trieBranch, triePositions, type LabelTrie } from "./lab
 import type { DeciderOptions } from "./options.js";
 import type { PreparedPrompt } from "./prepare.js";
 import { renderQuestion } from "./prompt.js";
-import { mediaTokensOf, RequestTooLargeError, stateTokens, StateTooLongError } from "./state.js";
+import {
+  boundedTokens,
+  mediaTokensOf,
+  RequestTooLargeError,
+  stateTokens,
+  StateTooLongError,
+} from "./state.js";
 import type { DecisionRequest, Question, Usage } from "./types.js";
 
 /** One option order of a question: the order its options are shown in, and its label trie. */
@@ -99,7 +105,9 @@ export async function planRequest(
   const state = await stateTokens(model, request.state, head.length, signal);
   const { tokens: mediaPrefix, media } = await mediaTokensOf(model, request, head.length, signal);
   const mediaTokens = media.length * (model.model.imageTokens ?? 0);
-  const tokenize = (text: string) => model.tokenize(text, signal ? { signal } : {});
+  // A question's text is counted on a bounded prefix, as the state is: one past the context is
+  // as refused as one a megabyte past it.
+  const tokenize = (text: string) => boundedTokens(model, text, contextSize, signal);
   const prefix = [...head, ...mediaPrefix, ...state];
   const branches: ScoreBranch[] = [];
   const questions: QuestionPlan[] = [];

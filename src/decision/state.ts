@@ -115,6 +115,49 @@ export async function stateTokens(
   return tokens;
 }
 
+/** Texts up to this many characters are tokenized in one call (a few milliseconds). */
+export const WHOLE_TEXT_CHARS = 64 * 1024;
+
+/**
+ * The tokens of a prompt text (a question with its options), on a bounded prefix: a text of at
+ * most {@link WHOLE_TEXT_CHARS} characters is tokenized whole; a longer one in slices cut as the
+ * state's are (see {@link stateTokens}), yielding to the event loop between slices and stopping
+ * as soon as more than `limit` tokens are counted; a long text that turns out to fit is then
+ * tokenized whole, so what is returned for a text that fits is always its exact tokens.
+ * @param limit - the most tokens the caller can use (the context size): past it, counting stops
+ * @returns the text's tokens when they are at most `limit`; else the tokens of its first slices,
+ *   of which more than `limit` stand for the text's own (the caller refuses it as too long)
+ * @throws the signal's reason when aborted
+ * @example
+ * ```ts
+ * const tokens = await boundedTokens(model, questionText, contextSize);
+ * if (tokens.length > contextSize) throw … // the question alone cannot fit
+ * ```
+ */
+export async function boundedTokens(
+  model: PromptModel,
+  text: string,
+  limit: number,
+  signal?: AbortSignal,
+): Promise<Token[]> {
+  const options = signal ? { signal } : {};
+  if (text.length <= WHOLE_TEXT_CHARS) return model.tokenize(text, options);
+  const tokens: Token[] = [];
+  let cuts = 0;
+  for (let at = 0; at < text.length;) {
+    await new Promise((resolve) => setImmediate(resolve));
+    signal?.throwIfAborted();
+    const end = sliceEnd(text, at);
+    for (const token of await model.tokenize(text.slice(at, end), options)) tokens.push(token);
+    if (end < text.length && text[end] !== " ") cuts++;
+    // A hard cut splits at most one word, whose pieces may take a few more tokens than it whole.
+    if (tokens.length - 8 * cuts > limit) return tokens;
+    at = end;
+  }
+  await new Promise((resolve) => setImmediate(resolve));
+  return model.tokenize(text, options);
+}
+
 /**
  * The request's media in the prefix, right after the user turn opens: caption text tokens, and
  * each image's position among the prefix tokens.

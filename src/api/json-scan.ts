@@ -1,0 +1,171 @@
+import type { FastifyInstance } from "fastify";
+import { Transform, type TransformCallback } from "node:stream";
+import { validationError, type HttpError } from "../protocol/errors.js";
+import { MAX_JSON_DEPTH } from "../protocol/limits.js";
+import { JSON_CONTENT_TYPE } from "./json.js";
+
+/**
+ * A bound on what a JSON body may cost before it is parsed. `JSON.parse` holds the event loop for
+ * the whole body at once, and what it costs depends on the number of values, not the bytes: 16 MB
+ * of `[[],[],…]` is eight million arrays (seconds of parsing and gigabytes of heap), 16 MB of one
+ * string is 30 ms. {@link JsonBodyScanner} counts values and nesting as the bytes arrive, a chunk
+ * at a time, and a body past either bound is refused with 422 before the rest is read or parsed.
+ * Why: docs/decisions/084-bounded-cost-before-admission.md
+ */
+
+/**
+ * Most values (arrays, objects and the elements and members in them) in one JSON body: more than
+ * the context of any model decisiond serves holds, as each value renders to at least one token.
+ * Parsing 100,000 empty arrays takes about 15 ms.
+ */
+export const MAX_JSON_VALUES = 100_000;
+
+/**
+ * Deepest nesting the scanner lets through to the parser. Bodies between {@link MAX_JSON_DEPTH}
+ * and this are parsed and refused by the shape check (./json-shape.ts), which names where; deeper
+ * ones are refused while they arrive.
+ */
+export const MAX_SCANNED_DEPTH = 16_384;
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const OPEN_ARRAY = 0x5b;
+const OPEN_OBJECT = 0x7b;
+const CLOSE_ARRAY = 0x5d;
+const CLOSE_OBJECT = 0x7d;
+const COMMA = 0x2c;
+
+/**
+ * Counts the values and nesting of a JSON text given in chunks of UTF-8 bytes, without parsing
+ * it: brackets and commas outside strings (a multi-byte UTF-8 sequence never holds an ASCII
+ * byte). Malformed JSON is counted as far as it goes; `JSON.parse` reports it later.
+ * @example
+ * ```ts
+ * const scanner = new JsonBodyScanner(100_000, 1024);
+ * scanner.push(Buffer.from('{"a": [1, 2]}')); // → undefined: within both bounds
+ * ```
+ */
+export class JsonBodyScanner {
+  /** Values seen so far: containers opened, plus commas (one more value each). */
+  values = 0;
+  private depth = 0;
+  private inString = false;
+  private escaped = false;
+
+  /**
+   * @param maxValues - most values a body may hold
+   * @param maxDepth - deepest nesting a body may reach
+   */
+  constructor(
+    private readonly maxValues: number,
+    private readonly maxDepth: number,
+  ) {}
+
+  /**
+   * Scans the next bytes.
+   * @returns the 422 to answer when the body went past a bound, else `undefined`
+   */
+  push(chunk: Uint8Array): HttpError | undefined {
+    const n = chunk.length;
+    let i = 0;
+    // The next quote and backslash at or after i (n: none in this chunk), found again only once
+    // passed, so a string full of escapes costs one pass, not one search per escape.
+    let quote = -1;
+    let backslash = -1;
+    while (i < n) {
+      if (this.inString) {
+        if (this.escaped) {
+          this.escaped = false;
+          i++;
+          continue;
+        }
+        if (quote < i) quote = indexOr(chunk, QUOTE, i, n);
+        if (backslash < i) backslash = indexOr(chunk, BACKSLASH, i, n);
+        if (backslash < quote) {
+          this.escaped = true;
+          i = backslash + 1;
+        } else {
+          this.inString = quote === n;
+          i = quote + 1;
+        }
+        continue;
+      }
+      const byte = chunk[i++]!;
+      if (byte === QUOTE) this.inString = true;
+      else if (byte === OPEN_ARRAY || byte === OPEN_OBJECT) {
+        this.values++;
+        if (++this.depth > this.maxDepth) return tooDeep(this.maxDepth);
+        if (this.values > this.maxValues) return tooManyValues(this.maxValues);
+      } else if (byte === CLOSE_ARRAY || byte === CLOSE_OBJECT) this.depth--;
+      else if (byte === COMMA && ++this.values > this.maxValues)
+        return tooManyValues(this.maxValues);
+    }
+    return undefined;
+  }
+}
+
+/** The index of `byte` in `chunk` from `from`, or `n` (its length) when there is none. */
+function indexOr(chunk: Uint8Array, byte: number, from: number, n: number): number {
+  const at = chunk.indexOf(byte, from);
+  return at === -1 ? n : at;
+}
+
+function tooDeep(maxDepth: number): HttpError {
+  return validationError([
+    {
+      loc: ["body"],
+      msg: `Input is nested too deeply: at most ${MAX_JSON_DEPTH} levels of arrays and objects (this body goes past ${maxDepth})`,
+      type: "too_deep",
+    },
+  ]);
+}
+
+function tooManyValues(maxValues: number): HttpError {
+  return validationError([
+    {
+      loc: ["body"],
+      msg: `The body holds more than ${maxValues} values (arrays, objects and their elements): more than a model's context can hold; send less`,
+      type: "too_many_values",
+    },
+  ]);
+}
+
+/** A readable Fastify reads the body from; decompression sets `receivedEncodedLength`. */
+type Payload = NodeJS.ReadableStream & { receivedEncodedLength?: number };
+
+/**
+ * Adds a `preParsing` hook that scans JSON bodies (after decompression, so it counts the decoded
+ * bytes) with a {@link JsonBodyScanner}; a body past a bound is answered its 422 at once, and the
+ * rest of its upload is read and dropped so the client can read the answer.
+ * @param limits - the bounds; default {@link MAX_JSON_VALUES} and {@link MAX_SCANNED_DEPTH}
+ */
+export function installJsonScan(
+  app: FastifyInstance,
+  limits: { maxValues?: number; maxDepth?: number } = {},
+): void {
+  const maxValues = limits.maxValues ?? MAX_JSON_VALUES;
+  const maxDepth = limits.maxDepth ?? MAX_SCANNED_DEPTH;
+  app.addHook("preParsing", async (request, _reply, payload: Payload) => {
+    if (!JSON_CONTENT_TYPE.test(request.headers["content-type"] ?? "")) return payload;
+    const scanner = new JsonBodyScanner(maxValues, maxDepth);
+    const scanned = new Transform({
+      transform(chunk: Buffer, _encoding, callback: TransformCallback) {
+        const refusal = scanner.push(chunk);
+        if (!refusal) return callback(null, chunk);
+        payload.unpipe(scanned);
+        payload.resume(); // drain the rest of the upload so the error reply can be read
+        callback(refusal);
+      },
+    });
+    // Fastify compares the bytes received with Content-Length: the decoder's count, if any.
+    if (payload.receivedEncodedLength !== undefined)
+      Object.defineProperty(scanned, "receivedEncodedLength", {
+        get: () => payload.receivedEncodedLength,
+      });
+    payload.on("error", (error: Error) => scanned.destroy(error));
+    // An error after Fastify stopped reading (it answered already) must not go unhandled.
+    scanned.on("error", () => {});
+    payload.pipe(scanned);
+    return scanned;
+  });
+}
