@@ -99,6 +99,8 @@ export class Decider {
 
   /**
    * Answers every question of a request, reading the state once.
+   * @returns the answers; with `request.unfit: "refuse"`, the questions that cannot fit are in
+   *   `refused` instead (when all are, the model is not called and the usage is zero)
    * @throws {@link StateTooLongError} see {@link Decider.plan}; engine errors pass through
    */
   async decide(
@@ -108,6 +110,15 @@ export class Decider {
   ): Promise<DecisionResult> {
     const prepared = await this.prepare(signal);
     const plan = await this.planWith(prepared, request, signal);
+    const refused = plan.refused ? { refused: plan.refused } : {};
+    // Every question refused (unfit: "refuse"): nothing for the model to do, nothing to charge.
+    if (plan.questions.length === 0)
+      return {
+        answers: {},
+        usage: { input_tokens: 0, output_tokens: 0 },
+        stats: { evaluatedTokens: 0, cachedPrefixTokens: 0 },
+        ...refused,
+      };
     const usage = usageOf(plan);
     // The request's usage is known from its plan: the caller may refuse it before the model runs.
     await hooks?.beforeScore?.(usage);
@@ -123,7 +134,9 @@ export class Decider {
       stats: {
         evaluatedTokens: result.evaluatedTokens,
         cachedPrefixTokens: result.cachedPrefixTokens,
+        prefixTokens: plan.prefix.length,
       },
+      ...refused,
     };
   }
 

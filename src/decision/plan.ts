@@ -63,6 +63,8 @@ export interface Plan {
   readonly neededTokens: number;
   /** Prefix, image positions and every branch: what the call puts through the model. */
   readonly inputTokens: number;
+  /** Ids of the questions left out because they cannot fit ({@link DecisionRequest.unfit}). */
+  readonly refused?: readonly string[];
 }
 
 /** What {@link planRequest} plans with: the model, the prepared prompt and the settings. */
@@ -84,7 +86,8 @@ export interface Planner {
  * @param signal - aborts the wait for the tokenizer (`AbortError`)
  * @returns the plan; its {@link Plan.branches} are in question order, views in order
  * @throws {@link StateTooLongError} when prefix + the longest branch exceeds the context;
- *   nothing is truncated
+ *   nothing is truncated (with `request.unfit: "refuse"`, only when the prefix alone does not
+ *   fit: a question that does not is left out and listed in {@link Plan.refused})
  * @throws {@link RequestTooLargeError} when prefix + image positions + every branch exceed
  *   `options.maxRequestTokens` (default twice the context size)
  * @throws `Error` when the request has media and the model takes no images
@@ -115,10 +118,13 @@ export async function planRequest(
   let longestId: string | undefined;
   let inputTokens = prefix.length + mediaTokens;
   let heaviest: { id?: string; tokens: number } = { tokens: 0 };
+  const room = contextSize - prefix.length - mediaTokens;
+  const refused: string[] = [];
   for (const [id, question] of request.questions) {
     const firstBranch = branches.length;
     const style = await labelStyleOf(question, prepared, labels, options, signal);
     const views: QuestionView[] = [];
+    let deepest = 0;
     for (const order of ordersOf(question, options.debias)) {
       // Position p shows option order[p] under labels[p].
       const shown = style.labelsAt(order);
@@ -129,12 +135,18 @@ export async function planRequest(
         labelTokens.push(await labels.tokensOf(label, style.cue, prepared, signal));
       const trie = buildLabelTrie(labelTokens);
       branches.push(trieBranch(tokens, trie));
-      const depth = tokens.length + trieDepth(trie) - 1;
-      if (depth > longest) {
-        longest = depth;
-        longestId = id;
-      }
+      deepest = Math.max(deepest, tokens.length + trieDepth(trie) - 1);
       views.push({ order, trie });
+    }
+    // A question that cannot fit beside the prefix fails the request, or is refused (unfit: "refuse").
+    if (request.unfit === "refuse" && room > 0 && deepest > room) {
+      branches.length = firstBranch;
+      refused.push(id);
+      continue;
+    }
+    if (deepest > longest) {
+      longest = deepest;
+      longestId = id;
     }
     questions.push({ id, question, labelCount: labelCountOf(question), views, firstBranch });
     const tokens = branches.slice(firstBranch).reduce((sum, b) => sum + branchTotalTokens(b), 0);
@@ -171,6 +183,7 @@ export async function planRequest(
     ...(contrast ? { contrast } : {}),
     neededTokens,
     inputTokens,
+    ...(refused.length > 0 ? { refused } : {}),
   };
 }
 

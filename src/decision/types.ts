@@ -61,6 +61,12 @@ export interface DecisionRequest {
   readonly questions: readonly (readonly [id: string, question: Question])[];
   /** One image or one video's frames, placed in the prefix (needs a vision engine). */
   readonly media?: DecisionMedia;
+  /**
+   * A question whose branch cannot fit the context beside the prefix: `"fail"` (default) refuses
+   * the request ({@link StateTooLongError} from the planner); `"refuse"` leaves the question out,
+   * names it in {@link DecisionResult.refused} and answers the others (the Decisions wire).
+   */
+  readonly unfit?: "fail" | "refuse";
 }
 
 export interface ChoiceAnswer {
@@ -110,5 +116,12 @@ export interface DecisionResult {
   readonly answers: Record<string, Answer>;
   readonly usage: Usage;
   /** Engine diagnostics, not part of the public answer. */
-  readonly stats: { readonly evaluatedTokens: number; readonly cachedPrefixTokens: number };
+  readonly stats: {
+    readonly evaluatedTokens: number;
+    readonly cachedPrefixTokens: number;
+    /** Tokens of the shared prefix, when the decision layer planned it. */
+    readonly prefixTokens?: number;
+  };
+  /** Ids of the questions left unanswered (see {@link DecisionRequest.unfit}); absent when none. */
+  readonly refused?: readonly string[];
 }
