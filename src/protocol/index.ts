@@ -28,6 +28,51 @@ export {
   type ValidationDetail,
   type ValidationErrorBody,
 } from "./errors.js";
+export {
+  DecisionInputItemSchema,
+  DecisionQuestionSchema,
+  DecisionsRequestSchema,
+  IMAGE_DATA_URL,
+  MAX_DECISION_QUESTIONS,
+  MAX_SAFETY_IDENTIFIER_LENGTH,
+  type ChoiceValue,
+  type DecisionInputItem,
+  type DecisionQuestion,
+  type DecisionsRequest,
+} from "./decisions.js";
+export {
+  DecisionChoiceAnswerSchema,
+  DecisionSchema,
+  DecisionScoreAnswerSchema,
+  DecisionUsageSchema,
+  OpenAiErrorSchema,
+  OpenAiModelSchema,
+  PredicateAnswerSchema,
+  RefusalAnswerSchema,
+  type Decision,
+  type DecisionAnswer,
+  type DecisionUsage,
+  type OpenAiErrorBody,
+  type OpenAiModel,
+} from "./decisions-response.js";
+export {
+  decisionsError,
+  DecisionsErrors,
+  invalidRequestFromZod,
+  OPENAI_ERROR_TYPES,
+  paramOf,
+  toOpenAiError,
+} from "./decisions-errors.js";
+export {
+  decisionUsage,
+  fromDecisionsRequest,
+  IMAGE_MARK,
+  optionId,
+  refusedDecision,
+  toDecisionAnswers,
+  type DecisionsTranslation,
+  type TranslationModel,
+} from "./decisions-translate.js";
 export { requestJsonSchema, type JsonSchema } from "./json-schema.js";
 export * from "./limits.js";
 export { CLIENT_DEFAULT_ALIAS, PUBLIC_MODEL_NAME } from "./models.js";
