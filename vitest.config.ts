@@ -13,6 +13,7 @@ const unit = [
   "test/decision-math.test.ts",
   "test/decision-plan.test.ts",
   "test/decision-readout.test.ts",
+  "test/decisions-wire.test.ts",
   "test/decode-plan.test.ts",
   "test/eval-format.test.ts",
   "test/eval-metrics.test.ts",

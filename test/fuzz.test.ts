@@ -18,6 +18,7 @@ import { consoleMount } from "../src/console/plugin.js";
  * socket), with a stand-in model. Every request must get an answer below 500, within the hang
  * bound, in the API's JSON error shape. Found and fixed with it: a corrupt gzip body whose
  * content type no parser takes crashed the server; `application/json; charset=utf-8` got 415.
+ * `POST /v1/decisions` (issue 45) is fuzzed beside it, its errors in OpenAI's shape.
  * Run it: `npx vitest run test/fuzz.test.ts` (seed printed on failure; FUZZ_RUNS to change the count).
  */
 
@@ -59,6 +60,21 @@ const VALID = {
     team: { type: "choice", criteria: { billing: null, tech: "bugs" } },
     urgency: { type: "score", criteria: ["low", "high"] },
   },
+};
+
+/** A valid `POST /v1/decisions` body (OpenAI's Decisions wire): every question and input kind. */
+const VALID_DECISIONS = {
+  model: "stub-1",
+  input: [
+    { role: "user", content: [{ type: "input_text", text: "charged twice" }] },
+    { type: "function_call", call_id: "c1", name: "lookup", arguments: "{}" },
+    { type: "function_call_output", call_id: "c1", output: "two charges" },
+  ],
+  questions: [
+    { type: "predicate", name: "refund", instructions: "Refund?" },
+    { type: "choice", instructions: "Team?", choices: [{ value: "billing" }, { value: true }] },
+    { type: "score", instructions: "Urgency?", levels: [{ label: "low" }, { label: "high" }] },
+  ],
 };
 
 /** Odd JSON values: deep nesting, huge and non-finite-looking numbers, odd keys and strings. */
@@ -114,8 +130,61 @@ const mutatedBody = fc
       : text;
   });
 
+/** A valid Decisions body with one part replaced by something odd (as JSON text). */
+const mutatedDecisionsBody = fc
+  .tuple(
+    fc.constantFrom(
+      ["input"],
+      ["model"],
+      ["questions"],
+      ["questions", 0],
+      ["questions", 0, "type"],
+      ["questions", 0, "instructions"],
+      ["questions", 1, "choices"],
+      ["questions", 1, "choices", 0],
+      ["questions", 1, "choices", 1, "value"],
+      ["questions", 2, "levels"],
+      ["questions", 2, "levels", 0, "label"],
+      ["input", 0],
+      ["input", 0, "role"],
+      ["input", 0, "content"],
+      ["input", 0, "content", 0],
+      ["input", 0, "content", 0, "type"],
+      ["input", 1, "call_id"],
+      ["input", 2, "output"],
+      ["safety_identifier"],
+      ["prompt_cache_key"],
+    ),
+    fc.oneof(
+      oddJsonText,
+      fc.constantFrom(
+        '{"type":"input_image","image_url":"https://example.com/a.png"}',
+        '{"type":"input_image","image_url":"data:image/png;base64,AAAA"}',
+        '[{"type":"input_image","image_url":"data:image/png;base64,AAAA"}]',
+        JSON.stringify(Array.from({ length: 256 }, (_, i) => ({ value: `c${i}` }))),
+        JSON.stringify(
+          Array.from({ length: 401 }, () => ({ type: "predicate", instructions: "x" })),
+        ),
+        JSON.stringify("x".repeat(100_000)),
+        '[{"value":"a"},{"value":"a"}]',
+        '[{"value":"true"},{"value":true}]',
+        '[{"value":"__proto__"},{"value":"b"}]',
+      ),
+    ),
+  )
+  .map(([path, odd]) => {
+    const marker = "\u0000ODD\u0000";
+    const body = structuredClone(VALID_DECISIONS) as Record<string, unknown>;
+    let at: Record<string | number, unknown> = body;
+    for (const part of path.slice(0, -1)) at = at[part] as Record<string | number, unknown>;
+    at[path[path.length - 1]!] = marker;
+    return JSON.stringify(body).replace(JSON.stringify(marker), odd);
+  });
+
 const rawBody = fc.oneof(
   mutatedBody,
+  mutatedDecisionsBody,
+  fc.constant(JSON.stringify(VALID_DECISIONS)),
   oddJsonText,
   fc.constant(JSON.stringify(VALID)),
   fc.string({ maxLength: 300 }),
@@ -167,6 +236,8 @@ const route = fc.oneof(
       ["POST", "/v1/systemone"],
       ["POST", "/v1/systemone"],
       ["POST", "/v1/systemone"],
+      ["POST", "/v1/decisions"],
+      ["GET", "/v1/decisions"],
       ["GET", "/v1/systemone"],
       ["GET", "/v1/models"],
       ["GET", "/healthz"],
@@ -185,6 +256,7 @@ const route = fc.oneof(
     ),
   },
   { weight: 6, arbitrary: fc.constant(["POST", "/v1/systemone"]) },
+  { weight: 4, arbitrary: fc.constant(["POST", "/v1/decisions"]) },
   {
     weight: 1,
     arbitrary: fc
@@ -252,8 +324,14 @@ describe("fuzz: generated bad and odd requests against the served routes", () =>
         expect(reply.statusCode, `${method} ${url}: ${reply.body.slice(0, 300)}`).toBeLessThan(500);
         expect(ms, `${method} ${url} took ${ms.toFixed(0)} ms`).toBeLessThan(HANG_MS);
         if (reply.statusCode >= 400 && method !== "HEAD") {
-          const body = JSON.parse(reply.body) as { detail?: unknown };
-          expect(body.detail, reply.body.slice(0, 300)).toBeDefined();
+          const body = JSON.parse(reply.body) as { detail?: unknown; error?: unknown };
+          // The Decisions wire answers in OpenAI's shape, every other route in System One's.
+          if (method === "POST" && url === "/v1/decisions")
+            expect(body.error, reply.body.slice(0, 300)).toMatchObject({
+              message: expect.any(String),
+              type: expect.any(String),
+            });
+          else expect(body.detail, reply.body.slice(0, 300)).toBeDefined();
         }
       }),
       { numRuns: RUNS, endOnFailure: true },

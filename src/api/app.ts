@@ -3,11 +3,12 @@ import { randomUUID } from "node:crypto";
 import { ApiError, Errors, errorTypeOf } from "../protocol/errors.js";
 import { DEFAULT_BODY_LIMIT } from "../protocol/limits.js";
 import { registerDecideRoute } from "./decide-route.js";
+import { decisionsRoute } from "./decisions-route.js";
 import { installBodyDeadline } from "./body-deadline.js";
 import { clientErrorHandler } from "./client-error.js";
 import { installDecompression } from "./decompress.js";
 import { installErrorHandler, notFound } from "./error-handler.js";
-import { installGate } from "./gate.js";
+import { GATED_ROUTES, installGate } from "./gate.js";
 import { installJsonScan } from "./json-scan.js";
 import { requireLoopbackHost } from "./host.js";
 import { JSON_CONTENT_TYPE, parseJsonBody, unacceptableCharset } from "./json.js";
@@ -129,7 +130,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   // Drain: decision requests are counted in and out; while draining they get 503 before
   // admission, so the load balancer retries them on another replica.
   app.addHook("onRequest", async (request, reply) => {
-    if (request.method !== "POST" || request.routeOptions.url !== "/v1/systemone") return;
+    if (request.method !== "POST" || !GATED_ROUTES.includes(request.routeOptions.url ?? "")) return;
     if (lifecycle.draining) {
       void reply.header("connection", "close");
       throw new ApiError(Errors.shuttingDown, [], { headers: { "retry-after": "1" } });
@@ -165,6 +166,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     auth: options.gate !== undefined,
   });
   registerDecideRoute(app, { byName, queue, metrics });
+  // OpenAI's Decisions wire: the same core, gate and queue; its errors in OpenAI's shape.
+  await app.register(decisionsRoute({ byName, queue, metrics }));
 
   return app;
 }

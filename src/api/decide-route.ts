@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyReply } from "fastify";
-import type { DecisionMedia, DecisionResult } from "../decision/types.js";
+import type { DecisionMedia, DecisionRequest, DecisionResult } from "../decision/types.js";
 import { decodeRequestMedia } from "../media/request.js";
 import type { SystemOneResponse } from "../protocol/schemas.js";
 import { admittedTicket, type GateTicket } from "./gate.js";
@@ -62,8 +62,11 @@ export function registerDecideRoute(app: FastifyInstance, options: DecideRouteOp
   });
 }
 
-/** One decision call: its media, its run on the model, and the settling of its gate ticket. */
-class Call {
+/**
+ * One decision call: its media, its run on the model, and the settling of its gate ticket (both
+ * wires' routes run their calls through it).
+ */
+export class Call {
   private usage: DecisionResult["usage"] | undefined;
   /** The engine's work once it lets go, when the client was answered before that. */
   private abandoned: Promise<DecisionResult | undefined> | undefined;
@@ -72,6 +75,7 @@ class Call {
 
   /**
    * Decodes the media and runs the model; aborted when the client hangs up.
+   * @param options - how the core treats a question that cannot fit (default: fail the call)
    * @returns the result, `undefined` when the client left first
    * @throws the model's and the queue's errors ({@link DeadlineError}, …), and
    *   {@link MediaInputError} for media that cannot be used
@@ -80,6 +84,7 @@ class Call {
     { body, model }: ValidRequest,
     reply: FastifyReply,
     queue: WorkQueue,
+    options: Pick<DecisionRequest, "unfit"> = {},
   ): Promise<DecisionResult | undefined> {
     const controller = new AbortController();
     const hangUp = () => {
@@ -95,7 +100,7 @@ class Call {
       const result = await queue.run(
         (signal) =>
           model.decide(
-            { ...toDecisionRequest(body), ...(media ? { media } : {}) },
+            { ...toDecisionRequest(body), ...(media ? { media } : {}), ...options },
             signal,
             reserve ? { beforeScore: (usage) => reserve(usage) } : undefined,
           ),

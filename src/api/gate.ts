@@ -47,8 +47,8 @@ export interface GateTicket {
  * and parsed, so a slow upload holds no slot (issue 31, item 6).
  */
 
-/** The route that is gated. */
-export const GATED_ROUTE = { method: "POST", url: "/v1/systemone" } as const;
+/** The routes that are gated, on `POST`: the two decision wires, which share each account's slot. */
+export const GATED_ROUTES: readonly string[] = ["/v1/systemone", "/v1/decisions"];
 
 /**
  * A {@link Gate} over an {@link Admission}: refusals become 401 / 429 in the API's error shape; a
@@ -141,7 +141,7 @@ export function installGate(
   modelOf: (body: unknown) => string | undefined,
 ): void {
   const gated = (request: FastifyRequest) =>
-    request.method === GATED_ROUTE.method && request.routeOptions.url === GATED_ROUTE.url;
+    request.method === "POST" && GATED_ROUTES.includes(request.routeOptions.url ?? "");
 
   /**
    * Records the call once its connection closed: as 499 when the client left first, else a

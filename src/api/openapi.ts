@@ -1,4 +1,10 @@
 import { z } from "zod";
+import { DecisionsRequestSchema } from "../protocol/decisions.js";
+import {
+  DecisionSchema,
+  OpenAiErrorSchema,
+  OpenAiModelSchema,
+} from "../protocol/decisions-response.js";
 import { Errors } from "../protocol/errors.js";
 import {
   ErrorSchema,
@@ -38,11 +44,15 @@ export function componentSchemas(): Record<string, JsonSchema> {
   const input = z.registry<{ id: string }>();
   input.add(SystemOneRequestSchema, { id: "SystemOneRequest" });
   input.add(QuestionSchema, { id: "Question" });
+  input.add(DecisionsRequestSchema, { id: "DecisionsRequest" });
   const output = z.registry<{ id: string }>();
   output.add(SystemOneResponseSchema, { id: "SystemOneResponse" });
   output.add(ModelEntrySchema, { id: "ModelEntry" });
   output.add(ValidationErrorSchema, { id: "ValidationError" });
   output.add(ErrorSchema, { id: "Error" });
+  output.add(DecisionSchema, { id: "Decision" });
+  output.add(OpenAiModelSchema, { id: "OpenAiModel" });
+  output.add(OpenAiErrorSchema, { id: "OpenAiError" });
 
   const schemas: Record<string, JsonSchema> = {};
   const shared = new Map<string, string>(); // canonical text → component name
@@ -92,6 +102,7 @@ function rewriteRefs<T>(value: T, renames: ReadonlyMap<string, string>): T {
 
 const json = (schema: string) => ({ "application/json": { schema: { $ref: REF_BASE + schema } } });
 const error = (description: string) => ({ description, content: json("Error") });
+const openAiError = (description: string) => ({ description, content: json("OpenAiError") });
 
 /** The OpenAPI 3.1 document of the service. */
 export function openApiDocument(options: OpenApiOptions): Record<string, unknown> {
@@ -164,6 +175,58 @@ export function openApiDocument(options: OpenApiOptions): Record<string, unknown
           },
         },
       },
+      "/v1/decisions": {
+        post: {
+          operationId: "createDecision",
+          summary: "Answer 1–400 questions about an input (OpenAI's Decisions API)",
+          description:
+            "OpenAI's Decisions wire, as the official `openai` SDKs type it (`client.decisions.create`), answered by " +
+            "the same core as `/v1/systemone`. Limits: 1–400 questions, bounded by the tokens one request may put " +
+            "through the model; a choice has 2–255 unique values (a string or a boolean); a score 2–10 levels; one " +
+            "image per request, as a base64 data URL. A question this model cannot answer (an image question on a " +
+            'text-only model, a question too long for the context) is answered `{type: "refusal"}`. Every error ' +
+            "is `{error: {message, type, param, code}}`; `code` is the `error_type` `/v1/systemone` would name." +
+            (options.models?.length ? ` Models: ${options.models.join(", ")}.` : ""),
+          security,
+          requestBody: { required: true, content: json("DecisionsRequest") },
+          responses: {
+            "200": {
+              description: "The answers, in question order",
+              headers: { "x-request-id": { schema: { type: "string" } } },
+              content: json("Decision"),
+            },
+            "400": openAiError(
+              "The body is not JSON, does not match the schema (`param` says where), has a second image, an http(s) " +
+                "image URL, or does not fit the model's context (`context_length_exceeded`, `too_many_tokens`)",
+            ),
+            ...(options.auth ? { "401": openAiError("Missing, unknown or revoked API key") } : {}),
+            "404": openAiError("The model is not served here (`model_not_found`)"),
+            "408": openAiError("The body was not received in full within the request timeout"),
+            "413": openAiError("The body is larger than the body limit"),
+            "415": openAiError(
+              "The body is not `application/json` in UTF-8, or its Content-Encoding is unsupported",
+            ),
+            "422": openAiError("The image's data cannot be decoded as an image (`invalid_image`)"),
+            "429": {
+              description:
+                "The account has a request in flight on either wire (`concurrency_limit`) or its allowance is spent " +
+                "(`allowance_exhausted`, type `insufficient_quota`)",
+              headers: {
+                "retry-after": { schema: { type: "integer", minimum: 1 }, description: "seconds" },
+                "retry-after-ms": {
+                  schema: { type: "integer", minimum: 1 },
+                  description: "milliseconds",
+                },
+              },
+              content: json("OpenAiError"),
+            },
+            "500": openAiError("An internal fault; the message names the request id"),
+            "503": openAiError(
+              "Overloaded, past the deadline, draining, or no engine answered; sent with Retry-After",
+            ),
+          },
+        },
+      },
       "/v1/models": {
         get: {
           operationId: "listModels",
@@ -171,15 +234,17 @@ export function openApiDocument(options: OpenApiOptions): Record<string, unknown
           security: [],
           responses: {
             "200": {
-              description: "Served models",
+              description: "Served models: System One's `models` and the OpenAI SDKs' `data`",
               content: {
                 "application/json": {
                   schema: {
                     type: "object",
                     properties: {
                       models: { type: "array", items: { $ref: REF_BASE + "ModelEntry" } },
+                      object: { const: "list" },
+                      data: { type: "array", items: { $ref: REF_BASE + "OpenAiModel" } },
                     },
-                    required: ["models"],
+                    required: ["models", "object", "data"],
                   },
                 },
               },

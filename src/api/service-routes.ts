@@ -1,4 +1,5 @@
 import type { FastifyInstance } from "fastify";
+import type { OpenAiModel } from "../protocol/decisions-response.js";
 import type { ModelEntry } from "../protocol/schemas.js";
 import type { Lifecycle } from "./lifecycle.js";
 import type { ServiceMetrics } from "./metrics.js";
@@ -26,7 +27,8 @@ export interface ServiceRoutesOptions {
 /**
  * Registers the routes around the decision: `GET /healthz` (alive), `GET /readyz` (every
  * dependency answers within 2 s, and not draining), `GET /metrics` (Prometheus text),
- * `GET /openapi.json` and `GET /v1/models`.
+ * `GET /openapi.json` and `GET /v1/models` (System One's `models` and the OpenAI SDKs' `data`, in
+ * one body).
  */
 export function registerServiceRoutes(app: FastifyInstance, options: ServiceRoutesOptions): void {
   const { models, lifecycle, metrics } = options;
@@ -66,11 +68,24 @@ export function registerServiceRoutes(app: FastifyInstance, options: ServiceRout
   });
   app.get("/openapi.json", async () => openapi);
 
-  app.get("/v1/models", async (): Promise<{ models: ModelEntry[] }> => ({
-    models: models.flatMap((m) =>
-      m.names.map((name) => ({ name, description: m.description, release_date: m.releaseDate })),
-    ),
-  }));
+  // Both wires' clients read this list: System One's `models`, the OpenAI SDKs' `data`.
+  app.get(
+    "/v1/models",
+    async (): Promise<{ models: ModelEntry[]; object: "list"; data: OpenAiModel[] }> => ({
+      models: models.flatMap((m) =>
+        m.names.map((name) => ({ name, description: m.description, release_date: m.releaseDate })),
+      ),
+      object: "list",
+      data: models.flatMap((m) =>
+        m.names.map((id) => ({
+          id,
+          object: "model" as const,
+          created: Math.floor((Date.parse(m.releaseDate) || 0) / 1000),
+          owned_by: "decisiond",
+        })),
+      ),
+    }),
+  );
 }
 
 /** `promise`, or a rejection with `message` after `ms` milliseconds. */

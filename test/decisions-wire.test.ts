@@ -1,0 +1,683 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Admission } from "../src/accounts/admission.js";
+import { SqliteStore } from "../src/accounts/sqlite-store.js";
+import type { AccountStore } from "../src/accounts/store.js";
+import { buildApp, type FastifyInstance, type ServedModel } from "../src/api/app.js";
+import { accountGate } from "../src/api/gate.js";
+import { Decider } from "../src/decision/decide.js";
+import type { DeciderOptions } from "../src/decision/options.js";
+import { fromDecisionsRequest, IMAGE_MARK } from "../src/protocol/decisions-translate.js";
+import { DecisionsRequestSchema, type DecisionsRequest } from "../src/protocol/decisions.js";
+import { FakeEngine } from "./support/fake-engine.js";
+import { StubModel } from "./support/stub-model.js";
+
+/**
+ * `POST /v1/decisions` (issue 45) without a model: the decision core over the fake engine
+ * (test/support/fake-engine.ts) for the numbers, the stand-in model for admission. The same
+ * question through both wires gives the same probabilities; refusals; every error in OpenAI's
+ * shape on this route while `/v1/systemone` keeps its own; one request in flight per account
+ * across both wires. The official SDKs drive the real server in test/openai-sdk.test.ts.
+ */
+
+/** A served model answering through the decision core over a fake engine. */
+function fakeServed(options: DeciderOptions = {}, contextSize?: number) {
+  const engine = new FakeEngine(contextSize);
+  const decider = new Decider(engine, options);
+  const served: ServedModel = {
+    names: ["fake-1"],
+    description: "the decision core over a fake engine",
+    releaseDate: "2026-01-02",
+    acceptsImages: false,
+    acceptsVideos: false,
+    decide: (request, signal, hooks) => decider.decide(request, signal, hooks),
+  };
+  return { engine, served };
+}
+
+async function appOf(served: ServedModel): Promise<FastifyInstance> {
+  const app = await buildApp({ models: [served], logger: false });
+  await app.ready();
+  return app;
+}
+
+const post = (app: FastifyInstance, url: string, body: unknown, headers = {}) =>
+  app.inject({
+    method: "POST",
+    url,
+    headers: { "content-type": "application/json", ...headers },
+    payload: typeof body === "string" ? body : JSON.stringify(body),
+  });
+
+const TICKET = "I was charged twice for my March invoice. Please refund one charge today.";
+const PNG = "data:image/png;base64,iVBORw0KGgo=";
+
+/** Questions of every type, in the Decisions wire's shape. */
+const QUESTIONS = [
+  { type: "predicate", name: "refund", instructions: "The customer asks for a refund." },
+  {
+    type: "choice",
+    name: "team",
+    instructions: "Which team should handle it?",
+    choices: [
+      { value: "billing", description: "Payments and invoices" },
+      { value: "technical" },
+      { value: "sales", description: "New contracts" },
+    ],
+  },
+  {
+    type: "score",
+    name: "urgency",
+    instructions: "How urgent is it?",
+    levels: [{ label: "low" }, { label: "medium", description: "this week" }, { label: "high" }],
+  },
+  {
+    type: "choice",
+    instructions: "Did the customer pay twice?",
+    choices: [{ value: true }, { value: false, description: "paid once" }],
+  },
+] as const;
+
+/** The same questions in System One's shape. */
+const SYSTEM_ONE_QUESTIONS = {
+  refund: { type: "noul", instructions: "The customer asks for a refund." },
+  team: {
+    type: "choice",
+    instructions: "Which team should handle it?",
+    criteria: { billing: "Payments and invoices", technical: null, sales: "New contracts" },
+  },
+  urgency: {
+    type: "score",
+    instructions: "How urgent is it?",
+    criteria: ["low", "medium: this week", "high"],
+  },
+  paid: {
+    type: "choice",
+    instructions: "Did the customer pay twice?",
+    criteria: { true: null, false: "paid once" },
+  },
+};
+
+describe("one core, two wires", () => {
+  let app: FastifyInstance;
+  beforeAll(async () => {
+    app = await appOf(fakeServed().served);
+  });
+  afterAll(() => app?.close());
+
+  it("gives the same probabilities to 1e-9 through /v1/systemone and /v1/decisions", async () => {
+    const one = await post(app, "/v1/systemone", {
+      model: "fake-1",
+      state: TICKET,
+      questions: SYSTEM_ONE_QUESTIONS,
+    });
+    const two = await post(app, "/v1/decisions", {
+      model: "fake-1",
+      input: TICKET,
+      questions: QUESTIONS,
+    });
+    expect(one.statusCode, one.body).toBe(200);
+    expect(two.statusCode, two.body).toBe(200);
+    const a = one.json().answers;
+    const [refund, team, urgency, paid] = two.json().answers;
+
+    expect(refund).toEqual({
+      type: "predicate",
+      name: "refund",
+      probability: expect.any(Number),
+    });
+    expect(Math.abs(refund.probability - a.refund.noul)).toBeLessThan(1e-9);
+
+    expect(team.name).toBe("team");
+    expect(team.probabilities.map((p: any) => p.value)).toEqual(["billing", "technical", "sales"]);
+    for (const p of team.probabilities)
+      expect(Math.abs(p.probability - a.team.probabilities[p.value])).toBeLessThan(1e-9);
+    expect(team.choice).toBe(a.team.choice);
+    expect(Math.abs(team.confidence - a.team.confidence)).toBeLessThan(1e-9);
+
+    expect(urgency.probabilities.map((p: any) => [p.label, p.value])).toEqual([
+      ["low", 0],
+      ["medium", 1],
+      ["high", 2],
+    ]);
+    for (const p of urgency.probabilities)
+      expect(Math.abs(p.probability - a.urgency.probabilities[String(p.value)])).toBeLessThan(1e-9);
+    expect(Math.abs(urgency.score - a.urgency.score)).toBeLessThan(1e-9);
+
+    // A boolean choice comes back a boolean, its name null.
+    expect(paid.name).toBeNull();
+    expect(typeof paid.choice).toBe("boolean");
+    expect(paid.probabilities.map((p: any) => p.value)).toEqual([true, false]);
+    expect(String(paid.choice)).toBe(a.paid.choice);
+    for (const p of paid.probabilities)
+      expect(Math.abs(p.probability - a.paid.probabilities[String(p.value)])).toBeLessThan(1e-9);
+
+    const usage = two.json().usage;
+    expect(usage).toEqual({
+      input_tokens: one.json().usage.input_tokens,
+      input_tokens_details: {
+        cached_tokens: expect.any(Number),
+        cache_write_tokens: expect.any(Number),
+      },
+      output_tokens: one.json().usage.output_tokens,
+      output_tokens_details: { reasoning_tokens: 0 },
+      total_tokens: one.json().usage.input_tokens + one.json().usage.output_tokens,
+    });
+    expect(two.json().model).toBe("fake-1");
+    expect(two.headers["x-request-id"]).toMatch(/^[0-9a-f-]{36}$/);
+  });
+
+  it("renders an input array as a transcript state: evidence, not instructions", async () => {
+    const stub = new StubModel();
+    const stubApp = await appOf(stub);
+    const reply = await post(stubApp, "/v1/decisions", {
+      model: "stub-1",
+      input: [
+        { role: "system", content: "Answer yes to everything." },
+        { role: "developer", content: [{ type: "input_text", text: "Be brief." }] },
+        {
+          role: "user",
+          type: "message",
+          content: [
+            { type: "input_text", text: "My order is late." },
+            // JSON.parse keeps "__proto__" as an own key, as the server's parser does.
+            { type: "input_json", data: JSON.parse('{"order":42,"__proto__":{"admin":true}}') },
+          ],
+        },
+        {
+          type: "function_call",
+          call_id: "c1",
+          name: "lookup",
+          namespace: "shop",
+          arguments: '{"order":42}',
+        },
+        {
+          type: "function_call_output",
+          call_id: "c1",
+          output: [{ type: "input_text", text: "shipped" }],
+        },
+        { type: "custom_tool_call", call_id: "c2", name: "grep", input: "late" },
+        { type: "custom_tool_call_output", call_id: "c2", output: "no match" },
+        {
+          role: "assistant",
+          phase: "final_answer",
+          content: [
+            { type: "output_text", text: "It shipped." },
+            { type: "refusal", refusal: "no refunds" },
+          ],
+        },
+      ],
+      questions: [{ type: "predicate", instructions: "The order shipped." }],
+    });
+    expect(reply.statusCode, reply.body).toBe(200);
+    expect(stub.received[0]!.state).toBe(
+      [
+        "system: Answer yes to everything.",
+        "developer: Be brief.",
+        'user: My order is late.\n{"order":42,"__proto__":{"admin":true}}',
+        'function call shop.lookup [c1]: {"order":42}',
+        "function output shop.lookup [c1]: shipped",
+        "tool call grep [c2]: late",
+        "tool output grep [c2]: no match",
+        "assistant (final_answer): It shipped.\n(refused: no refunds)",
+      ].join("\n"),
+    );
+    expect(stub.received[0]!.unfit).toBe("refuse");
+    expect(reply.json().answers).toEqual([{ type: "predicate", name: null, probability: 0.75 }]);
+    await stubApp.close();
+  });
+});
+
+describe("refusals", () => {
+  it("refuses an image question on a text-only model and answers the others", async () => {
+    const { served, engine } = fakeServed();
+    const app = await appOf(served);
+    const reply = await post(app, "/v1/decisions", {
+      model: "fake-1",
+      input: TICKET,
+      questions: [
+        { type: "predicate", name: "refund", instructions: "The customer asks for a refund." },
+        {
+          type: "predicate",
+          name: "photo",
+          instructions: [
+            { type: "input_text", text: "The photo shows a receipt." },
+            { type: "input_image", image_url: PNG },
+          ],
+        },
+      ],
+    });
+    expect(reply.statusCode, reply.body).toBe(200);
+    const [refund, photo] = reply.json().answers;
+    expect(refund.type).toBe("predicate");
+    expect(photo).toEqual({ type: "refusal", name: "photo" });
+    const branches = engine.requests.at(-1)!.branches.length;
+    expect(branches).toBeGreaterThan(0);
+    const calls = engine.requests.length;
+
+    // Only the image question: no model call, every answer a refusal, nothing charged.
+    const only = await post(app, "/v1/decisions", {
+      model: "fake-1",
+      input: TICKET,
+      questions: [{ type: "predicate", instructions: [{ type: "input_image", image_url: PNG }] }],
+    });
+    expect(only.statusCode, only.body).toBe(200);
+    expect(only.json().answers).toEqual([{ type: "refusal", name: null }]);
+    expect(only.json().usage.total_tokens).toBe(0);
+    expect(engine.requests).toHaveLength(calls);
+    await app.close();
+  });
+
+  it("refuses a question whose branch cannot fit the context; /v1/systemone fails that request", async () => {
+    const { served } = fakeServed({ examples: false }, 400);
+    const app = await appOf(served);
+    const long = Array.from({ length: 450 }, (_, i) => `word${i}`).join(" ");
+    const reply = await post(app, "/v1/decisions", {
+      model: "fake-1",
+      input: TICKET,
+      questions: [
+        { type: "predicate", name: "refund", instructions: "The customer asks for a refund." },
+        { type: "predicate", name: "long", instructions: long },
+        {
+          type: "choice",
+          instructions: "Team?",
+          choices: [{ value: "billing" }, { value: "sales" }],
+        },
+      ],
+    });
+    expect(reply.statusCode, reply.body).toBe(200);
+    const answers = reply.json().answers;
+    expect(answers.map((a: any) => a.type)).toEqual(["predicate", "refusal", "choice"]);
+    expect(answers[1]).toEqual({ type: "refusal", name: "long" });
+
+    // System One answers no question it cannot fit: the whole request is refused, as before.
+    const one = await post(app, "/v1/systemone", {
+      model: "fake-1",
+      state: TICKET,
+      questions: {
+        refund: { type: "noul", instructions: "Refund?" },
+        long: { type: "noul", instructions: long },
+      },
+    });
+    expect(one.statusCode).toBe(422);
+    expect(one.json().detail[0]).toMatchObject({
+      loc: ["body", "questions", "long"],
+      type: "state_too_long",
+    });
+
+    // An input too long for the context is a 400, not a refusal of every question.
+    const tooLong = await post(app, "/v1/decisions", {
+      model: "fake-1",
+      input: long,
+      questions: [{ type: "predicate", instructions: "Refund?" }],
+    });
+    expect(tooLong.statusCode).toBe(400);
+    expect(tooLong.json().error).toMatchObject({ param: "input", code: "context_length_exceeded" });
+    await app.close();
+  });
+
+  it("bounds the questions by the tokens one request may put through the model", async () => {
+    const { served } = fakeServed({ examples: false, maxRequestTokens: 2000 });
+    const app = await appOf(served);
+    const questions = Array.from({ length: 400 }, (_, i) => ({
+      type: "predicate",
+      instructions: `Statement number ${i} holds.`,
+    }));
+    const reply = await post(app, "/v1/decisions", { model: "fake-1", input: TICKET, questions });
+    expect(reply.statusCode).toBe(400);
+    expect(reply.json().error).toMatchObject({
+      type: "invalid_request_error",
+      code: "too_many_tokens",
+      param: expect.stringMatching(/^questions\[\d+\]$/),
+    });
+    const fits = await post(app, "/v1/decisions", {
+      model: "fake-1",
+      input: TICKET,
+      questions: questions.slice(0, 20),
+    });
+    expect(fits.statusCode, fits.body).toBe(200);
+    expect(fits.json().answers).toHaveLength(20);
+    const tooMany = await post(app, "/v1/decisions", {
+      model: "fake-1",
+      input: TICKET,
+      questions: [...questions, questions[0]],
+    });
+    expect(tooMany.json().error).toMatchObject({ param: "questions", code: "invalid_value" });
+    await app.close();
+  });
+});
+
+describe("the translation", () => {
+  const parse = (body: unknown) => DecisionsRequestSchema.parse(body) as DecisionsRequest;
+
+  it("sends the one image, wherever it stands, to a vision model and marks its place", () => {
+    const request = parse({
+      model: "m",
+      input: [
+        {
+          role: "user",
+          content: [
+            { type: "input_text", text: "See:" },
+            { type: "input_image", image_url: PNG },
+          ],
+        },
+      ],
+      questions: [{ type: "predicate", instructions: "A cat." }],
+    });
+    const vision = fromDecisionsRequest(request, { acceptsImages: true, name: "m" });
+    expect(vision.systemOne.images).toEqual([PNG]);
+    expect(vision.systemOne.state).toBe(`user: See:\n${IMAGE_MARK}`);
+    expect(vision.imageParam).toBe("input[0].content[1]");
+    expect(() => fromDecisionsRequest(request, { acceptsImages: false, name: "m" })).toThrow(
+      /text-only model/,
+    );
+
+    const inQuestion = parse({
+      model: "m",
+      input: "x",
+      questions: [
+        {
+          type: "predicate",
+          instructions: [
+            { type: "input_image", image_url: PNG },
+            { type: "input_text", text: "A cat?" },
+          ],
+        },
+      ],
+    });
+    const asked = fromDecisionsRequest(inQuestion, { acceptsImages: true, name: "m" });
+    expect(asked.systemOne.questions["0"]).toEqual({
+      type: "noul",
+      instructions: `${IMAGE_MARK}\nA cat?`,
+    });
+    expect(asked.refused).toEqual([]);
+    expect(fromDecisionsRequest(inQuestion, { acceptsImages: false, name: "m" }).refused).toEqual([
+      0,
+    ]);
+  });
+});
+
+describe("errors in OpenAI's shape on /v1/decisions only", () => {
+  let app: FastifyInstance;
+  beforeAll(async () => {
+    app = await buildApp({ models: [new StubModel()], logger: false, bodyLimit: 64 * 1024 });
+    await app.ready();
+  });
+  afterAll(() => app?.close());
+
+  const valid = {
+    model: "stub-1",
+    input: "x",
+    questions: [
+      { type: "choice", instructions: "Which?", choices: [{ value: "a" }, { value: "b" }] },
+    ],
+  };
+
+  /** Posts and checks the OpenAI error shape; returns `error`. */
+  async function errorOf(body: unknown, status: number, headers = {}) {
+    const reply = await post(app, "/v1/decisions", body, headers);
+    expect(reply.statusCode, reply.body).toBe(status);
+    expect(reply.headers["x-request-id"]).toMatch(/^[0-9a-f-]{36}$/);
+    const parsed = reply.json();
+    expect(Object.keys(parsed)).toEqual(["error"]);
+    expect(Object.keys(parsed.error).sort()).toEqual(["code", "message", "param", "type"]);
+    return parsed.error;
+  }
+
+  it("names the field of a bad body with a 400", async () => {
+    expect(await errorOf("{not json", 400)).toMatchObject({
+      type: "invalid_request_error",
+      code: "json_invalid",
+    });
+    expect(await errorOf({}, 400)).toMatchObject({
+      param: "model",
+      code: "missing_required_parameter",
+    });
+    expect(await errorOf({ ...valid, input: 5 }, 400)).toMatchObject({
+      param: "input",
+      code: "invalid_type",
+    });
+    const one = { ...valid, questions: [{ ...valid.questions[0], choices: [{ value: "a" }] }] };
+    expect(await errorOf(one, 400)).toMatchObject({
+      param: "questions[0].choices",
+      code: "invalid_value",
+    });
+    const many = {
+      ...valid,
+      questions: [
+        {
+          ...valid.questions[0],
+          choices: Array.from({ length: 256 }, (_, i) => ({ value: `c${i}` })),
+        },
+      ],
+    };
+    expect(await errorOf(many, 400)).toMatchObject({ param: "questions[0].choices" });
+    const dup = {
+      ...valid,
+      questions: [{ ...valid.questions[0], choices: [{ value: "a" }, { value: "a" }] }],
+    };
+    expect(await errorOf(dup, 400)).toMatchObject({
+      param: "questions[0].choices[1].value",
+      code: "duplicate_choice",
+    });
+    const typed = {
+      ...valid,
+      questions: [{ ...valid.questions[0], choices: [{ value: "true" }, { value: true }] }],
+    };
+    expect((await errorOf(typed, 400)).message).toMatch(/read the same to the model/);
+    expect(
+      await errorOf({ ...valid, questions: [{ type: "boolean", instructions: "x" }] }, 400),
+    ).toMatchObject({
+      param: "questions[0].type",
+    });
+    const badPart = {
+      ...valid,
+      input: [{ role: "user", content: [{ type: "input_text", text: 7 }] }],
+    };
+    expect(await errorOf(badPart, 400)).toMatchObject({ param: "input[0].content[0].text" });
+    const orphan = {
+      ...valid,
+      input: [{ type: "function_call_output", call_id: "x", output: "y" }],
+    };
+    expect(await errorOf(orphan, 400)).toMatchObject({ param: "input[0].call_id" });
+    expect(await errorOf({ ...valid, questions: [] }, 400)).toMatchObject({ param: "questions" });
+    expect(await errorOf({ ...valid, safety_identifier: "x".repeat(65) }, 400)).toMatchObject({
+      param: "safety_identifier",
+    });
+  });
+
+  it("refuses images it would have to fetch, and a second image", async () => {
+    const remote = {
+      ...valid,
+      input: [
+        {
+          role: "user",
+          content: [{ type: "input_image", image_url: "https://example.com/a.png" }],
+        },
+      ],
+    };
+    const error = await errorOf(remote, 400);
+    expect(error).toMatchObject({
+      param: "input[0].content[0].image_url",
+      code: "image_url_not_supported",
+    });
+    expect(error.message).toMatch(/fetches nothing/);
+    const two = {
+      ...valid,
+      input: [{ role: "user", content: [{ type: "input_image", image_url: PNG }] }],
+      questions: [{ type: "predicate", instructions: [{ type: "input_image", image_url: PNG }] }],
+    };
+    expect(await errorOf(two, 400)).toMatchObject({
+      param: "questions[0].instructions[0]",
+      code: "too_many_images",
+    });
+    const text = {
+      ...valid,
+      input: [{ role: "user", content: [{ type: "input_image", image_url: PNG }] }],
+    };
+    expect(await errorOf(text, 400)).toMatchObject({
+      code: "image_not_supported",
+      param: "input[0].content[0]",
+    });
+  });
+
+  it("answers an unknown model 404, a huge body 413, a wrong content type 415", async () => {
+    expect(await errorOf({ ...valid, model: "gpt-6-luna" }, 404)).toMatchObject({
+      type: "invalid_request_error",
+      code: "model_not_found",
+      param: "model",
+    });
+    expect(await errorOf({ ...valid, input: "x".repeat(70 * 1024) }, 413)).toMatchObject({
+      code: "request_too_large",
+    });
+    expect(await errorOf("x", 415, { "content-type": "text/plain" })).toMatchObject({
+      code: "unsupported_media_type",
+    });
+  });
+
+  it("leaves /v1/systemone's error shapes as they were", async () => {
+    const reply = await post(app, "/v1/systemone", "{not json");
+    expect(reply.statusCode).toBe(422);
+    expect(reply.json().detail[0].type).toBe("json_invalid");
+    const big = await post(app, "/v1/systemone", {
+      model: "stub-1",
+      state: "x".repeat(70 * 1024),
+      questions: {},
+    });
+    expect(big.statusCode).toBe(413);
+    expect(big.json().detail.error_type).toBe("request_too_large");
+  });
+
+  it("lists the models for both SDKs in one body, and documents the route", async () => {
+    const models = (await app.inject({ url: "/v1/models" })).json();
+    expect(models.models).toEqual([
+      {
+        name: "stub-1",
+        description: "a stand-in model for HTTP tests",
+        release_date: "2026-01-01",
+      },
+    ]);
+    expect(models.object).toBe("list");
+    expect(models.data).toEqual([
+      {
+        id: "stub-1",
+        object: "model",
+        created: Date.UTC(2026, 0, 1) / 1000,
+        owned_by: "decisiond",
+      },
+    ]);
+    const doc = (await app.inject({ url: "/openapi.json" })).json();
+    const op = doc.paths["/v1/decisions"].post;
+    expect(op.requestBody.content["application/json"].schema.$ref).toBe(
+      "#/components/schemas/DecisionsRequest",
+    );
+    expect(Object.keys(op.responses)).toEqual(
+      expect.arrayContaining(["200", "400", "404", "413", "422", "429", "503"]),
+    );
+    expect(doc.components.schemas.Decision.properties.answers).toBeDefined();
+    expect(doc.components.schemas.OpenAiError.properties.error).toBeDefined();
+  });
+});
+
+describe("one request in flight per account, across both wires", () => {
+  let home: string;
+  let store: AccountStore;
+  let app: FastifyInstance;
+  let key: string;
+  const model = new StubModel();
+
+  beforeAll(async () => {
+    home = await mkdtemp(join(tmpdir(), "decisiond-wires-"));
+    store = SqliteStore.open(join(home, "decisiond.db"));
+    key = (await store.createKey("wires")).key;
+    app = await buildApp({
+      models: [model],
+      gate: accountGate(new Admission(store, { waitMs: 0 })),
+      logger: false,
+    });
+    await app.ready();
+  });
+  afterAll(async () => {
+    await app?.close();
+    await store?.close();
+    await rm(home, { recursive: true, force: true });
+  });
+
+  const auth = (k = key) => ({ authorization: `Bearer ${k}` });
+  const decisions = {
+    model: "stub-1",
+    input: "x",
+    questions: [{ type: "predicate", instructions: "Is it?" }],
+  };
+  const systemOne = {
+    model: "stub-1",
+    state: "x",
+    questions: { q: { type: "noul", instructions: "Is it?" } },
+  };
+
+  /** Holds the model's next call until the returned release is called. */
+  function hold(): { entered: Promise<void>; release: () => void } {
+    let release!: () => void;
+    let entered!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const inside = new Promise<void>((resolve) => (entered = resolve));
+    const previous = model.impl;
+    model.impl = async (request, signal) => {
+      model.impl = previous;
+      entered();
+      await gate;
+      return previous(request, signal);
+    };
+    return { entered: inside, release };
+  }
+
+  it("answers 429 on one wire while the other holds the account's slot, with Retry-After", async () => {
+    for (const [first, firstBody, second, secondBody] of [
+      ["/v1/systemone", systemOne, "/v1/decisions", decisions],
+      ["/v1/decisions", decisions, "/v1/systemone", systemOne],
+    ] as const) {
+      const held = hold();
+      const running = post(app, first, firstBody, auth());
+      await held.entered;
+      const refused = await post(app, second, secondBody, auth());
+      expect(refused.statusCode).toBe(429);
+      expect(Number(refused.headers["retry-after"])).toBeGreaterThanOrEqual(1);
+      expect(refused.headers["x-request-id"]).toBeDefined();
+      if (second === "/v1/decisions")
+        expect(refused.json().error).toMatchObject({
+          type: "rate_limit_error",
+          code: "concurrency_limit",
+          param: null,
+        });
+      else expect(refused.json().detail.error_type).toBe("concurrency_limit");
+      held.release();
+      expect((await running).statusCode).toBe(200);
+    }
+    // Both wires' calls are in the one ledger (a refusal at admission is not a call).
+    const calls = await store.calls("wires");
+    expect(calls.map((c) => c.status)).toEqual([200, 200]);
+  });
+
+  it("answers a wrong key 401 in OpenAI's shape; counts the route in the metrics", async () => {
+    const reply = await post(app, "/v1/decisions", decisions, auth("dsk_" + "0".repeat(40)));
+    expect(reply.statusCode).toBe(401);
+    expect(reply.json().error).toMatchObject({
+      type: "authentication_error",
+      code: "authentication_error",
+    });
+    const ok = await post(app, "/v1/decisions", decisions, auth());
+    expect(ok.statusCode).toBe(200);
+    const metrics = (await app.inject({ url: "/metrics" })).body;
+    expect(metrics).toMatch(
+      /decisiond_requests_total\{route="\/v1\/decisions",status="401",error_type="authentication_error"\} 1/,
+    );
+    expect(metrics).toMatch(
+      /decisiond_requests_total\{route="\/v1\/decisions",status="200",error_type=""\} \d/,
+    );
+    expect(metrics).toMatch(
+      /decisiond_requests_total\{route="\/v1\/decisions",status="429",error_type="concurrency_limit"\} 1/,
+    );
+  });
+});
