@@ -27,6 +27,7 @@ const unit = [
   "test/package-entry.test.ts",
   "test/remote-unit.test.ts",
   "test/request-validator.test.ts",
+  "test/serve-lock.test.ts",
   "test/slow-bodies.test.ts",
 ];
 

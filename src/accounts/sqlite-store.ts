@@ -1,4 +1,5 @@
 import type { Allowance } from "./allowance.js";
+import { claimServeLock, type ServeLock } from "./serve-lock.js";
 import { MIGRATIONS, SqliteDatabase } from "./sqlite-database.js";
 import {
   defaultStorePath,
@@ -32,22 +33,33 @@ const LOCAL_LOCK: AccountLock = { release: () => Promise.resolve() };
  * The SQLite backend of {@link AccountStore}: one file in WAL mode, so a running server and the
  * `decisiond keys` / `usage` commands use it at once (a key revoked from the command line is
  * refused on the server's next request). One server process per file: its admission lock is the
- * admission's in-process slot.
+ * admission's in-process slot, so a serving process opens it with `serving` and a second one is
+ * refused (serve-lock.ts).
  * @example const store = SqliteStore.open(defaultStorePath());
  */
 export class SqliteStore implements AccountStore {
   readonly kind = "sqlite";
 
-  private constructor(private readonly db: SqliteDatabase) {}
+  private constructor(
+    private readonly db: SqliteDatabase,
+    private readonly lock: ServeLock | undefined,
+  ) {}
 
   /**
    * Opens (creating when missing) the store at `path` and migrates it to the current schema.
    * @param path - the file; `:memory:` for a store that lives as long as the process
    * @throws {@link StoreError} when the file was written by a newer decisiond (its schema is
-   *   unknown); the `fs` or SQLite error when the file cannot be created or opened.
+   *   unknown), or with `options.serving` when another process serves it; the `fs` or SQLite
+   *   error when the file cannot be created or opened.
    */
   static open(path: string = defaultStorePath(), options: StoreOptions = {}): SqliteStore {
-    return new SqliteStore(SqliteDatabase.open(path, options));
+    const lock = options.serving && path !== ":memory:" ? claimServeLock(path) : undefined;
+    try {
+      return new SqliteStore(SqliteDatabase.open(path, options), lock);
+    } catch (error) {
+      lock?.release();
+      throw error;
+    }
   }
 
   schemaVersion(): Promise<number> {
@@ -57,7 +69,10 @@ export class SqliteStore implements AccountStore {
     return settle(() => void this.db.countKeys());
   }
   close(): Promise<void> {
-    return settle(() => this.db.close());
+    return settle(() => {
+      this.db.close();
+      this.lock?.release();
+    });
   }
   createAccount(name: string): Promise<Account> {
     return settle(() => this.db.createAccount(name));

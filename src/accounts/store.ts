@@ -137,6 +137,12 @@ export function asStoreUnavailable(error: unknown): unknown {
 export interface StoreOptions {
   /** The clock; tests move it. Default `Date.now`. */
   readonly now?: () => number;
+  /**
+   * Opened by a serving process (`decisiond serve`): a SQLite store is then claimed for this
+   * process alone until it is closed, and opening it fails while another process serves it
+   * (serve-lock.ts). PostgreSQL stores are shared by design. Default `false`.
+   */
+  readonly serving?: boolean;
 }
 
 /** How long a reservation holds tokens when its call is never recorded (its replica died), ms. */

@@ -54,7 +54,7 @@ export async function openServeGate(
   const location = parseStoreUrl(config.store);
   let store: AccountStore;
   try {
-    store = await openStore(location);
+    store = await openStore(location, { serving: true });
   } catch (error) {
     throw new Error(
       `cannot open the accounts store ${describeStore(location)}: ${(error as Error).message}`,
