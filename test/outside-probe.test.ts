@@ -190,3 +190,80 @@ describe("item 11: a request past its deadline is logged at warn with its error_
     expect(logs.filter((l) => l.level >= 50)).toEqual([]);
   });
 });
+
+describe("item 5: --drain-timeout is a bound", () => {
+  /** A process stand-in: the signal listeners it was given, and when and how it exited. */
+  function control() {
+    const listeners = new Map<string, () => void>();
+    let exited: { code: number; at: number } | undefined;
+    return {
+      once: (signal: string, listener: () => void) => void listeners.set(signal, listener),
+      exit: (code: number) => void (exited ??= { code, at: performance.now() }),
+      log: () => {},
+      signal: (name: string) => listeners.get(name)?.(),
+      get exited() {
+        return exited;
+      },
+    };
+  }
+
+  it("exits when it elapses, with a request still in the model (it was 19.5 s for 3 s)", async () => {
+    const { Lifecycle } = await import("../src/api/lifecycle.js");
+    const { drainOnSignals } = await import("../src/cli/serve.js");
+    const lifecycle = new Lifecycle();
+    await start({ lifecycle });
+    model.impl = () => new Promise(() => {}); // never answers
+    const inFlight = post().catch(() => undefined);
+    await expect.poll(() => model.inFlight).toBe(1);
+    const proc = control();
+    // The service as `serve` has it: closing the app waits for the request in flight.
+    drainOnSignals(
+      { drain: (ms) => lifecycle.drain(ms), close: () => app.close() },
+      undefined,
+      300,
+      proc,
+    );
+    const signalled = performance.now();
+    proc.signal("SIGTERM");
+    await expect.poll(() => proc.exited, { timeout: 5000, interval: 20 }).toBeDefined();
+    expect(proc.exited!.code).toBe(1);
+    expect(proc.exited!.at - signalled).toBeLessThan(300 + 250);
+    app.server.closeAllConnections();
+    await inFlight;
+  });
+
+  it("exits 0 once what is in flight is answered and the service closed, within the bound", async () => {
+    const { Lifecycle } = await import("../src/api/lifecycle.js");
+    const { drainOnSignals } = await import("../src/cli/serve.js");
+    const lifecycle = new Lifecycle();
+    await start({ lifecycle });
+    let open!: () => void;
+    const held = new Promise<void>((resolve) => (open = resolve));
+    model.impl = async (request) => {
+      await held;
+      return stubAnswer(request);
+    };
+    const inFlight = post();
+    await expect.poll(() => model.inFlight).toBe(1);
+    const proc = control();
+    let closed = false;
+    drainOnSignals(
+      {
+        drain: (ms) => lifecycle.drain(ms),
+        close: async () => {
+          await app.close();
+          closed = true;
+        },
+      },
+      undefined,
+      5000,
+      proc,
+    );
+    proc.signal("SIGINT");
+    open();
+    expect((await inFlight).status).toBe(200);
+    await expect.poll(() => proc.exited, { timeout: 5000, interval: 20 }).toBeDefined();
+    expect(proc.exited!.code).toBe(0);
+    expect(closed).toBe(true);
+  });
+});

@@ -262,38 +262,64 @@ function servedEntry(
   };
 }
 
+/** What {@link drainOnSignals} does to the process; tests pass their own. */
+export interface ProcessControl {
+  /** Calls `listener` on the first `signal`. */
+  once(signal: "SIGINT" | "SIGTERM", listener: () => void): void;
+  /** Ends the process with `code`. */
+  exit(code: number): void;
+  /** Writes a line where `serve` reports (stderr). */
+  log(line: string): void;
+}
+
+const PROCESS: ProcessControl = {
+  once: (signal, listener) => void process.once(signal, listener),
+  exit: (code) => process.exit(code),
+  log: (line) => void process.stderr.write(line + "\n"),
+};
+
 /**
  * Graceful drain on SIGTERM and SIGINT: stop admitting (503, `/readyz` 503), answer what is in
- * flight (up to `drainTimeoutMs`), close the service and the store, then exit 0 (1 when closing
- * fails).
+ * flight, close the service and the store, then exit 0 (1 when closing fails). `drainTimeoutMs`
+ * is a bound, not a wish: when it elapses the process exits 1 whatever is still running, its
+ * requests in flight cut (a Kubernetes grace period ends the same way, less politely).
+ * Why: docs/decisions/086-store-faults-and-one-sqlite-server.md
  */
-function drainOnSignals(
+export function drainOnSignals(
   service: Pick<Service, "drain" | "close">,
   store: AccountStore | undefined,
   drainTimeoutMs: number,
+  control: ProcessControl = PROCESS,
 ): void {
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;
     stopping = true;
-    process.stderr.write(`decisiond: ${signal}: draining (up to ${drainTimeoutMs} ms)\n`);
+    control.log(`decisiond: ${signal}: draining (up to ${drainTimeoutMs} ms)`);
+    const deadline = setTimeout(() => {
+      control.log(
+        `decisiond: drain timed out after ${drainTimeoutMs} ms; exiting with the requests in flight cut`,
+      );
+      control.exit(1);
+    }, drainTimeoutMs);
     void service
       .drain(drainTimeoutMs)
       .then(async (drained) => {
-        if (!drained)
-          process.stderr.write("decisiond: drain timed out; closing with requests in flight\n");
+        if (!drained) return; // the deadline ends the process
         await service.close();
         await store?.close();
-        process.stderr.write("decisiond: stopped\n");
-        process.exit(0);
+        clearTimeout(deadline);
+        control.log("decisiond: stopped");
+        control.exit(0);
       })
       .catch((error: unknown) => {
-        process.stderr.write(`decisiond: error while stopping: ${String(error)}\n`);
-        process.exit(1);
+        clearTimeout(deadline);
+        control.log(`decisiond: error while stopping: ${String(error)}`);
+        control.exit(1);
       });
   };
-  process.once("SIGINT", () => stop("SIGINT"));
-  process.once("SIGTERM", () => stop("SIGTERM"));
+  control.once("SIGINT", () => stop("SIGINT"));
+  control.once("SIGTERM", () => stop("SIGTERM"));
 }
 
 /** The catalogue entry whose file an engine serves (by file name), if any. */
