@@ -1,4 +1,6 @@
+import { execFile } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
+import { connect, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
@@ -265,5 +267,111 @@ describe("item 5: --drain-timeout is a bound", () => {
     await expect.poll(() => proc.exited, { timeout: 5000, interval: 20 }).toBeDefined();
     expect(proc.exited!.code).toBe(0);
     expect(closed).toBe(true);
+  });
+});
+
+describe("item 4: a Node client reads the 413 of a body it is still sending", () => {
+  /** Runs `fetch` in another process (as a client would), `tries` times per body; statuses or error codes. */
+  function fetchFromChild(bodies: { size: number; gzip: boolean }[], tries: number) {
+    const script = `
+      const zlib = require("node:zlib");
+      const [url, key, spec, tries] = process.argv.slice(1);
+      (async () => {
+        const out = [];
+        for (const { size, gzip } of JSON.parse(spec)) {
+          const raw = Buffer.alloc(size, 0x20);
+          const body = gzip ? zlib.gzipSync(raw, { level: 0 }) : raw;
+          const tally = {};
+          for (let i = 0; i < Number(tries); i++) {
+            const got = await fetch(url, {
+              method: "POST",
+              headers: { "content-type": "application/json", authorization: "Bearer " + key,
+                ...(gzip ? { "content-encoding": "gzip" } : {}) },
+              body,
+            }).then(async (res) => { await res.arrayBuffer(); return String(res.status); },
+                    (e) => String(e.cause?.code ?? e.message));
+            tally[got] = (tally[got] ?? 0) + 1;
+          }
+          out.push(tally);
+        }
+        console.log(JSON.stringify(out));
+      })();`;
+    return new Promise<Record<string, number>[]>((resolve, reject) => {
+      execFile(
+        process.execPath,
+        ["-e", script, `${url}/v1/systemone`, key, JSON.stringify(bodies), String(tries)],
+        { maxBuffer: 1 << 20 },
+        (error, stdout) => (error ? reject(error) : resolve(JSON.parse(stdout))),
+      );
+    });
+  }
+
+  it("413 every time at 17 MiB and 16.5 MiB, and for a gzip body past the limit (EPIPE before)", async () => {
+    await start();
+    const MiB = 1024 * 1024;
+    const tallies = await fetchFromChild(
+      [
+        { size: 17 * MiB, gzip: false },
+        { size: 16.5 * MiB, gzip: false },
+        { size: 20 * MiB, gzip: true },
+      ],
+      10,
+    );
+    expect(tallies).toEqual([{ 413: 10 }, { 413: 10 }, { 413: 10 }]);
+    // The client is gone: no connection of its is left reading (a paused one lingered 30 s).
+    const open = () => new Promise((resolve) => app.server.getConnections((_e, n) => resolve(n)));
+    await expect.poll(open, { timeout: 2000 }).toBe(0);
+    expect((await post()).status).toBe(200);
+  }, 120_000);
+
+  /** Sends `head` on a raw connection and resolves with everything received until `until` matches. */
+  function raw(head: string, until: RegExp, then?: (socket: Socket, got: string) => void) {
+    return new Promise<string>((resolve, reject) => {
+      const socket = connect(Number(new URL(url).port), "127.0.0.1");
+      let got = "";
+      socket.on("data", (chunk: Buffer) => {
+        got += chunk.toString();
+        then?.(socket, got);
+        if (until.test(got)) {
+          socket.destroy();
+          resolve(got);
+        }
+      });
+      socket.on("error", reject);
+      socket.on("close", () => resolve(got));
+      socket.write(head);
+    });
+  }
+
+  it("Expect: 100-continue gets the 413 without a 100 Continue; a body within the limit gets its 100", async () => {
+    await start();
+    const refused = await raw(
+      `POST /v1/systemone HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${key}\r\n` +
+        `Content-Type: application/json\r\nContent-Length: ${17 * 1024 * 1024}\r\nExpect: 100-continue\r\n\r\n`,
+      /\r\n\r\n\{.*\}$/s,
+    );
+    expect(refused).toMatch(/^HTTP\/1\.1 413 /);
+    expect(refused).not.toMatch(/100 Continue/);
+    const body = JSON.stringify(REQUEST);
+    let sent = false;
+    const answered = await raw(
+      `POST /v1/systemone HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${key}\r\n` +
+        `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nExpect: 100-continue\r\n\r\n`,
+      /HTTP\/1\.1 200 .*\r\n\r\n\{.*\}$/s,
+      (socket, got) => {
+        if (!sent && /^HTTP\/1\.1 100 Continue\r\n\r\n/.test(got)) {
+          sent = true;
+          socket.write(body);
+        }
+      },
+    );
+    expect(answered).toMatch(/^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 200 /);
+    // Refused before the body: no 100 either.
+    const unauthorized = await raw(
+      `POST /v1/systemone HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer nope\r\n` +
+        `Content-Type: application/json\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n`,
+      /\r\n\r\n\{.*\}$/s,
+    );
+    expect(unauthorized).toMatch(/^HTTP\/1\.1 401 /);
   });
 });

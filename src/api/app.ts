@@ -7,6 +7,7 @@ import { decisionsRoute } from "./decisions-route.js";
 import { installBodyDeadline } from "./body-deadline.js";
 import { clientErrorHandler } from "./client-error.js";
 import { installDecompression } from "./decompress.js";
+import { installEarlyReplies } from "./early-reply.js";
 import { installErrorHandler, notFound } from "./error-handler.js";
 import { GATED_ROUTES, installGate } from "./gate.js";
 import { installJsonScan } from "./json-scan.js";
@@ -93,6 +94,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   });
 
   if (options.loopbackHostOnly ?? options.gate === undefined) requireLoopbackHost(app);
+  installEarlyReplies(app, bodyLimit);
   installBodyDeadline(app, requestTimeout);
   installDecompression(app, bodyLimit);
   installJsonScan(app);
