@@ -1,9 +1,10 @@
 import { execFile } from "node:child_process";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { connect, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
+import { gzipSync } from "node:zlib";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { Admission } from "../src/accounts/admission.js";
 import { SqliteStore } from "../src/accounts/sqlite-store.js";
@@ -373,5 +374,51 @@ describe("item 4: a Node client reads the 413 of a body it is still sending", ()
       /\r\n\r\n\{.*\}$/s,
     );
     expect(unauthorized).toMatch(/^HTTP\/1\.1 401 /);
+  });
+});
+
+describe("item 7: smaller faults", () => {
+  it("a key sent in the query string is not written to the log", async () => {
+    await start();
+    const secret = "dsk_inTheQueryString0123456789";
+    const refused = await postJson(`${url}/v1/systemone?api_key=${secret}`, REQUEST);
+    expect(refused.status).toBe(401);
+    const missing = await fetch(`${url}/no/such/route?api_key=${secret}`);
+    expect(missing.status).toBe(404);
+    expect(await missing.text()).not.toContain(secret);
+    expect(JSON.stringify(logs)).not.toContain(secret);
+    const incoming = logs.filter((l) => l.msg === "incoming request") as unknown as {
+      req: { url: string };
+    }[];
+    expect(incoming.map((l) => l.req.url)).toEqual(["/v1/systemone", "/no/such/route"]);
+  });
+
+  it("a zstd bomb (64 MiB of zeros in 2 KB) gets 413 like the other encodings", async () => {
+    await start();
+    const bomb = await readFile(new URL("./fixtures/zeros-64mib.zst", import.meta.url));
+    expect(bomb.length).toBeLessThan(4096);
+    const reply = await post(bomb, { "content-encoding": "zstd" });
+    expect(reply.status).toBe(413);
+    expect(reply.body.detail.error_type).toBe("request_too_large");
+    const gzip = await post(gzipSync(Buffer.alloc(64 * 1024 * 1024)), {
+      "content-encoding": "gzip",
+    });
+    expect(gzip.status).toBe(413);
+    expect(model.entered).toBe(0);
+  });
+
+  it("CONNECT gets a reply: 405 in the API's error shape", async () => {
+    await start();
+    const reply = await new Promise<string>((resolve, reject) => {
+      const socket = connect(Number(new URL(url).port), "127.0.0.1");
+      let got = "";
+      socket.on("data", (chunk: Buffer) => (got += chunk.toString()));
+      socket.on("error", reject);
+      socket.on("close", () => resolve(got));
+      socket.write("CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n");
+    });
+    expect(reply).toMatch(/^HTTP\/1\.1 405 /);
+    expect(JSON.parse(reply.split("\r\n\r\n")[1]!).detail.error_type).toBe("method_not_allowed");
+    expect((await post()).status).toBe(200);
   });
 });

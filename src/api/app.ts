@@ -5,13 +5,14 @@ import { DEFAULT_BODY_LIMIT } from "../protocol/limits.js";
 import { registerDecideRoute } from "./decide-route.js";
 import { decisionsRoute } from "./decisions-route.js";
 import { installBodyDeadline } from "./body-deadline.js";
-import { clientErrorHandler } from "./client-error.js";
+import { clientErrorHandler, refuseConnect } from "./client-error.js";
 import { installDecompression } from "./decompress.js";
 import { installEarlyReplies } from "./early-reply.js";
 import { installErrorHandler, notFound } from "./error-handler.js";
 import { GATED_ROUTES, installGate } from "./gate.js";
 import { installJsonScan } from "./json-scan.js";
 import { requireLoopbackHost } from "./host.js";
+import { requestLogFields } from "./request-log.js";
 import { JSON_CONTENT_TYPE, parseJsonBody, unacceptableCharset } from "./json.js";
 import { Lifecycle } from "./lifecycle.js";
 import { createMetrics } from "./metrics.js";
@@ -52,6 +53,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
         : {
             level: (typeof options.logger === "object" && options.logger.level) || "info",
             redact: ["req.headers.authorization", 'req.headers["x-api-key"]', "req.headers.cookie"],
+            serializers: { req: requestLogFields },
             ...(typeof options.logger === "object" && options.logger.stream
               ? { stream: options.logger.stream }
               : {}),
@@ -94,6 +96,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   });
 
   if (options.loopbackHostOnly ?? options.gate === undefined) requireLoopbackHost(app);
+  app.server.on("connect", refuseConnect);
   installEarlyReplies(app, bodyLimit);
   installBodyDeadline(app, requestTimeout);
   installDecompression(app, bodyLimit);

@@ -1,5 +1,6 @@
 import type { Socket } from "node:net";
-import { maxHeaderSize, STATUS_CODES } from "node:http";
+import { maxHeaderSize, STATUS_CODES, type IncomingMessage } from "node:http";
+import type { Duplex } from "node:stream";
 import type { FastifyBaseLogger } from "fastify";
 import { ApiError, Errors } from "../protocol/errors.js";
 
@@ -39,4 +40,21 @@ export function clientErrorHandler(timeoutMs: number) {
     }
     socket.destroy();
   };
+}
+
+/**
+ * The answer to a `CONNECT` request (Node hands it to the server's `connect` listener, and
+ * without one closes the socket unanswered): 405 `method_not_allowed` in the API's error shape,
+ * then the socket is closed.
+ * @example app.server.on("connect", refuseConnect);
+ */
+export function refuseConnect(_request: IncomingMessage, socket: Duplex): void {
+  const answer = new ApiError(Errors.methodNotAllowed, ["CONNECT"]);
+  const body = JSON.stringify(answer.body);
+  socket.on("error", () => {});
+  socket.end(
+    `HTTP/1.1 ${answer.statusCode} ${STATUS_CODES[answer.statusCode]}\r\n` +
+      `Allow: GET, POST\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+      `Content-Type: application/json\r\nConnection: close\r\n\r\n${body}`,
+  );
 }

@@ -5,6 +5,7 @@ import { PromptTextError } from "../engine/types.js";
 import { MediaInputError } from "../media/errors.js";
 import { ApiError, Errors, errorTypeOf, HttpError, validationError } from "../protocol/errors.js";
 import { emptyBodyError } from "./json.js";
+import { pathOf } from "./request-log.js";
 import { DeadlineError } from "./work-queue.js";
 
 /**
@@ -67,7 +68,7 @@ export function installErrorHandler(app: FastifyInstance, options: ErrorHandlerO
 
 /** The 404 of a request to no route. */
 export function notFound(request: FastifyRequest): ApiError {
-  return new ApiError(Errors.routeNotFound, [request.method, request.url]);
+  return new ApiError(Errors.routeNotFound, [request.method, pathOf(request.url)]);
 }
 
 /**

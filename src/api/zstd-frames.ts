@@ -2,7 +2,9 @@
  * A guard in front of the zstd decoder (fzstd): it walks frame and block headers as the bytes
  * arrive, without decoding, and refuses a frame before the decoder allocates its window when the
  * window is larger than decisiond decodes, when the frame declares more content than the body
- * limit, or when the frame has more blocks than any real compressor writes for a body that fits.
+ * limit (or whose raw and RLE blocks hold more), or when the frame has more blocks than any real
+ * compressor writes for a body that fits (413 when they are compressed blocks, whose compressor
+ * filled them: the content is past the limit; 400 when they are small raw ones, a trick).
  * fzstd allocates the window the frame header declares (up to 2 GiB) and moves the whole window
  * once per block, so a tiny unchecked frame can cost seconds of work and gigabytes of memory.
  * Why these bounds: docs/decisions/034-zstd-window-bound.md
@@ -48,6 +50,9 @@ export class ZstdFrameGuard {
   private checksum = false;
   private blocks = 0;
   private maxBlocks = 0;
+  /** Of this frame: content bytes its raw and RLE blocks declare, and its compressed blocks. */
+  private declared = 0;
+  private compressed = 0;
 
   /** @param bodyLimit - the largest decompressed body, in bytes */
   constructor(private readonly bodyLimit: number) {}
@@ -133,6 +138,8 @@ export class ZstdFrameGuard {
         }
         this.checksum = ((descriptor >> 2) & 1) === 1;
         this.blocks = 0;
+        this.declared = 0;
+        this.compressed = 0;
         // A compressor fills blocks of min(window, 128 KiB); twice that many, and a few more for
         // small frames, is more than any real one writes for a body within the limit.
         const blockSize = Math.max(1, Math.min(this.window, MAX_BLOCK));
@@ -147,11 +154,25 @@ export class ZstdFrameGuard {
         const last = header & 1;
         const type = (header >> 1) & 3;
         const size = header >>> 3;
-        if (++this.blocks > this.maxBlocks)
+        // Raw and RLE blocks say how much content they hold; compressed ones do not.
+        if (type === 2) this.compressed++;
+        else if ((this.declared += size) > this.bodyLimit)
           throw new ZstdFrameError(
-            "blocks",
-            `the zstd frame has more than ${this.maxBlocks} blocks, more than a compressor writes for a body within the limit`,
+            "too_large",
+            `the zstd frame's blocks hold more than the body limit of ${this.bodyLimit} bytes`,
           );
+        if (++this.blocks > this.maxBlocks)
+          // A compressor fills every block but the last: that many compressed blocks hold more
+          // than the limit (a 64 MiB stream of zeros, say); that many small raw ones are a trick.
+          throw this.compressed * 2 > this.blocks
+            ? new ZstdFrameError(
+                "too_large",
+                `the zstd frame has more than ${this.maxBlocks} blocks: more content than the body limit of ${this.bodyLimit} bytes`,
+              )
+            : new ZstdFrameError(
+                "blocks",
+                `the zstd frame has more than ${this.maxBlocks} blocks, more than a compressor writes for a body within the limit`,
+              );
         const content = type === 1 ? 1 : size;
         const then = last ? "checksum" : "block-header";
         if (content === 0) this.after(then);

@@ -77,7 +77,7 @@ export const Errors = {
     message:
       'an API key manages its own account ("%s") only; sign in with the admin token to manage others',
   },
-  // 404
+  // 404, 405
   routeNotFound: { status: 404, type: "not_found", message: "no route %s %s" },
   accountNotFound: { status: 404, type: "not_found", message: 'no account "%s"' },
   keyNotFound: { status: 404, type: "not_found", message: "no key with id %s" },
@@ -90,6 +90,12 @@ export const Errors = {
     status: 404,
     type: "accounts_off",
     message: "the server runs without accounts (--auth off): there are no keys or usage to manage",
+  },
+  /** A CONNECT request: decisiond is no proxy. */
+  methodNotAllowed: {
+    status: 405,
+    type: "method_not_allowed",
+    message: "%s is not supported: decisiond is an HTTP API, not a proxy",
   },
   // 408
   /** The body did not arrive in full within the request timeout (a slow or stalled upload). */
