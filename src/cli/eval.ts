@@ -3,6 +3,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import type { DebiasMode } from "../decision/decide.js";
 import { convertDataset, DATASETS } from "../evaluation/datasets.js";
+import { checkGroups, groupDatasets, TASK_GROUPS } from "../evaluation/groups.js";
 import { splitOf, toJsonl, type Split } from "../evaluation/format.js";
 import { resolveModel } from "../evaluation/model.js";
 import { finiteOrNull, renderTable, throughput } from "../evaluation/report.js";
@@ -142,6 +143,25 @@ export function registerEvalCommand(program: Command): Command {
       process.stderr.write(
         `decisiond eval convert: wrote ${items.length} items of ${flags.dataset} (${fit} fit, ${items.length - fit} test) to ${flags.out}\n`,
       );
+    });
+  evalCommand
+    .command("datasets")
+    .description("print every dataset name `eval convert` knows, one a line")
+    .action(() => {
+      process.stdout.write(DATASETS.map((d) => d.name).join("\n") + "\n");
+    });
+  evalCommand
+    .command("groups")
+    .description(
+      "print the datasets of the leave-group-out task groups, one a line (all groups: group<TAB>dataset)",
+    )
+    .argument("[group]", "one group's name")
+    .action((group: string | undefined) => {
+      checkGroups();
+      const lines = group
+        ? groupDatasets(group)
+        : Object.entries(TASK_GROUPS).flatMap(([g, names]) => names.map((n) => `${g}\t${n}`));
+      process.stdout.write(lines.join("\n") + "\n");
     });
   return evalCommand;
 }

@@ -1,5 +1,3 @@
-import { PUBLIC_MODEL_NAME } from "../protocol/models.js";
-import type { SystemOneRequest } from "../protocol/schemas.js";
 import { BANKING77_DESCRIPTIONS, drawIntents } from "./banking77.js";
 import {
   AG_NEWS_OPTIONS,
@@ -21,7 +19,17 @@ import {
   sst2Rows,
   superglue,
 } from "./dataset-text.js";
-import { hash32, selectSplit, type EvalItem, type Expected, type Split } from "./format.js";
+import {
+  claimState,
+  item,
+  REQUEST_MODEL,
+  type ConvertOptions,
+  type DatasetConverter,
+} from "./dataset-item.js";
+import { LABEL_DATASETS } from "./datasets-labels.js";
+import { PAIR_DATASETS } from "./datasets-pairs.js";
+import { QA_DATASETS } from "./datasets-qa.js";
+import { hash32, selectSplit, type EvalItem } from "./format.js";
 
 export { cleanAgNews, detokenizeSst, parseCsv } from "./dataset-text.js";
 
@@ -35,50 +43,10 @@ export { cleanAgNews, detokenizeSst, parseCsv } from "./dataset-text.js";
  * lines of a file are a uniform sample of it (several datasets are sorted by label on disk).
  */
 
-/** The model name written into request bodies (the runner evaluates whatever `--model` says). */
-export const REQUEST_MODEL = PUBLIC_MODEL_NAME;
+export { REQUEST_MODEL, type ConvertOptions, type DatasetConverter } from "./dataset-item.js";
 
-/** Options of a conversion. */
-export interface ConvertOptions {
-  /** The folder holding one sub-folder per dataset (`../shared/datasets`). */
-  readonly datasetsDir: string;
-  /** Which part to write. Default `all`. */
-  readonly split?: Split | "all";
-  /** At most this many items (after the split and the pseudo-random order). */
-  readonly limit?: number;
-  /** banking77 only: offer K options (the gold one and K−1 others drawn per item) instead of 77. */
-  readonly options?: number;
-  /** Seed of the distractor draw for `options`. Default 0. */
-  readonly seed?: number;
-  /** `model` of the request bodies. Default {@link REQUEST_MODEL}. */
-  readonly model?: string;
-}
-
-/** One converter: what it reads and the items it makes. */
-export interface DatasetConverter {
-  readonly name: string;
-  readonly description: string;
-  convert(options: ConvertOptions): EvalItem[];
-}
-
-type Questions = SystemOneRequest["questions"];
-
-function item(
-  id: string,
-  model: string,
-  state: string,
-  questions: Questions,
-  expected: Record<string, Expected>,
-): EvalItem {
-  return { id, request: { model, state, questions }, expected };
-}
-
-function claimState(text: string, claim: string): string {
-  return `Text: ${text}\n\nClaim: ${claim}`;
-}
-
-/** Every converter, by dataset name. */
-export const DATASETS: readonly DatasetConverter[] = [
+/** The converters of the ten datasets the first adapters were trained on. */
+const FIRST_DATASETS: readonly DatasetConverter[] = [
   {
     name: "sst2",
     description: 'SST-2 (GLUE dev): noul "Is the sentiment of the text positive?"',
@@ -356,6 +324,14 @@ export const DATASETS: readonly DatasetConverter[] = [
           );
         }),
   },
+];
+
+/** Every converter, by dataset name: the first ten, then the 29 of issue 48. */
+export const DATASETS: readonly DatasetConverter[] = [
+  ...FIRST_DATASETS,
+  ...QA_DATASETS,
+  ...PAIR_DATASETS,
+  ...LABEL_DATASETS,
 ];
 
 /** The converter of a dataset name. @throws {@link Error} naming the known datasets. */
