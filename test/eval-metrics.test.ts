@@ -3,6 +3,9 @@ import {
   accuracy,
   averageRanks,
   brierScore,
+  chanceAccuracy,
+  majorityAccuracy,
+  rocAuc,
   expectedCalibrationError,
   macroF1,
   meanAbsoluteError,
@@ -105,5 +108,34 @@ describe("score metrics", () => {
 
   it("Spearman is undefined (NaN) for a constant side", () => {
     expect(spearman([1, 1, 1], [1, 2, 3])).toBeNaN();
+  });
+});
+
+describe("baselines beside an accuracy", () => {
+  const p = (classes: string[], gold: number): Prediction => ({
+    classes,
+    probabilities: classes.map(() => 1 / classes.length),
+    gold,
+  });
+
+  it("chance is the mean of 1/classes", () => {
+    expect(chanceAccuracy([p(["a", "b"], 0), p(["a", "b", "c", "d"], 1)])).toBeCloseTo(0.375, 12);
+  });
+
+  it("majority is the share of the most common expected class", () => {
+    expect(majorityAccuracy([p(["a", "b"], 0), p(["a", "b"], 0), p(["a", "b"], 1)])).toBeCloseTo(
+      2 / 3,
+      12,
+    );
+    expect(majorityAccuracy([])).toBeNaN();
+  });
+
+  it("AUC ranks positives above negatives, ties counted half", () => {
+    expect(rocAuc([0.9, 0.2, 0.6], [true, false, false])).toBe(1);
+    expect(rocAuc([0.1, 0.8], [true, false])).toBe(0);
+    expect(rocAuc([0.5, 0.5], [true, false])).toBe(0.5);
+    // Hand count: pairs (0.7>0.3) (0.7>0.6) (0.4>0.3) (0.4<0.6) → 3 of 4.
+    expect(rocAuc([0.7, 0.4, 0.3, 0.6], [true, true, false, false])).toBe(0.75);
+    expect(rocAuc([0.3, 0.4], [true, true])).toBeNaN();
   });
 });

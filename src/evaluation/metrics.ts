@@ -163,3 +163,53 @@ export function spearman(x: readonly number[], y: readonly number[]): number {
 export function rate(flags: readonly boolean[]): number {
   return mean(flags.map((f) => (f ? 1 : 0)));
 }
+
+/** Expected accuracy of a uniform random answer: the mean over predictions of 1/classes. */
+export function chanceAccuracy(predictions: readonly Prediction[]): number {
+  return mean(predictions.map((p) => 1 / p.classes.length));
+}
+
+/**
+ * Accuracy of always giving the most common expected answer of the set (its majority class,
+ * compared by class key): the baseline every accuracy must beat to mean anything. NaN for none.
+ * @example majorityAccuracy(predictions) // → 2/3 when the golds are a, a, b
+ */
+export function majorityAccuracy(predictions: readonly Prediction[]): number {
+  const counts = new Map<string, number>();
+  for (const p of predictions) {
+    const key = p.classes[p.gold]!;
+    counts.set(key, (counts.get(key) ?? 0) + 1);
+  }
+  if (predictions.length === 0) return NaN;
+  return Math.max(...counts.values()) / predictions.length;
+}
+
+/**
+ * Area under the ROC curve of scores against binary outcomes: the probability that a random
+ * positive scores above a random negative, ties counted half (the Mann–Whitney U statistic over
+ * n₊·n₋). NaN when either class is absent.
+ * @param scores - e.g. P(yes) per question
+ * @param positive - whether each question's expected answer is the positive class
+ * @example rocAuc([0.9, 0.2, 0.6], [true, false, false]) // → 1
+ */
+export function rocAuc(scores: readonly number[], positive: readonly boolean[]): number {
+  const order = scores.map((s, i) => [s, i] as const).sort((a, b) => a[0] - b[0]);
+  const ranks = new Array<number>(scores.length);
+  for (let i = 0; i < order.length;) {
+    let j = i;
+    while (j + 1 < order.length && order[j + 1]![0] === order[i]![0]) j++;
+    for (let k = i; k <= j; k++) ranks[order[k]![1]] = (i + j) / 2 + 1;
+    i = j + 1;
+  }
+  let positives = 0;
+  let rankSum = 0;
+  positive.forEach((p, i) => {
+    if (p) {
+      positives++;
+      rankSum += ranks[i]!;
+    }
+  });
+  const negatives = positive.length - positives;
+  if (positives === 0 || negatives === 0) return NaN;
+  return (rankSum - (positives * (positives + 1)) / 2) / (positives * negatives);
+}

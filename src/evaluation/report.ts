@@ -15,6 +15,9 @@ function percent(value: number): string {
 export const METRIC_COLUMNS = [
   "n",
   "acc",
+  "chance",
+  "major.",
+  "AUC",
   "macro-F1",
   "NLL",
   "Brier",
@@ -30,6 +33,9 @@ export function metricCells(m: Metrics, itemsPerSecond: number): string[] {
   return [
     String(m.n),
     percent(m.accuracy),
+    percent(m.chance),
+    percent(m.majority),
+    fixed(m.auc, 3),
     fixed(m.macroF1, 3),
     fixed(m.nll, 3),
     fixed(m.brier, 3),

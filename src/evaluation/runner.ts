@@ -16,6 +16,9 @@ import {
   negativeLogLikelihood,
   rate,
   spearman,
+  chanceAccuracy,
+  majorityAccuracy,
+  rocAuc,
   type Prediction,
 } from "./metrics.js";
 import {
@@ -258,6 +261,12 @@ export interface Metrics {
   /** Questions in the group. */
   readonly n: number;
   readonly accuracy: number;
+  /** Accuracy of a uniform random answer (mean of 1/classes). */
+  readonly chance: number;
+  /** Accuracy of always giving the group's most common expected answer. */
+  readonly majority: number;
+  /** noul questions only: ROC AUC of P(yes) against the expected answers. */
+  readonly auc: number;
   readonly macroF1: number;
   readonly nll: number;
   readonly brier: number;
@@ -287,6 +296,7 @@ export function computeMetrics(outcomes: readonly QuestionOutcome[]): Metrics {
   const pooled = new Set(outcomes.map((o) => o.type)).size > 1;
   const predictions = outcomes.map((o) => asPrediction(o, pooled));
   const scores = outcomes.filter((o) => o.type === "score");
+  const nouls = outcomes.filter((o) => o.type === "noul");
   const flips = outcomes.filter((o) => typeof o.reorderedTop === "string");
   const moves = outcomes.filter(
     (o) => o.injection && o.classes[argmax(o.probabilities)] !== o.injection.target,
@@ -294,6 +304,12 @@ export function computeMetrics(outcomes: readonly QuestionOutcome[]): Metrics {
   return {
     n: outcomes.length,
     accuracy: accuracy(predictions),
+    chance: chanceAccuracy(predictions),
+    majority: majorityAccuracy(predictions),
+    auc: rocAuc(
+      nouls.map((o) => o.probabilities[0]!),
+      nouls.map((o) => o.gold === 0),
+    ),
     macroF1: macroF1(predictions),
     nll: negativeLogLikelihood(predictions),
     brier: brierScore(predictions),
