@@ -266,3 +266,99 @@ describe("the plan (no model: a fake tokenizer)", () => {
     expect((error as Error).message).toMatch(/counted in its first \d+ of/);
   });
 });
+
+describe("the prompt layout (docs/decisions/087)", () => {
+  const STATE = "The cup final ended 3-0.";
+
+  it("writes a lone question before the state; its branch is the turn's end and the cue", async () => {
+    const engine = new FakeEngine();
+    const planner = await plannerOf(engine, { examples: false, layout: "question-first" });
+    const plan = await planRequest(request([["topic", TOPIC]]), planner);
+    expect(plan.layout).toBe("question-first");
+    const head = await engine.tokenize(`<system>${SYSTEM_MESSAGE}</system><user>`);
+    const asked = await engine.tokenize(
+      "business: money and firms\nWhat is the topic? business, sports or technology?\n",
+    );
+    const state = await engine.tokenize(renderStateBlock(STATE));
+    expect(plan.prefix).toEqual([...head, ...asked, ...state]);
+    const tail = await engine.tokenize("</user><assistant>");
+    const cue = await engine.tokenize("Answer:");
+    expect(plan.branches).toHaveLength(1);
+    expect(plan.branches[0]!.tokens).toEqual([...tail, ...cue]);
+    // The same labels, read at the same place, as the state-first plan reads them.
+    const stateFirst = await planRequest(request([["topic", TOPIC]]), await plannerOf(engine));
+    expect(plan.branches[0]!.candidates).toEqual(stateFirst.branches[0]!.candidates);
+    expect(usageOf(plan).input_tokens).toBe(plan.prefix.length + tail.length + cue.length);
+  });
+
+  it("shares the question with the next state: only the state differs", async () => {
+    const engine = new FakeEngine();
+    const planner = await plannerOf(engine, { examples: false, layout: "question-first" });
+    const a = await planRequest(request([["topic", TOPIC]], "Shares fell."), planner);
+    const b = await planRequest(request([["topic", TOPIC]], "A new phone."), planner);
+    const shared = a.prefix.findIndex((t, i) => t !== b.prefix[i]);
+    const head = await engine.tokenize(`<system>${SYSTEM_MESSAGE}</system><user>`);
+    expect(shared).toBeGreaterThan(head.length + 10);
+  });
+
+  it("keeps several questions, debiasing and the question contrast state-first", async () => {
+    const engine = new FakeEngine();
+    const layout = "question-first" as const;
+    const two = await planRequest(
+      request([
+        ["topic", TOPIC],
+        ["good", GOOD],
+      ]),
+      await plannerOf(engine, { layout, questionContrast: false }),
+    );
+    expect(two.layout).toBe("state-first");
+    const debiased = await planRequest(
+      request([["topic", TOPIC]]),
+      await plannerOf(engine, { layout, debias: "reverse" }),
+    );
+    expect(debiased.layout).toBe("state-first");
+    const contrasted = await planRequest(
+      request([["good", GOOD]]),
+      await plannerOf(engine, { layout }),
+    );
+    expect(contrasted.layout).toBe("state-first");
+    const noul = await planRequest(
+      request([["good", GOOD]]),
+      await plannerOf(engine, { layout, questionContrast: false }),
+    );
+    expect(noul.layout).toBe("question-first");
+    const score = await planRequest(
+      request([["urgency", URGENCY]]),
+      await plannerOf(engine, { layout }),
+    );
+    expect(score.layout).toBe("question-first");
+  });
+});
+
+describe("word labels whose tokens begin one another", () => {
+  it("are read to the end of the turn", async () => {
+    const engine = new FakeEngine();
+    const wash: Question = {
+      type: "choice",
+      instructions: "Which service?",
+      options: [
+        ["red car", null],
+        ["red car wash", null],
+        ["blue van", null],
+      ],
+    };
+    const plan = await planRequest(request([["service", wash]]), await plannerOf(engine));
+    const end = (await engine.tokenize("</user><assistant>"))[0]!;
+    const labels = plan.questions[0]!.views[0]!.trie;
+    const paths: number[][] = [];
+    const walk = (node: typeof labels, path: number[]) =>
+      node.next.forEach((next, i) =>
+        typeof next === "number"
+          ? paths.push([...path, node.tokens[i]!])
+          : walk(next, [...path, node.tokens[i]!]),
+      );
+    walk(labels, []);
+    expect(paths).toHaveLength(3);
+    for (const path of paths) expect(path.at(-1)).toBe(end);
+  });
+});

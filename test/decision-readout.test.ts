@@ -33,6 +33,7 @@ function handPlan(): Plan {
     prefix: [1, 2],
     media: [],
     mediaTokens: 0,
+    layout: "state-first",
     branches: [
       trieBranch([3], abc),
       trieBranch([4], abc),

@@ -93,6 +93,11 @@ export function readoutOptions(command: Command): Command {
       "--question-contrast <on|off>",
       "yes/no answers read against the state alone (default: the Decider's, on)",
       oneOf<"on" | "off">("on", "off"),
+    )
+    .option(
+      "--layout <layout>",
+      "a one-question request's question before the state (question-first, the tuned readout's) or after it (state-first, the default's); docs/decisions/087",
+      oneOf<"state-first" | "question-first">("state-first", "question-first"),
     );
 }
 

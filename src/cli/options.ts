@@ -72,6 +72,7 @@ export interface ReadoutFlags {
   contentFree?: "on" | "off";
   examples?: "on" | "off";
   questionContrast?: "on" | "off";
+  layout?: "state-first" | "question-first";
 }
 
 /**
@@ -88,6 +89,7 @@ export function readoutOf(flags: ReadoutFlags): ReadoutSettings {
     contentFree: onOrOff(flags.contentFree),
     examples: onOrOff(flags.examples),
     questionContrast: onOrOff(flags.questionContrast),
+    layout: flags.layout,
   };
   return Object.fromEntries(Object.entries(settings).filter(([, value]) => value !== undefined));
 }

@@ -1,9 +1,10 @@
 import type { Command } from "commander";
-import { createWriteStream } from "node:fs";
+import { createWriteStream, writeFileSync } from "node:fs";
 import { once } from "node:events";
 import { toDecisionRequest } from "../decision/from-wire.js";
 import { Decider, TUNED_READOUT } from "../decision/decide.js";
-import { splitOf, type Split } from "../evaluation/format.js";
+import { promptFingerprint } from "../decision/fingerprint.js";
+import { hash32, splitOf, type Split } from "../evaluation/format.js";
 import { resolveModel } from "../evaluation/model.js";
 import { renderPlan } from "../evaluation/render.js";
 import { DEFAULT_MODEL } from "../models/catalogue.js";
@@ -17,7 +18,11 @@ interface RenderFlags {
   model: string;
   contextSize?: number;
   scoreLabels?: "numbers" | "levels";
+  layout: "mixed" | "question-first" | "state-first";
 }
+
+/** Share of items rendered question first by `--layout mixed` (the rest state first). */
+export const QUESTION_FIRST_SHARE = 0.6;
 
 /**
  * Adds `render`: evaluation items (JSONL, see evaluation/format.ts) planned by the server's own
@@ -45,21 +50,37 @@ export function registerRenderCommand(program: Command): Command {
       "score labels to train on: numbers (the tuned readout's) or levels (docs/decisions/074)",
       oneOf<"numbers" | "levels">("numbers", "levels"),
     )
+    .option(
+      "--layout <layout>",
+      "mixed (the default: 60% of the items question first, by a hash of the id, the rest state first; the served adapter reads both), question-first or state-first (docs/decisions/087)",
+      oneOf<RenderFlags["layout"]>("mixed", "question-first", "state-first"),
+      "mixed",
+    )
     .action(async (flags: RenderFlags) => {
       const items = loadItems(flags.data ?? [], flags.split);
       const model = await resolveModel(flags.model);
       const engine = await openEngine(model, flags);
-      const decider = new Decider(engine, {
-        ...TUNED_READOUT,
-        ...(flags.scoreLabels ? { scoreLabels: flags.scoreLabels } : {}),
-        debias: "off",
-      });
+      const deciderFor = (layout: "question-first" | "state-first") =>
+        new Decider(engine, {
+          ...TUNED_READOUT,
+          ...(flags.scoreLabels ? { scoreLabels: flags.scoreLabels } : {}),
+          debias: "off",
+          layout,
+        });
+      const questionFirst = deciderFor("question-first");
+      const stateFirst = deciderFor("state-first");
       const out = createWriteStream(flags.out);
       let written = 0;
       let skipped = 0;
       for (const item of items) {
         let lines: string[];
         try {
+          const decider =
+            flags.layout === "state-first" ||
+            (flags.layout === "mixed" &&
+              hash32(`layout:${item.id}`) / 2 ** 32 >= QUESTION_FIRST_SHARE)
+              ? stateFirst
+              : questionFirst;
           const plan = await decider.plan(toDecisionRequest(item.request));
           lines = renderPlan(item, plan).map((e) => JSON.stringify({ ...e, split: splitOf(e.id) }));
         } catch (error) {
@@ -72,6 +93,12 @@ export function registerRenderCommand(program: Command): Command {
       }
       out.end();
       await once(out, "finish");
+      // The prompt format these examples were rendered in, for the adapter's bundle (run.sh).
+      const format = await promptFingerprint({
+        ...TUNED_READOUT,
+        ...(flags.scoreLabels ? { scoreLabels: flags.scoreLabels } : {}),
+      });
+      writeFileSync(`${flags.out}.fingerprint`, format + "\n");
       process.stderr.write(
         `decisiond render: ${written} examples from ${items.length - skipped} items (${skipped} skipped) to ${flags.out}\n`,
       );

@@ -33,6 +33,12 @@ export interface LabelStyle {
   /** The tokens of {@link LabelStyle.cue}. */
   readonly cueTokens: Token[];
   /**
+   * Tokens every label is read with after its own: empty, or the end-of-turn token when one word
+   * label's tokens begin another's (`email_query`, `email_querycontact`), so the labels' token
+   * sequences are prefix-free and each is read to its end, as the model ends its reply.
+   */
+  readonly end: Token[];
+  /**
    * The label of each shown position.
    * @param order - option indices in the order they are shown
    * @returns one label per position
@@ -176,6 +182,7 @@ export async function labelStyleOf(
     words: false,
     cue: "",
     cueTokens: [],
+    end: [],
     labelsAt: (_order: readonly number[]) => labelsOf(question),
   };
   const texts = wordsOf(question, settings);
@@ -191,17 +198,25 @@ export async function labelStyleOf(
   }
   const longest = settings.maxWordLabelTokens ?? MAX_WORD_LABEL_TOKENS;
   if (sequences.some((t) => t.length > longest)) return fixed;
-  try {
-    buildLabelTrie(sequences);
-  } catch {
-    return fixed;
-  }
+  const end = prefixFree(sequences) ? [] : tail.tail.slice(0, 1);
+  if (end.length > 0 && !prefixFree(sequences.map((t) => [...t, ...end]))) return fixed;
   return {
     words: true,
     cue: ANSWER_CUE,
     cueTokens: await labels.model.tokenize(ANSWER_CUE, signal ? { signal } : {}),
+    end,
     labelsAt: (order) => order.map((i) => words[i]!),
   };
+}
+
+/** Whether token sequences form a label trie (none empty, none the start of another). */
+function prefixFree(sequences: readonly Token[][]): boolean {
+  try {
+    buildLabelTrie(sequences);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 function sameTokens(a: readonly Token[], b: readonly Token[]): boolean {

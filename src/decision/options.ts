@@ -72,6 +72,15 @@ export interface DeciderOptions {
   readonly maxRequestTokens?: number;
   /** The system message of every request. Default `SYSTEM_MESSAGE`. */
   readonly systemMessage?: string;
+  // Why: docs/decisions/087-question-first-layout.md
+  /**
+   * Where a one-question request's question is written. `state-first` (default): after the state,
+   * as every request's questions are. `question-first`: before the state, so that the same
+   * question asked of many states shares the evaluated prompt head, question and options (the
+   * engine's prefix cache) and only the state and the answer cue are new. Requests with several
+   * questions, media, debiasing or question contrast stay state-first.
+   */
+  readonly layout?: "state-first" | "question-first";
 }
 
 /** The readout settings a caller may choose (the rest of {@link DeciderOptions} is serving policy). */
@@ -84,6 +93,7 @@ export type ReadoutSettings = Pick<
   | "questionContrast"
   | "systemMessage"
   | "maxWordLabelTokens"
+  | "layout"
 >;
 
 /**
@@ -99,4 +109,5 @@ export const TUNED_READOUT: Readonly<ReadoutSettings> = {
   systemMessage: TUNED_SYSTEM_MESSAGE,
   // Banking77's longest intent id is 17 tokens; the adapter names options, it does not point at numbers.
   maxWordLabelTokens: 24,
+  layout: "question-first",
 };

@@ -65,7 +65,16 @@ export interface Plan {
   readonly inputTokens: number;
   /** Ids of the questions left out because they cannot fit ({@link DecisionRequest.unfit}). */
   readonly refused?: readonly string[];
+  /**
+   * Where the question stands: `state-first` (the state in the prefix, each question in its
+   * branch) or `question-first` (one question, written before the state in the prefix; its
+   * branch holds only the assistant-turn opening and the cue).
+   */
+  readonly layout: PromptLayout;
 }
+
+/** Where a request's question is written: behind the state, or before it. */
+export type PromptLayout = "state-first" | "question-first";
 
 /** What {@link planRequest} plans with: the model, the prepared prompt and the settings. */
 export interface Planner {
@@ -74,7 +83,7 @@ export interface Planner {
   readonly labels: LabelTokenizer;
   readonly options: Pick<
     DeciderOptions,
-    "debias" | "labels" | "maxWordLabelTokens" | "questionContrast" | "maxRequestTokens"
+    "debias" | "labels" | "maxWordLabelTokens" | "questionContrast" | "maxRequestTokens" | "layout"
   >;
 }
 
@@ -105,19 +114,24 @@ export async function planRequest(
   const { model, prepared, labels, options } = planner;
   const { head, tail } = prepared;
   const { contextSize } = model.model;
-  const state = await stateTokens(model, request.state, head.length, signal);
-  const { tokens: mediaPrefix, media } = await mediaTokensOf(model, request, head.length, signal);
-  const mediaTokens = media.length * (model.model.imageTokens ?? 0);
   // A question's text is counted on a bounded prefix, as the state is: one past the context is
   // as refused as one a megabyte past it.
   const tokenize = (text: string) => boundedTokens(model, text, contextSize, signal);
-  const prefix = [...head, ...mediaPrefix, ...state];
+  // Why the question goes first when there is one: docs/decisions/087-question-first-layout.md
+  const lead = questionFirst(request, options)
+    ? await questionLead(request.questions[0]![1], planner, signal)
+    : undefined;
+  const top = [...head, ...(lead?.tokens ?? [])];
+  const state = await stateTokens(model, request.state, top.length, signal);
+  const { tokens: mediaPrefix, media } = await mediaTokensOf(model, request, top.length, signal);
+  const mediaTokens = media.length * (model.model.imageTokens ?? 0);
+  const prefix = [...top, ...mediaPrefix, ...state];
   const branches: ScoreBranch[] = [];
   const questions: QuestionPlan[] = [];
   let longest = 0;
   let longestId: string | undefined;
   let inputTokens = prefix.length + mediaTokens;
-  let heaviest: { id?: string; tokens: number } = { tokens: 0 };
+  let heaviest: { id?: string; tokens: number } = { tokens: lead?.tokens.length ?? 0 };
   const room = contextSize - prefix.length - mediaTokens;
   const refused: string[] = [];
   for (const [id, question] of request.questions) {
@@ -125,14 +139,17 @@ export async function planRequest(
     const style = await labelStyleOf(question, prepared, labels, options, signal);
     const views: QuestionView[] = [];
     let deepest = 0;
-    for (const order of ordersOf(question, options.debias)) {
+    for (const order of lead ? [lead.order] : ordersOf(question, options.debias)) {
       // Position p shows option order[p] under labels[p].
       const shown = style.labelsAt(order);
-      const text = renderQuestion(question, shown, order, style.words);
-      const tokens = [...(await tokenize(text)), ...tail, ...style.cueTokens];
+      const asked = lead ? [] : await tokenize(renderQuestion(question, shown, order, style.words));
+      const tokens = [...asked, ...tail, ...style.cueTokens];
       const labelTokens: Token[][] = [];
       for (const label of shown)
-        labelTokens.push(await labels.tokensOf(label, style.cue, prepared, signal));
+        labelTokens.push([
+          ...(await labels.tokensOf(label, style.cue, prepared, signal)),
+          ...style.end,
+        ]);
       const trie = buildLabelTrie(labelTokens);
       branches.push(trieBranch(tokens, trie));
       deepest = Math.max(deepest, tokens.length + trieDepth(trie) - 1);
@@ -149,8 +166,10 @@ export async function planRequest(
       longestId = id;
     }
     questions.push({ id, question, labelCount: labelCountOf(question), views, firstBranch });
-    const tokens = branches.slice(firstBranch).reduce((sum, b) => sum + branchTotalTokens(b), 0);
-    inputTokens += tokens;
+    const tokens =
+      (lead?.tokens.length ?? 0) +
+      branches.slice(firstBranch).reduce((sum, b) => sum + branchTotalTokens(b), 0);
+    inputTokens += tokens - (lead?.tokens.length ?? 0);
     if (tokens > heaviest.tokens) heaviest = { id, tokens };
   }
   // One contrast branch serves every noul question: it has no question in it.
@@ -184,7 +203,39 @@ export async function planRequest(
     neededTokens,
     inputTokens,
     ...(refused.length > 0 ? { refused } : {}),
+    layout: lead ? "question-first" : "state-first",
   };
+}
+
+/**
+ * Whether a request is planned question first: the layout asks for it, and the request has one
+ * question, no media, no option-order debiasing and no question contrast (each of which needs a
+ * branch per question or per order behind one shared state).
+ */
+export function questionFirst(
+  request: DecisionRequest,
+  options: Pick<DeciderOptions, "layout" | "debias" | "questionContrast">,
+): boolean {
+  if (options.layout !== "question-first" || request.questions.length !== 1) return false;
+  if (request.media) return false;
+  const question = request.questions[0]![1];
+  if (question.type === "choice" && (options.debias ?? "off") !== "off") return false;
+  return !(question.type === "noul" && options.questionContrast !== false);
+}
+
+/** The question written before the state: its text and a line break, as tokens, and its order. */
+async function questionLead(
+  question: Question,
+  planner: Planner,
+  signal?: AbortSignal,
+): Promise<{ tokens: Token[]; order: number[] }> {
+  const { model, prepared, labels, options } = planner;
+  const style = await labelStyleOf(question, prepared, labels, options, signal);
+  const order = canonicalOrder(question);
+  const text = renderQuestion(question, style.labelsAt(order), order, style.words);
+  // Counted on a bounded prefix, as a branch's question text is.
+  const tokens = await boundedTokens(model, `${text}\n`, model.model.contextSize, signal);
+  return { tokens, order };
 }
 
 /**
