@@ -6,6 +6,7 @@ import { defineConfig } from "vitest/config";
  */
 const unit = [
   "test/accounts.test.ts",
+  "test/bundle.test.ts",
   "test/calibration-fit.test.ts",
   "test/client.test.ts",
   "test/console-api.test.ts",

@@ -14,6 +14,7 @@ import {
   type ReadoutSettings,
 } from "./decision/decide.js";
 import { adapterProfileId } from "./models/adapters.js";
+import { checkAdapterBundle } from "./models/bundle.js";
 import { renderMediaText } from "./decision/prompt.js";
 import { openLlamaEngine } from "./engine/llama.js";
 import { EngineRequestError, type SystemOnePassThrough } from "./engine/remote/index.js";
@@ -182,6 +183,11 @@ export async function startService(options: ServiceOptions): Promise<Service> {
         (options.adapterPath
           ? loadCalibrationProfile(adapterProfileId(options.adapterPath), options.adapterPath)
           : loadCalibrationProfile(modelId, modelPath)));
+  if (options.adapterPath)
+    await checkAdapterBundle(options.adapterPath, TUNED_READOUT).catch(async (error: unknown) => {
+      await engine.close();
+      throw error;
+    });
   const decider = new Decider(engine, {
     calibration,
     debias: options.debias ?? "off",

@@ -1,0 +1,43 @@
+import { readFileSync } from "node:fs";
+import { describe, expect, it } from "vitest";
+import { promptFingerprint } from "../src/decision/fingerprint.js";
+import { TUNED_READOUT } from "../src/decision/options.js";
+import { readAdapterBundle } from "../src/models/bundle.js";
+
+/**
+ * The model bundle: the shipped adapter records the fingerprint of the prompt format it was
+ * trained on, and the prompt code must still render that format. Editing the prompt code (the
+ * system message, the state block, a question type's lines, the layout, the labels) without
+ * retraining the adapter, or without re-fingerprinting it on purpose, fails here.
+ */
+describe("the prompt format fingerprint", () => {
+  it("the shipped adapter was trained on the format this code renders", async () => {
+    const bundle = readAdapterBundle("adapters/smollm2-135m-instruct.decision.gguf");
+    expect(bundle?.promptFingerprint).toMatch(/^[0-9a-f]{64}$/);
+    expect(await promptFingerprint(TUNED_READOUT)).toBe(bundle!.promptFingerprint);
+  });
+
+  it("is stable, and moves with every prompt setting", async () => {
+    const base = await promptFingerprint(TUNED_READOUT);
+    expect(await promptFingerprint({ ...TUNED_READOUT })).toBe(base);
+    const changed = [
+      { ...TUNED_READOUT, layout: "state-first" as const },
+      { ...TUNED_READOUT, systemMessage: `${TUNED_READOUT.systemMessage} ` },
+      { ...TUNED_READOUT, scoreLabels: "levels" as const },
+      { ...TUNED_READOUT, labels: "fixed" as const },
+      { ...TUNED_READOUT, maxWordLabelTokens: 4 },
+    ];
+    const prints = await Promise.all(changed.map((s) => promptFingerprint(s)));
+    expect(new Set([base, ...prints]).size).toBe(changed.length + 1);
+  });
+
+  it("the bundle reader takes the summary beside the adapter", () => {
+    const summary = JSON.parse(
+      readFileSync("adapters/smollm2-135m-instruct.decision.json", "utf8"),
+    ) as { promptFingerprint?: string };
+    expect(readAdapterBundle("adapters/smollm2-135m-instruct.decision.gguf")).toEqual({
+      promptFingerprint: summary.promptFingerprint,
+    });
+    expect(readAdapterBundle("adapters/no-such.gguf")).toBeUndefined();
+  });
+});
