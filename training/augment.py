@@ -27,6 +27,8 @@ import random
 import re
 from pathlib import Path
 
+from broad_mix import BROAD_CAPS, broad
+
 MODEL = "decisiond-1.0-experimental"
 
 
@@ -55,7 +57,7 @@ def is_calibration(item_id: str) -> bool:
 def read(path: Path, cap: int | None = None, seed: int = 0) -> list[dict]:
     """The fit rows of a converted file that training may use (not calibration rows), at most
     `cap` of them (a seeded sample)."""
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = [json.loads(line) for line in path.read_text().split("\n") if line.strip()]
     rows = [r for r in rows if split_of(r["id"]) == "fit" and not is_calibration(r["id"])]
     if cap is not None and len(rows) > cap:
         rows = random.Random(seed).sample(rows, cap)
@@ -639,6 +641,8 @@ def main():
     ap.add_argument("--ordered-scales", default="", help="comma-separated datasets among climate_fever, cb, boolq, wikiqa whose rows are also asked as ordered scales (decision 079)")
     ap.add_argument("--intensity-scales", action="store_true", help="also ask sst5's rows balanced displeasure and delight scales (decision 080)")
     ap.add_argument("--calibration-out", type=Path, help="folder for the held-back calibration rows, one JSONL a dataset")
+    ap.add_argument("--broad", action="store_true", help="also ask the 29 datasets of issue 48 (training/broad_mix.py) whose converted files are in --data-dir")
+    ap.add_argument("--first-scale", type=float, default=1.0, help="multiply the row caps of issue 30's ten datasets (the broad recipes shrink them)")
     a = ap.parse_args()
     ordered = [n for n in a.ordered_scales.split(",") if n]
     for name in ordered:
@@ -652,7 +656,8 @@ def main():
     ex = set(a.exclude)
     def use(name):  # a dataset's own forms
         return name not in ex and not a.answer_relevance_only
-    c = CAPS if a.scale == 1 else {k: max(1, int(v * a.scale)) for k, v in CAPS.items()}
+    c = CAPS if a.scale == 1 and a.first_scale == 1 else {k: max(1, int(v * a.scale * a.first_scale)) for k, v in CAPS.items()}
+    wide = Builder(random.Random(a.seed + 3))  # its own rng: the ten datasets' forms are drawn as without it
     if a.banking_rows:
         c = {**c, "banking77": a.banking_rows}
     for rep in range(a.repeat):
@@ -671,6 +676,10 @@ def main():
                 ordered_scales(scales, name, read(d / f"{name}.jsonl", c[name], rep))
         if a.intensity_scales and use("sst5"):  # its own Builder too
             intensity_scales(intensity, read(d / "sst5.jsonl", c["sst5"], rep))
+        if a.broad:
+            for name, cap in BROAD_CAPS.items():
+                if use(name) and (d / f"{name}.jsonl").exists():
+                    broad(wide, name, read(d / f"{name}.jsonl", max(1, int(cap * a.scale)), rep))
         if a.answer_relevance:  # its sources follow --exclude, so a transfer run never sees them
             answer_relevance(
                 b,
@@ -680,10 +689,10 @@ def main():
     if a.calibration_out:
         a.calibration_out.mkdir(parents=True, exist_ok=True)
         for f in sorted(d.glob("*.jsonl")):
-            lines = [line for line in f.read_text().splitlines() if line.strip()]
+            lines = [line for line in f.read_text().split("\n") if line.strip()]
             held = [line for line in lines if split_of(json.loads(line)["id"]) == "fit" and is_calibration(json.loads(line)["id"])]
             (a.calibration_out / f.name).write_text("".join(line + "\n" for line in held))
-    b.items += scales.items + intensity.items
+    b.items += scales.items + intensity.items + wide.items
     rng.shuffle(b.items)
     assert all(split_of(i["id"]) == "fit" for i in b.items)
     a.out.write_text("".join(json.dumps(i) + "\n" for i in b.items))
