@@ -8,6 +8,7 @@ const unit = [
   "test/accounts.test.ts",
   "test/bundle.test.ts",
   "test/calibration-fit.test.ts",
+  "test/cleanup.test.ts",
   "test/client.test.ts",
   "test/console-api.test.ts",
   "test/decision-labels.test.ts",

@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { toDecisionRequest } from "../src/decision/from-wire.js";
+import type { SystemOneRequest } from "../src/protocol/schemas.js";
 import type { Service } from "../src/server.js";
 import { postJson, startTestService } from "./support/service.js";
 
@@ -228,12 +230,17 @@ describe("POST /v1/systemone with the real model", () => {
         { type: "choice", instructions: `Route ${i}?`, criteria: options },
       ]),
     );
-    const one = await postJson(url, {
-      model: "jev-latest",
-      state: TICKET,
-      questions: { q0: questions.q0 },
-    });
-    expect(one.status).toBe(200);
+    // Each fits: planned alone (the tokenizer only, no model run, so no verdict waits on the
+    // machine's load), one question's branch is inside the context and its tokens under the cap.
+    const one = await service.decider.plan(
+      toDecisionRequest({
+        model: "jev-latest",
+        state: TICKET,
+        questions: { q0: questions.q0 },
+      } as SystemOneRequest),
+    );
+    expect(one.neededTokens).toBeLessThanOrEqual(service.engine.model.contextSize);
+    expect(one.inputTokens).toBeLessThanOrEqual(2 * service.engine.model.contextSize);
     const evaluated = service.engine.counters.branchTokensEvaluated;
     const res = await postJson(url, { model: "jev-latest", state: TICKET, questions });
     expect(res.status).toBe(422);

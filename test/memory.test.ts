@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { createServer } from "node:net";
@@ -7,6 +7,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
 import { gpuIsUsable } from "../src/engine/llama.js";
+import { spawnOwned } from "./support/cleanup.js";
 
 /**
  * Issue 31, item 4: `decisiond serve` with the default model stays at or under 600 MiB resident at
@@ -52,7 +53,7 @@ async function idleRss(extraEnv: Record<string, string> = {}): Promise<number> {
   home = await mkdtemp(join(tmpdir(), "decisiond-memory-"));
   const port = await freePort();
   let stderr = "";
-  child = spawn(
+  child = spawnOwned(
     process.execPath,
     [CLI, "serve", "--auth", "off", "--console", "off", "--port", String(port)],
     {

@@ -1,4 +1,3 @@
-import { spawn } from "node:child_process";
 import { once } from "node:events";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -7,6 +6,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { serveLockPath } from "../src/accounts/serve-lock.js";
 import { SqliteStore } from "../src/accounts/sqlite-store.js";
 import { openServeGate } from "../src/cli/serve.js";
+import { spawnOwned } from "./support/cleanup.js";
 
 /**
  * Issue 47, item 6: two `decisiond serve` on one SQLite store both admitted a call of the same
@@ -56,7 +56,7 @@ describe("one serve per SQLite store", () => {
 
   it("a claim held by a process that is SIGKILLed is free at once", async () => {
     // A process holding the claim as serve does: an exclusive SQLite lock on the lock file.
-    const holder = spawn(
+    const holder = spawnOwned(
       process.execPath,
       [
         "-e",

@@ -1,7 +1,8 @@
-import { execFile, spawn, type ChildProcess } from "node:child_process";
+import { execFile, type ChildProcess } from "node:child_process";
 import { createServer } from "node:net";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
+import { spawnOwned } from "./cleanup.js";
 
 /**
  * A real llama.cpp `llama-server` for the tests, built once by scripts/build-llama-server.sh
@@ -70,7 +71,7 @@ export async function startLlamaServer(
   const binary = await llamaServerBinary();
   const port = options.port ?? (await freePort());
   const parallel = options.parallel ?? 1;
-  const child = spawn(
+  const child = spawnOwned(
     binary,
     [
       "-m",

@@ -1,12 +1,13 @@
-import { execFile, spawn } from "node:child_process";
+import { execFile, spawn, spawnSync } from "node:child_process";
 import { once } from "node:events";
-import { existsSync, readdirSync } from "node:fs";
+import { existsSync, readdirSync, rmSync } from "node:fs";
 import { chmod, chown, mkdtemp, rm } from "node:fs/promises";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import pg from "pg";
+import { stopOnExit } from "./cleanup.js";
 
 /**
  * A real PostgreSQL for tests: Debian's `postgresql` package (installed by `.ci/run` when
@@ -90,6 +91,16 @@ export async function startPostgres(): Promise<TestPostgres> {
   ].join(" ");
   const start = () =>
     as("pg_ctl", ["-D", data, "-o", options, "-l", join(dir, "server.log"), "-w", "start"]);
+  // pg_ctl daemonizes the server: a run that is interrupted must stop it by itself.
+  const forget = stopOnExit(() => {
+    const command = root ? "runuser" : join(bin, "pg_ctl");
+    const argv = ["-D", data, "-m", "immediate", "stop"];
+    spawnSync(command, root ? ["-u", "postgres", "--", join(bin, "pg_ctl"), ...argv] : argv, {
+      stdio: "ignore",
+      timeout: 10_000,
+    });
+    rmSync(dir, { recursive: true, force: true });
+  });
   await start();
   const baseUrl = `postgres://decisiond@127.0.0.1:${port}/`;
   return {
@@ -108,6 +119,7 @@ export async function startPostgres(): Promise<TestPostgres> {
     halt: () => as("pg_ctl", ["-D", data, "-m", "fast", "-w", "stop"]),
     start,
     async stop() {
+      forget();
       await as("pg_ctl", ["-D", data, "-m", "immediate", "stop"]).catch(() => {});
       await rm(dir, { recursive: true, force: true });
     },

@@ -1,6 +1,7 @@
-import { spawn, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { once } from "node:events";
 import { join } from "node:path";
+import { spawnOwned } from "./cleanup.js";
 
 /**
  * A real `decisiond serve` process (the built CLI, dist/cli/main.js) for tests that need several
@@ -26,7 +27,7 @@ export async function startReplica(
   timeoutMs = 180_000,
 ): Promise<Replica> {
   const main = join(import.meta.dirname, "..", "..", "dist", "cli", "main.js");
-  const child = spawn(process.execPath, [main, "serve", "--port", "0", ...args], {
+  const child = spawnOwned(process.execPath, [main, "serve", "--port", "0", ...args], {
     env: { ...process.env, ...env },
     stdio: ["ignore", "ignore", "pipe"],
   });
