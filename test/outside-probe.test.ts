@@ -422,3 +422,20 @@ describe("item 7: smaller faults", () => {
     expect((await post()).status).toBe(200);
   });
 });
+
+describe("item 10: what npm installs supports the Node the README promises", () => {
+  it("the cookie Fastify's light-my-request loads runs on Node 20 (cookie 2 asks for 22)", async () => {
+    const { createRequire } = await import("node:module");
+    const fromFastify = createRequire(createRequire(import.meta.url).resolve("fastify"));
+    const fromInject = createRequire(fromFastify.resolve("light-my-request"));
+    const manifest = JSON.parse(
+      await readFile(fromInject.resolve("cookie/package.json"), "utf8"),
+    ) as { version: string; engines?: { node?: string } };
+    const ours = JSON.parse(
+      await readFile(new URL("../package.json", import.meta.url), "utf8"),
+    ) as { engines: { node: string } };
+    const major = (range: string) => Number(/>=\s*(\d+)/.exec(range)?.[1]);
+    expect(major(manifest.engines?.node ?? ">=0")).toBeLessThanOrEqual(major(ours.engines.node));
+    expect(typeof fromInject("cookie").stringifySetCookie).toBe("function");
+  });
+});
