@@ -14,7 +14,9 @@ import {
   groupOf,
   parseEvalItems,
   parseSplit,
+  heldOut,
   splitOf,
+  withSplit,
   toJsonl,
   validateItem,
 } from "../src/evaluation/format.js";
@@ -159,5 +161,27 @@ describe.skipIf(!existsSync(DATASETS_DIR))("converters on ../shared/datasets", (
       ),
     );
     expect(gold.size).toBeGreaterThan(2); // the gold option is not always in the same place
+  });
+});
+
+describe("held-back rows", () => {
+  it("hold back about 15% of the groups, whole, whatever the split", () => {
+    const ids = Array.from({ length: 4000 }, (_, i) => `d:${i}`);
+    const share = ids.filter(heldOut).length / ids.length;
+    expect(share).toBeGreaterThan(0.12);
+    expect(share).toBeLessThan(0.18);
+    for (const id of ids.slice(0, 200)) {
+      expect(heldOut(`${id}/3#choice`)).toBe(heldOut(id));
+      expect(
+        withSplit({
+          id,
+          request: { model: "m", state: "s", questions: {} },
+          expected: {},
+        } as never),
+      ).toMatchObject({
+        split: splitOf(id),
+        holdout: heldOut(id),
+      });
+    }
   });
 });

@@ -21,7 +21,6 @@ Usage: python training/augment.py --data-dir DIR --out FILE [--per-dataset N] [-
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import random
 import re
@@ -32,33 +31,20 @@ from broad_mix import BROAD_CAPS, broad
 MODEL = "decisiond-1.0-experimental"
 
 
-def group_of(item_id: str) -> str:
-    """`<dataset>:<group>` of an item id: up to its first `/` or `#` (format.ts groupOf)."""
-    m = re.search(r"[/#]", item_id)
-    return item_id if m is None else item_id[: m.start()]
-
-
-def split_of(item_id: str) -> str:
-    """`fit` or `test`, as format.ts splitOf: SHA-256 of the group, first 32-bit word's parity."""
-    word = int.from_bytes(hashlib.sha256(group_of(item_id).encode()).digest()[:4], "big")
-    return "fit" if word % 2 == 0 else "test"
-
-
-CALIBRATION_PERCENT = 15
-
-
-def is_calibration(item_id: str) -> bool:
-    """Whether a fit row is kept out of training for fitting the calibration profile: the second
-    32-bit word of the group's SHA-256 below 15% (so the choice is independent of the split)."""
-    word = int.from_bytes(hashlib.sha256(group_of(item_id).encode()).digest()[4:8], "big")
-    return word % 100 < CALIBRATION_PERCENT
+def trainable(row: dict, path: Path) -> bool:
+    """Whether a converted row may be trained on: `eval convert` writes each row's split and
+    whether it is held back for calibration (format.ts `splitOf`, `heldOut`), so the split has
+    one implementation, the server's. A file without them was converted by an older decisiond."""
+    if "split" not in row or "holdout" not in row:
+        raise SystemExit(f"{path}: rows carry no split; convert the dataset again (decisiond eval convert)")
+    return row["split"] == "fit" and not row["holdout"]
 
 
 def read(path: Path, cap: int | None = None, seed: int = 0) -> list[dict]:
     """The fit rows of a converted file that training may use (not calibration rows), at most
     `cap` of them (a seeded sample)."""
     rows = [json.loads(line) for line in path.read_text().split("\n") if line.strip()]
-    rows = [r for r in rows if split_of(r["id"]) == "fit" and not is_calibration(r["id"])]
+    rows = [r for r in rows if trainable(r, path)]
     if cap is not None and len(rows) > cap:
         rows = random.Random(seed).sample(rows, cap)
     return rows
@@ -689,12 +675,11 @@ def main():
     if a.calibration_out:
         a.calibration_out.mkdir(parents=True, exist_ok=True)
         for f in sorted(d.glob("*.jsonl")):
-            lines = [line for line in f.read_text().split("\n") if line.strip()]
-            held = [line for line in lines if split_of(json.loads(line)["id"]) == "fit" and is_calibration(json.loads(line)["id"])]
-            (a.calibration_out / f.name).write_text("".join(line + "\n" for line in held))
+            rows = [json.loads(line) for line in f.read_text().split("\n") if line.strip()]
+            held = [r for r in rows if r["split"] == "fit" and r["holdout"]]
+            (a.calibration_out / f.name).write_text("".join(json.dumps(r) + "\n" for r in held))
     b.items += scales.items + intensity.items + wide.items
     rng.shuffle(b.items)
-    assert all(split_of(i["id"]) == "fit" for i in b.items)
     a.out.write_text("".join(json.dumps(i) + "\n" for i in b.items))
     by: dict[str, int] = {}
     for i in b.items:

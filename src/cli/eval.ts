@@ -4,7 +4,7 @@ import { dirname, resolve } from "node:path";
 import type { DebiasMode } from "../decision/decide.js";
 import { convertDataset, DATASETS } from "../evaluation/datasets.js";
 import { checkGroups, groupDatasets, TASK_GROUPS } from "../evaluation/groups.js";
-import { splitOf, toJsonl, type Split } from "../evaluation/format.js";
+import { splitOf, withSplit, toJsonl, type Split } from "../evaluation/format.js";
 import { resolveModel } from "../evaluation/model.js";
 import { finiteOrNull, renderTable, throughput } from "../evaluation/report.js";
 import type { FlipOrder } from "../evaluation/perturb.js";
@@ -138,7 +138,8 @@ export function registerEvalCommand(program: Command): Command {
         ...(flags.seed !== undefined ? { seed: flags.seed } : {}),
       });
       mkdirSync(dirname(resolve(flags.out)), { recursive: true });
-      writeFileSync(flags.out, toJsonl(items));
+      // Each line says its split and whether it is held back: training reads them from here.
+      writeFileSync(flags.out, toJsonl(items.map(withSplit)));
       const fit = items.filter((i) => splitOf(i.id) === "fit").length;
       process.stderr.write(
         `decisiond eval convert: wrote ${items.length} items of ${flags.dataset} (${fit} fit, ${items.length - fit} test) to ${flags.out}\n`,

@@ -87,6 +87,27 @@ export function splitOf(id: string): Split {
   return hash32(groupOf(id)) % 2 === 0 ? "fit" : "test";
 }
 
+/** Share of each dataset's `fit` groups held back from training, in percent. */
+export const HOLDOUT_PERCENT = 15;
+
+/**
+ * Whether a `fit` item is held back from training to fit the calibration profile on answers to
+ * rows the adapter never saw: the second 32-bit word of its group's SHA-256, modulo 100, below
+ * {@link HOLDOUT_PERCENT} (independent of the split, which reads the first word).
+ */
+export function heldOut(id: string): boolean {
+  const word = createHash("sha256").update(groupOf(id)).digest().readUInt32BE(4);
+  return word % 100 < HOLDOUT_PERCENT;
+}
+
+/**
+ * An item as `eval convert` writes it: with its `split` and `holdout` spelled out, so that
+ * `training/augment.py` reads them instead of hashing ids itself (the parser ignores them).
+ */
+export function withSplit(item: EvalItem): EvalItem & { split: Split; holdout: boolean } {
+  return { ...item, split: splitOf(item.id), holdout: heldOut(item.id) };
+}
+
 /**
  * Checks one parsed line.
  * @returns the item, or a message saying what is wrong.
