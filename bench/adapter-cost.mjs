@@ -7,7 +7,7 @@ import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { toDecisionRequest } from "../dist/decision/from-wire.js";
 import { Decider, TUNED_READOUT } from "../dist/decision/decide.js";
-import { openLlamaEngine } from "../dist/engine/llama.js";
+import { openLlamaEngine } from "../dist/engine/llama/index.js";
 import { resolveAdapter } from "../dist/models/adapters.js";
 import { DEFAULT_MODEL, findModel } from "../dist/models/catalogue.js";
 import { ensureModel } from "../dist/models/pull.js";

@@ -8,8 +8,8 @@
 import { parseArgs } from "node:util";
 import { getLlama, LlamaLogLevel } from "node-llama-cpp";
 import { Decider } from "../dist/decision/decide.js";
-import { openLlamaEngine } from "../dist/engine/llama.js";
-import { commonPrefixLength } from "../dist/engine/prefix-cache.js";
+import { openLlamaEngine } from "../dist/engine/llama/index.js";
+import { commonPrefixLength } from "../dist/engine/llama/prefix-cache.js";
 import { ensureModel } from "../dist/models/pull.js";
 import { median } from "./stats.mjs";
 

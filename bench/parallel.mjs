@@ -4,7 +4,7 @@
 // Usage: npm run build && node bench/parallel.mjs [1,4,16]
 import { readFileSync } from "node:fs";
 import { Decider } from "../dist/decision/decide.js";
-import { openLlamaEngine } from "../dist/engine/llama.js";
+import { openLlamaEngine } from "../dist/engine/llama/index.js";
 import { ensureModel } from "../dist/models/pull.js";
 import { TEAMS } from "./workload.mjs";
 

@@ -13,7 +13,7 @@ import { dirname } from "node:path";
 import { parseArgs } from "node:util";
 import { Decider, TUNED_READOUT } from "../dist/decision/decide.js";
 import { BANKING77_DESCRIPTIONS } from "../dist/evaluation/banking77.js";
-import { openLlamaEngine } from "../dist/engine/llama.js";
+import { openLlamaEngine } from "../dist/engine/llama/index.js";
 import { resolveModel } from "../dist/evaluation/model.js";
 import { median } from "./stats.mjs";
 import { TEAMS } from "./workload.mjs";

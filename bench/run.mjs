@@ -43,9 +43,13 @@ import { cpus, totalmem } from "node:os";
 import { parseArgs } from "node:util";
 import { getLlama, LlamaLogLevel } from "node-llama-cpp";
 import { Decider } from "../dist/decision/decide.js";
-import { evaluateCalls, openLlamaEngine, SNAPSHOT_WRITE_DELAY_MS } from "../dist/engine/llama.js";
-import { planDecode } from "../dist/engine/decode-plan.js";
-import { commonPrefixLength } from "../dist/engine/prefix-cache.js";
+import {
+  evaluateCalls,
+  openLlamaEngine,
+  SNAPSHOT_WRITE_DELAY_MS,
+} from "../dist/engine/llama/index.js";
+import { planDecode } from "../dist/engine/decode/index.js";
+import { commonPrefixLength } from "../dist/engine/llama/prefix-cache.js";
 import { ensureModel } from "../dist/models/pull.js";
 import { postJson } from "./post-json.mjs";
 import { median } from "./stats.mjs";
@@ -150,7 +154,7 @@ const naiveSeq = rawContext.getSequence();
 
 async function floor(request) {
   const plan = await decider.plan(request);
-  // The engine's decode plan (src/engine/decode-plan.ts): the prefix tokens it takes over from
+  // The engine's decode plan (src/engine/decode/plan.ts): the prefix tokens it takes over from
   // the previous prefix (the same call map), then the rest in its calls; its common lead once,
   // then each lane's branches from where they resume after the lane's previous branch, in its
   // calls (one sequence here, lane after lane).

@@ -16,11 +16,11 @@ import {
 import { adapterProfileId } from "./models/adapters.js";
 import { checkAdapterBundle } from "./models/bundle.js";
 import { renderMediaText } from "./decision/prompt.js";
-import { openLlamaEngine } from "./engine/llama.js";
+import { openLlamaEngine } from "./engine/llama/index.js";
 import { EngineRequestError, type SystemOnePassThrough } from "./engine/remote/index.js";
 import { EngineUnavailableError, type Engine } from "./engine/types.js";
 import type { DecisionRequest, DecisionResult } from "./decision/types.js";
-import { openVisionEngine } from "./engine/vision.js";
+import { openVisionEngine } from "./engine/vision/index.js";
 import type { MediaOptions } from "./media/request.js";
 import { DEFAULT_VIDEO_FRAMES, DEFAULT_VIDEO_MAX_SECONDS } from "./media/video.js";
 
@@ -96,7 +96,7 @@ export interface ServiceOptions extends ServiceSettings {
   readonly engine?: Engine;
   /**
    * Absolute path of the model's multimodal projector (mmproj GGUF). With it the model is served
-   * by the vision engine (engine/vision.ts) and accepts one image or one MP4 per request.
+   * by the vision engine (engine/vision/) and accepts one image or one MP4 per request.
    */
   readonly mmprojPath?: string;
   /**

@@ -6,8 +6,8 @@ import {
   scheduleBranches,
   sharedStart,
   type BranchSchedule,
-} from "../src/engine/branch-schedule.js";
-import { openLlamaEngine, type LlamaEngine } from "../src/engine/llama.js";
+} from "../src/engine/decode/branch-schedule.js";
+import { openLlamaEngine, type LlamaEngine } from "../src/engine/llama/index.js";
 import type { ScoreBranch } from "../src/engine/types.js";
 
 const branch = (tokens: number[], children?: ScoreBranch[]): ScoreBranch => ({

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { CONTENT_FREE_STATES, Decider } from "../src/decision/decide.js";
 import { readTrie } from "../src/decision/labels.js";
 import type { DecisionRequest, Question } from "../src/decision/types.js";
-import { openLlamaEngine, type LlamaEngine } from "../src/engine/llama.js";
+import { openLlamaEngine, type LlamaEngine } from "../src/engine/llama/index.js";
 import type { BranchScore, Engine, ScoreRequest, ScoreResult } from "../src/engine/types.js";
 
 /**

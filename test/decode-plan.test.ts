@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { planDecode, prefixCallsFrom, type DecodePlan } from "../src/engine/decode-plan.js";
-import { FA_TILE_ROWS } from "../src/engine/kernel-split.js";
+import { planDecode, prefixCallsFrom, type DecodePlan } from "../src/engine/decode/index.js";
+import { FA_TILE_ROWS } from "../src/engine/decode/kernel-split.js";
 import type { ScoreBranch } from "../src/engine/types.js";
 
 const range = (from: number, n: number) => Array.from({ length: n }, (_, i) => from + i);

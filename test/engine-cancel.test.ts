@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { Decider } from "../src/decision/decide.js";
 import { scoreRequestOf } from "../src/decision/plan.js";
 import type { DecisionRequest } from "../src/decision/types.js";
-import { openLlamaEngine, type LlamaEngine } from "../src/engine/llama.js";
+import { openLlamaEngine, type LlamaEngine } from "../src/engine/llama/index.js";
 import { TOPIC_QUESTIONS } from "./support/questions.js";
 
 /**

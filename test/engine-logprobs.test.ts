@@ -1,6 +1,6 @@
 import { getLlama, LlamaLogLevel, type Token as LlamaToken } from "node-llama-cpp";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { openLlamaEngine, type LlamaEngine } from "../src/engine/llama.js";
+import { openLlamaEngine, type LlamaEngine } from "../src/engine/llama/index.js";
 
 /**
  * The engine's log-probabilities are full-vocabulary values: equal to ln of node-llama-cpp's own

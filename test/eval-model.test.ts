@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { openLlamaEngine } from "../src/engine/llama.js";
+import { openLlamaEngine } from "../src/engine/llama/index.js";
 import type { Engine } from "../src/engine/types.js";
 import type { EvalItem } from "../src/evaluation/format.js";
 import { computeMetrics, runEvaluation, summarize } from "../src/evaluation/runner.js";

@@ -3,7 +3,7 @@ import { Decider } from "../src/decision/decide.js";
 import { choiceLabels, NOUL_LABELS, scoreLabels } from "../src/decision/labels.js";
 import { PROMPT_EXAMPLES, renderStateBlock } from "../src/decision/prompt.js";
 import type { DecisionRequest, Question } from "../src/decision/types.js";
-import { openLlamaEngine, type LlamaEngine } from "../src/engine/llama.js";
+import { openLlamaEngine, type LlamaEngine } from "../src/engine/llama/index.js";
 
 /** The request that asks an example's question about the example's state. */
 function requestOf(state: DecisionRequest["state"], question: Question): DecisionRequest {

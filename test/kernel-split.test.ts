@@ -10,7 +10,7 @@ import {
   resumePoint,
   sequenceCallSizes,
   tiledEnd,
-} from "../src/engine/kernel-split.js";
+} from "../src/engine/decode/kernel-split.js";
 
 describe("kernel split (pure)", () => {
   it("tiles whole blocks of 64 and never leaves a single token to the one-row kernel", () => {

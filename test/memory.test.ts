@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
-import { gpuIsUsable } from "../src/engine/llama.js";
+import { gpuIsUsable } from "../src/engine/llama/index.js";
 import { spawnOwned } from "./support/cleanup.js";
 
 /**

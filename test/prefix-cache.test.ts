@@ -5,8 +5,12 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, inject, it, vi } from "vitest";
 import { Decider } from "../src/decision/decide.js";
 import type { DecisionRequest } from "../src/decision/types.js";
-import { openLlamaEngine, SNAPSHOT_WRITE_DELAY_MS, type LlamaEngine } from "../src/engine/llama.js";
-import { commonPrefixLength, PrefixSnapshotCache } from "../src/engine/prefix-cache.js";
+import {
+  openLlamaEngine,
+  SNAPSHOT_WRITE_DELAY_MS,
+  type LlamaEngine,
+} from "../src/engine/llama/index.js";
+import { commonPrefixLength, PrefixSnapshotCache } from "../src/engine/llama/prefix-cache.js";
 import { TOPIC_QUESTIONS } from "./support/questions.js";
 
 /**
@@ -53,7 +57,7 @@ describe("prefix cache on the real model", () => {
 
   it("answers a state that extends the previous one as a cold engine does, to the bit", async () => {
     // The longer state takes over the shorter one's prefix only as far as both cut it into
-    // decode calls alike (src/engine/kernel-split.ts), so its logits match a fresh evaluation.
+    // decode calls alike (src/engine/decode/kernel-split.ts), so its logits match a fresh evaluation.
     // Extended by a few tokens (the last 64 are evaluated again, as one tiled call) and by more
     // than 64 (only the new ones are evaluated).
     for (const [seed, more] of [

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { Decider, StateTooLongError } from "../src/decision/decide.js";
-import { openLlamaEngine, type LlamaEngine } from "../src/engine/llama.js";
+import { openLlamaEngine, type LlamaEngine } from "../src/engine/llama/index.js";
 
 /**
  * Issue 31, item 2: a 15 MiB state is refused after tokenizing a slice of it, not all of it, and

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { openLlamaEngine } from "../src/engine/llama.js";
+import { openLlamaEngine } from "../src/engine/llama/index.js";
 import { Decider, TUNED_READOUT } from "../src/decision/decide.js";
 
 /**

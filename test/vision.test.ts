@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { getLlama, LlamaLogLevel, type Token as LlamaToken } from "node-llama-cpp";
 import { CONTENT_FREE_STATES, Decider } from "../src/decision/decide.js";
 import type { BranchScore, ScoreBranch, ScoreRequest } from "../src/engine/types.js";
-import { openVisionEngine, type VisionEngine } from "../src/engine/vision.js";
+import { openVisionEngine, type VisionEngine } from "../src/engine/vision/index.js";
 import { runTool, toolsAvailable } from "../src/media/tools.js";
 import { startService, type Service } from "../src/server.js";
 import { textModelGguf, writeVisionFixture, type VisionFixture } from "./fixtures/vision-gguf.js";

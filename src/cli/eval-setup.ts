@@ -3,7 +3,7 @@ import { InvalidArgumentError, type Command } from "commander";
 import { existsSync, readFileSync } from "node:fs";
 import type { CalibrationProfile } from "../decision/calibration.js";
 import { TUNED_READOUT, type DebiasMode, type ReadoutSettings } from "../decision/decide.js";
-import { openLlamaEngine } from "../engine/llama.js";
+import { openLlamaEngine } from "../engine/llama/index.js";
 import type { Engine } from "../engine/types.js";
 import {
   parseSplit,

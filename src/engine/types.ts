@@ -137,7 +137,7 @@ export interface TokenizeOptions {
 }
 
 /**
- * The interface every backend implements: in-process llama.cpp (engine/llama.ts, vision.ts) and
+ * The interface every backend implements: in-process llama.cpp (engine/llama/, engine/vision/) and
  * remote engines over HTTP (engine/remote/). Every call is async and takes an AbortSignal, so a
  * backend may live across the network.
  */
@@ -215,7 +215,7 @@ export function contextOverflowOf(
 }
 
 /**
- * Thrown by an engine that takes its prompt as text (see `engine/vision.ts`) when request text
+ * Thrown by an engine that takes its prompt as text (see `engine/vision/`) when request text
  * would not reach the model as the planned tokens, e.g. a state containing the text of a control
  * token such as `<|im_end|>`, which that engine's tokenizer would read as the control token.
  */

@@ -1,5 +1,4 @@
-import { sharedStart } from "../branch-schedule.js";
-import { planDecode } from "../decode-plan.js";
+import { planDecode, sharedStart } from "../decode/index.js";
 import {
   contextOverflowOf,
   type BranchScore,
@@ -234,7 +233,7 @@ export class LlamaServerEngine implements Engine {
 
   /**
    * The request's calls on one slot, cut as the embedded engine cuts its decode calls (its
-   * decode plan, decode-plan.ts): the prefix resumes after what the slot holds of the
+   * decode plan, engine/decode/): the prefix resumes after what the slot holds of the
    * previous prefix only where the embedded engine would take it over, and is evaluated in calls
    * of at least 64 tokens; the branches follow the embedded engine's one-lane schedule (common
    * lead, then each branch from the start it may take over from the previous one) and its call

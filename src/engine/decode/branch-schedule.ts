@@ -7,7 +7,7 @@ import {
   sequenceCallSizes,
   tiledEnd,
 } from "./kernel-split.js";
-import { branchTotalTokens, type ScoreBranch, type Token } from "./types.js";
+import { branchTotalTokens, type ScoreBranch, type Token } from "../types.js";
 
 /**
  * Which branch each KV-cache sequence ("lane") evaluates, and in what order, so that tokens that

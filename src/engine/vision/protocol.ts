@@ -1,5 +1,5 @@
 /**
- * Messages between the vision engine (./vision.ts) and its worker process (./vision-worker.ts),
+ * Messages between the vision engine (./index.ts) and its worker process (./worker.ts),
  * sent over Node's IPC channel as JSON.
  */
 

@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { LRUCache } from "lru-cache";
 import type { LlamaContextSequence } from "node-llama-cpp";
-import type { Token } from "./types.js";
+import type { Token } from "../types.js";
 
 /** Options of a {@link PrefixSnapshotCache}. */
 export interface PrefixSnapshotCacheOptions {

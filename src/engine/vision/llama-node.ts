@@ -3,7 +3,7 @@ import { createRequire } from "node:module";
 /**
  * The part of `@fugood/llama.node` (llama.cpp with its multimodal `mtmd` library, as a Node
  * addon) that the vision engine uses, typed here because the package ships its TypeScript
- * sources without declarations. Only the vision worker process (./vision-worker.ts) loads it.
+ * sources without declarations. Only the vision worker process (./worker.ts) loads it.
  */
 
 /** Options of `loadModel` (the llama.cpp context parameters used here). */

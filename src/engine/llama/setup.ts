@@ -38,7 +38,7 @@ export async function usableLlama(gpu: "auto" | false): Promise<Llama> {
   return getLlama({ gpu: false, logLevel: LlamaLogLevel.error });
 }
 
-/** Options of `openLlamaEngine` (llama.ts). */
+/** Options of `openLlamaEngine` (./index.ts). */
 export interface LlamaEngineOptions {
   /** Absolute path of a GGUF file. */
   readonly modelPath: string;

@@ -6,12 +6,12 @@ import {
   type Token as LlamaToken,
 } from "node-llama-cpp";
 import { basename } from "node:path";
-import { planDecode, prefixCallsFrom, type DecodePlan } from "./decode-plan.js";
-import { chatTemplateOf } from "./llama-chat.js";
-import { evaluateCalls, runLanes, type DecodeTally } from "./llama-lanes.js";
-import { DEFAULT_PREFIX_CACHE_BYTES, usableLlama, type LlamaEngineOptions } from "./llama-setup.js";
+import { planDecode, prefixCallsFrom, type DecodePlan } from "../decode/index.js";
+import { chatTemplateOf } from "./chat.js";
+import { evaluateCalls, runLanes, type DecodeTally } from "./lanes.js";
+import { DEFAULT_PREFIX_CACHE_BYTES, usableLlama, type LlamaEngineOptions } from "./setup.js";
 import { commonPrefixLength, PrefixSnapshotCache } from "./prefix-cache.js";
-import { SerialQueue } from "./serial-queue.js";
+import { SerialQueue } from "../serial-queue.js";
 import {
   contextOverflowOf,
   type ChatTemplate,
@@ -22,12 +22,12 @@ import {
   type ScoreResult,
   type Token,
   type TokenizeOptions,
-} from "./types.js";
+} from "../types.js";
 
-export { chatTemplateOf } from "./llama-chat.js";
-export { evaluateCalls, toLogprobs } from "./llama-lanes.js";
-export { DEFAULT_PREFIX_CACHE_BYTES, gpuIsUsable, type LlamaEngineOptions } from "./llama-setup.js";
-export { SerialQueue } from "./serial-queue.js";
+export { chatTemplateOf } from "./chat.js";
+export { evaluateCalls, toLogprobs } from "./lanes.js";
+export { DEFAULT_PREFIX_CACHE_BYTES, gpuIsUsable, type LlamaEngineOptions } from "./setup.js";
+export { SerialQueue } from "../serial-queue.js";
 export { commonPrefixLength };
 
 /**
@@ -56,9 +56,9 @@ type CopyableSequence = LlamaContextSequence & {
 
 /**
  * In-process llama.cpp through node-llama-cpp, executing each request's decode plan
- * (`planDecode`, decode-plan.ts). The prefix is evaluated once into sequence 0, followed by the
+ * (`planDecode`, engine/decode/). The prefix is evaluated once into sequence 0, followed by the
  * tokens all branches start with. Branches are evaluated on top of it side by side, in the
- * plan's lanes (llama-lanes.ts): sequence 0 runs one lane itself, and up to
+ * plan's lanes (lanes.ts): sequence 0 runs one lane itself, and up to
  * `parallelBranches − 1` more sequences start as a copy of its KV cells (`llama_memory_seq_cp`,
  * the call node-llama-cpp's own LlamaDecisionContext uses), made once per request.
  * node-llama-cpp batches the branches of all sequences into as few `llama_decode` calls as the
@@ -229,7 +229,7 @@ export class LlamaEngine implements Engine {
 
   /**
    * Executes the request's {@link DecodePlan}: the prefix into sequence 0 from what it holds, the
-   * common lead on top, a copy for each further lane, then every lane's branches (llama-lanes.ts).
+   * common lead on top, a copy for each further lane, then every lane's branches (lanes.ts).
    */
   private async scoreNow(request: ScoreRequest, signal?: AbortSignal): Promise<ScoreResult> {
     if (this.closed) throw new Error("the engine is closed");

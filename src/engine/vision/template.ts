@@ -1,5 +1,5 @@
 import type { LlamaModel } from "node-llama-cpp";
-import type { ChatTemplate } from "./types.js";
+import type { ChatTemplate } from "../types.js";
 
 /**
  * The chat format of Idefics3-family models (SmolVLM): `<|im_start|>User: …<end_of_utterance>\n`

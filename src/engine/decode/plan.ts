@@ -5,15 +5,15 @@ import {
   type ScheduledBranch,
 } from "./branch-schedule.js";
 import { prefixCallSizes, prefixResumeAfter } from "./kernel-split.js";
-import type { ScoreRequest } from "./types.js";
+import type { ScoreRequest } from "../types.js";
 
 /**
  * The decode plan of a request: which tokens are taken over from the KV cache, which are
  * evaluated, in which decode calls (token counts) and on which lane, so that every token goes
  * through the attention kernel it would alone (kernel-split.ts) and tokens that branches share
  * at their start are evaluated once (branch-schedule.ts). Pure: the in-process engine
- * (llama.ts), the llama-server backend (remote/llama-server.ts) and the benchmark's floor
- * (bench/run.mjs) execute the same plan.
+ * (engine/llama/), the llama-server backend (engine/remote/llama-server.ts) and the benchmark's
+ * floor (bench/run.mjs) execute the same plan.
  */
 
 /** What a KV-cache sequence holds of an earlier prefix when a request comes. */

@@ -6,7 +6,7 @@ import {
   type ChatHistoryItem,
   type LlamaModel,
 } from "node-llama-cpp";
-import type { ChatMessage, ChatTemplate } from "./types.js";
+import type { ChatMessage, ChatTemplate } from "../types.js";
 
 /**
  * The model's chat template through node-llama-cpp's chat wrapper for it (resolved from the GGUF

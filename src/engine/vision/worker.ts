@@ -9,11 +9,11 @@ import {
   type WorkerCompletionStats,
   type WorkerInit,
   type WorkerScore,
-} from "./vision-protocol.js";
+} from "./protocol.js";
 
 /**
  * The vision engine's worker process: llama.cpp's multimodal library through
- * `@fugood/llama.node`, driven over IPC by ./vision.ts. It runs in its own process because
+ * `@fugood/llama.node`, driven over IPC by ./index.ts. It runs in its own process because
  * llama.node prints its log, prompts included, to stdout and stderr: the engine discards stdout
  * and reads stderr only for llama.cpp's `image slice encoded in N ms` lines, so states never reach
  * the service's logs, and a native crash ends this process instead of the service.

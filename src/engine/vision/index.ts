@@ -6,11 +6,11 @@ import {
   type Token as LlamaToken,
 } from "node-llama-cpp";
 import { basename } from "node:path";
-import { chatTemplateOf } from "./llama-chat.js";
-import { SerialQueue } from "./serial-queue.js";
-import { WorkerLink } from "./vision-link.js";
-import { idefics3TemplateOf } from "./vision-template.js";
-import { type WorkerBranch, type WorkerBranchScore, type WorkerResult } from "./vision-protocol.js";
+import { chatTemplateOf } from "../llama/chat.js";
+import { SerialQueue } from "../serial-queue.js";
+import { WorkerLink } from "./link.js";
+import { idefics3TemplateOf } from "./template.js";
+import { type WorkerBranch, type WorkerBranchScore, type WorkerResult } from "./protocol.js";
 import {
   ContextOverflowError,
   contextOverflowOf,
@@ -25,7 +25,7 @@ import {
   type ScoreResult,
   type Token,
   type TokenizeOptions,
-} from "./types.js";
+} from "../types.js";
 
 /** Options of {@link VisionEngine.open}. */
 export interface VisionEngineOptions {
@@ -52,8 +52,8 @@ export const MEDIA_MARKER = "<__media__>";
 
 /**
  * A vision-language engine: a GGUF text model plus its mmproj projector, on llama.cpp's
- * multimodal library (mtmd) through `@fugood/llama.node` in a worker process (./vision-link.ts,
- * ./vision-worker.ts). It plans like {@link LlamaEngine}: `tokenize`, `detokenize` and the chat
+ * multimodal library (mtmd) through `@fugood/llama.node` in a worker process (./link.ts,
+ * ./worker.ts). It plans like {@link LlamaEngine}: `tokenize`, `detokenize` and the chat
  * template read the same GGUF through node-llama-cpp (vocabulary only). `score` evaluates the
  * prefix with its images once and every branch on top of it, and returns each candidate's
  * log-probability at the branch's end, read from the raw logits' softmax over the whole

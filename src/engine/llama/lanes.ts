@@ -3,8 +3,8 @@ import type {
   LlamaContextSequence,
   Token as LlamaToken,
 } from "node-llama-cpp";
-import type { DecodePlan } from "./decode-plan.js";
-import type { BranchScore, EngineCounters, ScoreBranch, Token } from "./types.js";
+import type { DecodePlan } from "../decode/index.js";
+import type { BranchScore, EngineCounters, ScoreBranch, Token } from "../types.js";
 
 /**
  * The branch half of the in-process engine's work: each lane's branches evaluated on its

@@ -3,13 +3,13 @@ import { existsSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
-import { DONE_LINE, type FromWorker, type ToWorker } from "./vision-protocol.js";
+import { DONE_LINE, type FromWorker, type ToWorker } from "./protocol.js";
 
 /** Marks a reply that stands for the worker's exit. */
 const EXITED = "\u0000exited";
 
 /**
- * The vision engine's end of its worker process (./vision-worker.ts): forks it with stdout
+ * The vision engine's end of its worker process (./worker.ts): forks it with stdout
  * discarded and stderr read line by line, sends {@link ToWorker} messages over IPC and matches
  * each answer to its request. A score request settles once both its answer and its `DONE_LINE`
  * log line have arrived, so the image-encoding lines of that request are counted before it
@@ -26,7 +26,7 @@ export class WorkerLink {
   private readyWaiter: ((message: FromWorker) => void) | undefined;
 
   /**
-   * @param worker - a forked ./vision-worker.js with an IPC channel and a piped stderr
+   * @param worker - a forked ./worker.js with an IPC channel and a piped stderr
    * @param onImageEncoded - called with the milliseconds of each `image slice encoded in N ms` line
    */
   private constructor(
@@ -141,14 +141,14 @@ export class WorkerLink {
 }
 
 /**
- * The worker script: the compiled ./vision-worker.js beside this module, or, when this module
+ * The worker script: the compiled ./worker.js beside this module, or, when this module
  * runs from its TypeScript source (the tests), the build's copy in dist/ (`npm test` builds first).
  */
 function workerScript(): string {
   const here = dirname(fileURLToPath(import.meta.url));
-  const sibling = join(here, "vision-worker.js");
+  const sibling = join(here, "worker.js");
   if (existsSync(sibling)) return sibling;
-  const built = join(here, "..", "..", "dist", "engine", "vision-worker.js");
+  const built = join(here, "..", "..", "..", "dist", "engine", "vision", "worker.js");
   if (existsSync(built)) return built;
   throw new Error(`the vision worker is not built (${built}); run npm run build`);
 }
