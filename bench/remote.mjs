@@ -15,7 +15,7 @@ import http from "node:http";
 import { createServer } from "node:net";
 import { parseArgs } from "node:util";
 import { execFileSync } from "node:child_process";
-import { openRemoteEngines } from "../dist/engine/remote/index.js";
+import { openRemoteEngines } from "../dist/decision/backends/remote.js";
 import { DEFAULT_MODEL } from "../dist/models/catalogue.js";
 import { ensureModel } from "../dist/models/pull.js";
 import { startService } from "../dist/server.js";

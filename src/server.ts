@@ -6,6 +6,7 @@ import { ApiError, Errors, HttpError } from "./protocol/errors.js";
 import { CLIENT_DEFAULT_ALIAS, PUBLIC_MODEL_NAME } from "./protocol/models.js";
 import { Lifecycle } from "./api/lifecycle.js";
 import { consoleMount, type ConsoleOptions } from "./console/plugin.js";
+import type { SystemOnePassThrough } from "./decision/backends/systemone.js";
 import type { CalibrationProfile } from "./decision/calibration.js";
 import {
   Decider,
@@ -17,7 +18,7 @@ import { adapterProfileId } from "./models/adapters.js";
 import { checkAdapterBundle } from "./models/bundle.js";
 import { renderMediaText } from "./decision/prompt.js";
 import { openLlamaEngine } from "./engine/llama/index.js";
-import { EngineRequestError, type SystemOnePassThrough } from "./engine/remote/index.js";
+import { EngineRequestError } from "./engine/remote/index.js";
 import { EngineUnavailableError, type Engine } from "./engine/types.js";
 import type { DecisionRequest, DecisionResult } from "./decision/types.js";
 import { openVisionEngine } from "./engine/vision/index.js";
@@ -234,8 +235,8 @@ export async function startService(options: ServiceOptions): Promise<Service> {
 }
 
 /**
- * Serves engines that answer `/v1/systemone` themselves (engine/remote/systemone.ts): decisiond's
- * keys, limits, validation and console in front, the engine's answers passed through.
+ * Serves engines that answer `/v1/systemone` themselves (decision/backends/systemone.ts):
+ * decisiond's keys, limits, validation and console in front, the engine's answers passed through.
  * @returns the running service, with no engine or decider of its own
  * @throws Fastify's error when the app cannot listen.
  * @example `await startPassThroughService({ passThrough, modelId: "smollm2-135m-instruct", port: 0 })`

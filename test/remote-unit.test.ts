@@ -1,15 +1,16 @@
+import { Command } from "commander";
 import { afterEach, describe, expect, it } from "vitest";
+import { serveOptions, toServeConfig, type ServeFlags } from "../src/cli/serve-config.js";
 import { Decider } from "../src/decision/decide.js";
+import { SystemOnePassThrough, toWireRequest } from "../src/decision/backends/systemone.js";
 import { EngineCallError, EngineRequestError } from "../src/engine/remote/http.js";
 import {
   EnginePool,
   parseEngineList,
   parseEngineSpec,
-  SystemOnePassThrough,
   VllmEngine,
 } from "../src/engine/remote/index.js";
 import { SlotPool } from "../src/engine/remote/llama-server.js";
-import { toWireRequest } from "../src/engine/remote/systemone.js";
 import {
   EngineUnavailableError,
   PromptTextError,
@@ -35,6 +36,24 @@ describe("--engine KIND=URL", () => {
       { kind: "vllm", url: "https://gpu:8000" },
       { kind: "vllm", url: "http://gpu2:8000" },
     ]);
+  });
+
+  it("gives each kind the API key its variable holds, read by the configuration", () => {
+    const command = new Command();
+    for (const option of serveOptions()) command.addOption(option);
+    command.parse(["--engine", "vllm=http://gpu:8000", "--engine", "vllm=http://gpu2:8000"], {
+      from: "user",
+    });
+    const flags = command.opts<ServeFlags>();
+    expect(toServeConfig(flags, { VLLM_API_KEY: "sk-vllm" }).engines).toEqual([
+      { kind: "vllm", url: "http://gpu:8000", apiKey: "sk-vllm" },
+      { kind: "vllm", url: "http://gpu2:8000", apiKey: "sk-vllm" },
+    ]);
+    expect(toServeConfig(flags, { VLLM_API_KEY: "" }).engines[0]).toEqual({
+      kind: "vllm",
+      url: "http://gpu:8000",
+    });
+    expect(parseEngineSpec("llama-server=http://a:1")).not.toHaveProperty("apiKey");
   });
 
   it("says what is wrong with a bad one", () => {

@@ -3,7 +3,13 @@ import { readFileSync } from "node:fs";
 import { isLoopbackName } from "../api/host.js";
 import { checkAdminToken } from "../console/plugin.js";
 import type { DebiasMode } from "../decision/decide.js";
-import { parseEngineList, type EngineSpec } from "../engine/remote/index.js";
+import {
+  DEFAULT_ENGINE_DEADLINE_MS,
+  parseEngineList,
+  REMOTE_ENGINE_KINDS,
+  type EngineSpec,
+  type RemoteEngineKind,
+} from "../engine/remote/index.js";
 import { DEFAULT_MODEL } from "../models/catalogue.js";
 import type { ServiceSettings } from "../server.js";
 import {
@@ -79,7 +85,10 @@ export interface ServeConfig {
   readonly adminToken: string | undefined;
   /** `--drain-timeout`: ms requests in flight may take after SIGTERM. */
   readonly drainTimeoutMs: number;
-  /** `--engine`: remote engines to read decisions from; empty to load the model in-process. */
+  /**
+   * `--engine`: remote engines to read decisions from, each with the API key its kind reads from
+   * the environment (`VLLM_API_KEY`); empty to load the model in-process.
+   */
   readonly engines: readonly EngineSpec[];
   /** `--engine-deadline`: ms one engine call may take, retries included. */
   readonly engineDeadlineMs: number;
@@ -286,14 +295,15 @@ export function serveOptions(): Option[] {
       "with --engine: longest time one engine call may take, retries on other engines included, before 503",
       "DECISIOND_ENGINE_DEADLINE",
       milliseconds,
-    ).default(30_000),
+    ).default(DEFAULT_ENGINE_DEADLINE_MS),
   ];
 }
 
 /**
  * Validates `serve`'s options once and gives them their typed shape.
  * @param flags - what commander parsed from {@link serveOptions}
- * @param env - where `DECISIOND_ADMIN_TOKEN` is read (the one setting with no flag: a secret)
+ * @param env - where `DECISIOND_ADMIN_TOKEN` and the engines' API keys (`VLLM_API_KEY`) are read
+ *   (the settings with no flag: secrets)
  * @returns the configuration, whose `service` part `startService` takes whole
  * @throws Error for `--auth off` on a host that is not loopback, an unreadable admin token
  *   file or a weak admin token (see {@link readAdminToken})
@@ -334,9 +344,19 @@ export function toServeConfig(
     console: flags.console,
     adminToken: flags.console === "on" ? readAdminToken(flags, env) : undefined,
     drainTimeoutMs: flags.drainTimeout,
-    engines: flags.engine,
+    engines: flags.engine.map((spec) => withApiKey(spec, env)),
     engineDeadlineMs: flags.engineDeadline,
   };
+}
+
+/**
+ * `spec` with the API key of its kind from `env` (the variable its kind names, e.g.
+ * `VLLM_API_KEY`), when one is set and not empty.
+ */
+function withApiKey(spec: EngineSpec, env: NodeJS.ProcessEnv): EngineSpec {
+  const kind: RemoteEngineKind = REMOTE_ENGINE_KINDS[spec.kind];
+  const apiKey = kind.apiKeyVariable === undefined ? undefined : env[kind.apiKeyVariable];
+  return apiKey ? { ...spec, apiKey } : spec;
 }
 
 /**

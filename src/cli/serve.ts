@@ -8,7 +8,7 @@ import type { AccountStore } from "../accounts/store.js";
 import type { Gate } from "../api/app.js";
 import { accountGate } from "../api/gate.js";
 import type { ConsoleOptions } from "../console/plugin.js";
-import { openRemoteEngines } from "../engine/remote/index.js";
+import { openRemoteEngines } from "../decision/backends/remote.js";
 import { resolveAdapter } from "../models/adapters.js";
 import { CATALOGUE, DEFAULT_MODEL, findModel, type CatalogueEntry } from "../models/catalogue.js";
 import { ensureEntry, ensureModel } from "../models/pull.js";

@@ -1,9 +1,37 @@
 /**
- * JSON over HTTP to a remote engine, with a per-call deadline and the caller's AbortSignal. What
- * goes wrong is sorted into two kinds: the engine could not answer ({@link EngineCallError}: no
- * connection, reset, timeout, 5xx — another engine may serve the call) and the engine refused the
- * call ({@link EngineRequestError}: 4xx — another engine would refuse it too).
+ * JSON over HTTP to a remote engine, with a per-call deadline and the caller's AbortSignal: the
+ * code every remote engine shares ({@link EngineConnection}, {@link callJson},
+ * {@link withDeadline}, {@link DEFAULT_ENGINE_DEADLINE_MS}). What goes wrong is sorted into two
+ * kinds: the engine could not answer ({@link EngineCallError}: no connection, reset, timeout, 5xx
+ * — another engine may serve the call) and the engine refused the call
+ * ({@link EngineRequestError}: 4xx — another engine would refuse it too).
+ *
+ * @packageDocumentation
  */
+
+/**
+ * Milliseconds a remote engine call may take when nothing else is said: one HTTP call, a pool's
+ * call with its retries on other engines, a pass-through's decision. `serve --engine-deadline`
+ * defaults to it.
+ */
+export const DEFAULT_ENGINE_DEADLINE_MS = 30_000;
+
+/**
+ * A signal that aborts when the caller's `signal` does or when `ms` milliseconds pass.
+ * @returns `signal`, the one to pass on, and `deadline`, whose `aborted` says the time is up
+ *   (as opposed to the caller giving up)
+ * @example
+ * ```ts
+ * const { signal, deadline } = withDeadline(5000, callerSignal);
+ * ```
+ */
+export function withDeadline(
+  ms: number,
+  signal?: AbortSignal,
+): { readonly signal: AbortSignal; readonly deadline: AbortSignal } {
+  const deadline = AbortSignal.timeout(ms);
+  return { signal: signal ? AbortSignal.any([signal, deadline]) : deadline, deadline };
+}
 
 /** An engine did not answer: refused or lost connection, timed out, or answered 5xx. */
 export class EngineCallError extends Error {
@@ -59,8 +87,7 @@ export async function callJson<T>(
   options: CallOptions,
 ): Promise<T> {
   options.signal?.throwIfAborted();
-  const deadline = AbortSignal.timeout(options.timeoutMs);
-  const signal = options.signal ? AbortSignal.any([options.signal, deadline]) : deadline;
+  const { signal, deadline } = withDeadline(options.timeoutMs, options.signal);
   let response: Response;
   let text: string;
   try {
@@ -97,4 +124,39 @@ export function baseUrl(url: string): string {
   if (parsed.protocol !== "http:" && parsed.protocol !== "https:")
     throw new TypeError(`engine URL must be http:// or https://, got ${url}`);
   return parsed.toString().replace(/\/+$/, "");
+}
+
+/**
+ * One remote engine's HTTP API as its calls see it: the base URL, the deadline of each call and
+ * the headers every call carries (an `authorization` for a server started with an API key).
+ * Calls after {@link EngineConnection.close} are refused.
+ */
+export class EngineConnection {
+  private closed = false;
+
+  constructor(
+    /** Base URL, without trailing slashes ({@link baseUrl}). */
+    readonly url: string,
+    /** Milliseconds one call may take ({@link CallOptions.timeoutMs}). */
+    readonly timeoutMs: number,
+    private readonly headers: Readonly<Record<string, string>> = {},
+  ) {}
+
+  /**
+   * {@link callJson} to `url + path`, with this engine's deadline and headers.
+   * @throws `Error` once the connection is closed; otherwise as {@link callJson} does.
+   */
+  call<T>(path: string, body: unknown, signal?: AbortSignal): Promise<T> {
+    if (this.closed) return Promise.reject(new Error("the engine is closed"));
+    return callJson<T>(this.url, path, body, {
+      timeoutMs: this.timeoutMs,
+      headers: this.headers,
+      ...(signal ? { signal } : {}),
+    });
+  }
+
+  /** Refuses every later call. */
+  close(): void {
+    this.closed = true;
+  }
 }

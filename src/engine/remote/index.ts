@@ -1,23 +1,82 @@
-import { baseUrl } from "./http.js";
+import type { Engine } from "../types.js";
+import { baseUrl, DEFAULT_ENGINE_DEADLINE_MS } from "./http.js";
 import { LlamaServerEngine } from "./llama-server.js";
 import { EnginePool, type PoolOptions } from "./pool.js";
-import { SystemOnePassThrough } from "./systemone.js";
 import { VllmEngine } from "./vllm.js";
 
-export { EngineCallError, EngineRequestError } from "./http.js";
+/**
+ * Engines across the network: the kinds `serve --engine KIND=URL` takes
+ * ({@link REMOTE_ENGINE_KINDS}), and a pool of engines of one kind ({@link openEnginePool}).
+ * Decision backends built on them (the pass-through to an engine that answers decisions itself)
+ * live beside the decision layer, in src/decision/backends/.
+ * Why one registry and no decision here: docs/decisions/089
+ *
+ * @packageDocumentation
+ */
+
+export {
+  baseUrl,
+  callJson,
+  DEFAULT_ENGINE_DEADLINE_MS,
+  EngineCallError,
+  EngineConnection,
+  EngineRequestError,
+  withDeadline,
+} from "./http.js";
 export { LlamaServerEngine } from "./llama-server.js";
 export { EnginePool } from "./pool.js";
-export { SystemOnePassThrough } from "./systemone.js";
 export { VllmEngine } from "./vllm.js";
 
-/** The kinds of remote engine `--engine KIND=URL` takes. */
-export const ENGINE_KINDS = ["llama-server", "vllm"] as const;
-export type EngineKind = (typeof ENGINE_KINDS)[number];
+/** What opening one remote engine takes, whatever its kind. */
+export interface RemoteEngineOptions {
+  /** Milliseconds one HTTP call to the engine may take. */
+  readonly timeoutMs: number;
+  /** The engine's API key, for a kind that takes one ({@link RemoteEngineKind.apiKeyVariable}). */
+  readonly apiKey?: string | undefined;
+}
 
-/** One `--engine KIND=URL`. */
+/** One kind of remote engine: how to open one. */
+export interface RemoteEngineKind {
+  /**
+   * The environment variable the configuration reads an API key for engines of this kind from
+   * (src/cli/serve-config.ts); absent for a kind that takes none.
+   */
+  readonly apiKeyVariable?: string;
+  /**
+   * Connects to the engine at `url` and reads its model.
+   * @throws `EngineCallError` when it does not answer.
+   */
+  open(url: string, options: RemoteEngineOptions, signal?: AbortSignal): Promise<Engine>;
+}
+
+/**
+ * The kinds of remote engine, by the name `--engine KIND=URL` gives them. A new kind is one
+ * entry here (and its engine class).
+ */
+export const REMOTE_ENGINE_KINDS = {
+  "llama-server": {
+    open: (url, options, signal) =>
+      LlamaServerEngine.open({ url, timeoutMs: options.timeoutMs }, signal),
+  },
+  vllm: {
+    apiKeyVariable: "VLLM_API_KEY",
+    open: (url, options, signal) =>
+      VllmEngine.open({ url, timeoutMs: options.timeoutMs, apiKey: options.apiKey }, signal),
+  },
+} as const satisfies Record<string, RemoteEngineKind>;
+
+/** The name of a kind of remote engine. */
+export type EngineKind = keyof typeof REMOTE_ENGINE_KINDS;
+
+/** The kinds of remote engine `--engine KIND=URL` takes, in the order `--help` names them. */
+export const ENGINE_KINDS = Object.keys(REMOTE_ENGINE_KINDS) as readonly EngineKind[];
+
+/** One `--engine KIND=URL`, with the API key the configuration found for its kind. */
 export interface EngineSpec {
   readonly kind: EngineKind;
   readonly url: string;
+  /** The engine's API key (`VLLM_API_KEY` for vLLM); absent when none is set. */
+  readonly apiKey?: string;
 }
 
 /**
@@ -34,7 +93,7 @@ export function parseEngineSpec(text: string): EngineSpec {
     throw new Error(`expected KIND=URL (KIND one of ${ENGINE_KINDS.join(", ")}), got "${text}"`);
   const kind = text.slice(0, at).trim();
   const url = text.slice(at + 1).trim();
-  if (!(ENGINE_KINDS as readonly string[]).includes(kind))
+  if (!Object.hasOwn(REMOTE_ENGINE_KINDS, kind))
     throw new Error(`unknown engine kind "${kind}": one of ${ENGINE_KINDS.join(", ")}`);
   try {
     return { kind: kind as EngineKind, url: baseUrl(url) };
@@ -52,59 +111,43 @@ export function parseEngineList(text: string): EngineSpec[] {
     .map(parseEngineSpec);
 }
 
-/** Options of {@link openRemoteEngines}. */
+/** Options of {@link openEnginePool}. */
 export interface RemoteOptions extends PoolOptions {
   /** Milliseconds one HTTP call to an engine may take. Default: the deadline. */
   readonly callTimeoutMs?: number;
 }
 
-/** What remote engines serve through: an engine pool (decisiond's readout), or a pass-through. */
-export type RemoteServing =
-  | { readonly kind: "engine"; readonly engine: EnginePool }
-  | { readonly kind: "pass-through"; readonly passThrough: SystemOnePassThrough };
-
 /**
- * Opens the remote engines of `--engine`: a pool of them, or, when they are llama-servers that
- * answer `/v1/systemone` themselves, a pass-through.
+ * Opens the engines of `--engine` as one pool.
  * @throws `Error` for engines of different kinds, or of different models.
- * @throws {@link EngineUnavailableError} when none answers.
+ * @throws `EngineUnavailableError` when none answers.
+ * @example
+ * ```ts
+ * const pool = await openEnginePool([{ kind: "llama-server", url: "http://127.0.0.1:8081" }]);
+ * ```
  */
-export async function openRemoteEngines(
+export async function openEnginePool(
   specs: readonly EngineSpec[],
   options: RemoteOptions = {},
-): Promise<RemoteServing> {
+): Promise<EnginePool> {
+  checkOneKind(specs);
+  const timeoutMs = options.callTimeoutMs ?? options.deadlineMs ?? DEFAULT_ENGINE_DEADLINE_MS;
+  return EnginePool.open(
+    specs.map((spec) => ({
+      name: spec.url,
+      open: (signal?: AbortSignal) =>
+        REMOTE_ENGINE_KINDS[spec.kind].open(spec.url, { timeoutMs, apiKey: spec.apiKey }, signal),
+    })),
+    options,
+  );
+}
+
+/**
+ * @throws `Error` when `specs` is empty or names engines of different kinds.
+ */
+export function checkOneKind(specs: readonly EngineSpec[]): void {
   if (specs.length === 0) throw new Error("no engine given");
   const kinds = new Set(specs.map((s) => s.kind));
   if (kinds.size > 1)
     throw new Error(`all engines must be of one kind, got ${[...kinds].join(" and ")}`);
-  const timeoutMs = options.callTimeoutMs ?? options.deadlineMs ?? 30_000;
-  if (specs[0]!.kind === "llama-server") {
-    const native = await Promise.all(
-      specs.map((s) => SystemOnePassThrough.detect(s.url).catch(() => false)),
-    );
-    if (native.some(Boolean)) {
-      if (!native.every(Boolean))
-        throw new Error(
-          "some llama-servers answer /v1/systemone natively and some do not: serve them apart",
-        );
-      return {
-        kind: "pass-through",
-        passThrough: new SystemOnePassThrough({
-          urls: specs.map((s) => s.url),
-          ...(options.deadlineMs ? { deadlineMs: options.deadlineMs } : {}),
-        }),
-      };
-    }
-  }
-  const engine = await EnginePool.open(
-    specs.map((spec) => ({
-      name: spec.url,
-      open: (signal?: AbortSignal) =>
-        spec.kind === "llama-server"
-          ? LlamaServerEngine.open({ url: spec.url, timeoutMs }, signal)
-          : VllmEngine.open({ url: spec.url, timeoutMs }, signal),
-    })),
-    options,
-  );
-  return { kind: "engine", engine };
 }

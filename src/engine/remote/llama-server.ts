@@ -13,7 +13,7 @@ import {
   type Token,
   type TokenizeOptions,
 } from "../types.js";
-import { baseUrl, callJson, EngineCallError } from "./http.js";
+import { baseUrl, DEFAULT_ENGINE_DEADLINE_MS, EngineCallError, EngineConnection } from "./http.js";
 import { SlotPool } from "./slot-pool.js";
 
 export { SlotPool } from "./slot-pool.js";
@@ -38,7 +38,10 @@ export { SlotPool } from "./slot-pool.js";
 export interface LlamaServerOptions {
   /** Base URL, e.g. `http://127.0.0.1:8081`. */
   readonly url: string;
-  /** Milliseconds one HTTP call may take before the engine counts as unanswering. Default 30 000. */
+  /**
+   * Milliseconds one HTTP call may take before the engine counts as unanswering. Default
+   * {@link DEFAULT_ENGINE_DEADLINE_MS}.
+   */
   readonly timeoutMs?: number;
   /**
    * Top probabilities asked per answer position first; candidates outside them are asked again
@@ -104,7 +107,6 @@ export class LlamaServerEngine implements Engine {
   readonly chatTemplate: ChatTemplate;
   /** The `timings` of each `/completion` call of the last {@link score} (for tests and the bench). */
   lastTimings: { prompt_n: number; cache_n: number }[] = [];
-  private closed = false;
   /**
    * The server's slots: one request holds one slot for all its calls (`id_slot`), so its calls
    * follow each other in that slot's KV cache and no other request's prompt comes between them.
@@ -116,13 +118,12 @@ export class LlamaServerEngine implements Engine {
   private readonly heldPrefix: number[] = [];
 
   private constructor(
-    readonly url: string,
+    private readonly http: EngineConnection,
     readonly model: ModelInfo,
     /** Tokens in the vocabulary, the largest `n_probs` worth asking. */
     readonly vocabularySize: number,
     /** Slots the server runs side by side (`--parallel`). */
     readonly slotCount: number,
-    private readonly timeoutMs: number,
     private readonly topProbs: number,
     /** Largest call, at most the server's `--ubatch-size`. */
     private readonly batchSize: number,
@@ -131,7 +132,7 @@ export class LlamaServerEngine implements Engine {
     this.chatTemplate = {
       name: "llama-server",
       render: async (messages: readonly ChatMessage[], signal?: AbortSignal) => {
-        const answer = await this.call<{ prompt: string }>(
+        const answer = await this.http.call<{ prompt: string }>(
           "/apply-template",
           { messages, add_generation_prompt: true },
           signal,
@@ -152,10 +153,9 @@ export class LlamaServerEngine implements Engine {
    */
   static async open(options: LlamaServerOptions, signal?: AbortSignal): Promise<LlamaServerEngine> {
     const url = baseUrl(options.url);
-    const timeoutMs = options.timeoutMs ?? 30_000;
-    const call = { timeoutMs, ...(signal ? { signal } : {}) };
-    const props = await callJson<Props>(url, "/props", undefined, call);
-    const models = await callJson<Models>(url, "/v1/models", undefined, call);
+    const http = new EngineConnection(url, options.timeoutMs ?? DEFAULT_ENGINE_DEADLINE_MS);
+    const props = await http.call<Props>("/props", undefined, signal);
+    const models = await http.call<Models>("/v1/models", undefined, signal);
     const meta = models.data?.[0]?.meta ?? {};
     const contextSize = props.default_generation_settings?.n_ctx ?? meta.n_ctx;
     if (!contextSize || !meta.n_vocab)
@@ -171,26 +171,22 @@ export class LlamaServerEngine implements Engine {
       vision: false,
     };
     return new LlamaServerEngine(
-      url,
+      http,
       model,
       meta.n_vocab,
       props.total_slots ?? 1,
-      timeoutMs,
       options.topProbs ?? 64,
       options.batchSize ?? 512,
     );
   }
 
-  private call<T>(path: string, body: unknown, signal?: AbortSignal): Promise<T> {
-    if (this.closed) return Promise.reject(new Error("the engine is closed"));
-    return callJson<T>(this.url, path, body, {
-      timeoutMs: this.timeoutMs,
-      ...(signal ? { signal } : {}),
-    });
+  /** The server's base URL. */
+  get url(): string {
+    return this.http.url;
   }
 
   async tokenize(text: string, options: TokenizeOptions = {}): Promise<Token[]> {
-    const answer = await this.call<{ tokens: number[] }>(
+    const answer = await this.http.call<{ tokens: number[] }>(
       "/tokenize",
       { content: text, add_special: false, parse_special: options.special ?? false },
       options.signal,
@@ -199,14 +195,14 @@ export class LlamaServerEngine implements Engine {
   }
 
   async detokenize(tokens: readonly Token[], signal?: AbortSignal): Promise<string> {
-    const answer = await this.call<{ content: string }>("/detokenize", { tokens }, signal);
+    const answer = await this.http.call<{ content: string }>("/detokenize", { tokens }, signal);
     return answer.content;
   }
 
   /** `GET /health`: 200 once the model is loaded. Never throws. */
   async ready(signal?: AbortSignal): Promise<boolean> {
     try {
-      await this.call("/health", undefined, signal);
+      await this.http.call("/health", undefined, signal);
       return true;
     } catch {
       return false;
@@ -339,7 +335,7 @@ export class LlamaServerEngine implements Engine {
     nProbs: number,
     signal?: AbortSignal,
   ): Promise<{ top: Map<Token, number>; timings: { prompt_n: number; cache_n: number } }> {
-    const answer = await this.call<CompletionAnswer>(
+    const answer = await this.http.call<CompletionAnswer>(
       "/completion",
       {
         prompt: tokens,
@@ -393,6 +389,6 @@ export class LlamaServerEngine implements Engine {
   }
 
   async close(): Promise<void> {
-    this.closed = true;
+    this.http.close();
   }
 }

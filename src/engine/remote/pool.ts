@@ -10,7 +10,7 @@ import {
   type Token,
   type TokenizeOptions,
 } from "../types.js";
-import { EngineCallError } from "./http.js";
+import { DEFAULT_ENGINE_DEADLINE_MS, EngineCallError, withDeadline } from "./http.js";
 
 /**
  * Several engines serving the same model, as one {@link Engine}. Every call goes to the healthy
@@ -38,7 +38,10 @@ export interface PoolMember {
 
 /** Options of {@link EnginePool.open}. */
 export interface PoolOptions {
-  /** Milliseconds one engine call (tokenize, render, score) may take, retries included. Default 30 000. */
+  /**
+   * Milliseconds one engine call (tokenize, render, score) may take, retries included. Default
+   * {@link DEFAULT_ENGINE_DEADLINE_MS}.
+   */
   readonly deadlineMs?: number;
   /** Milliseconds between probes of a taken-out engine. Default 1000. */
   readonly probeIntervalMs?: number;
@@ -66,7 +69,7 @@ export class EnginePool implements Engine {
     readonly model: ModelInfo,
     options: PoolOptions,
   ) {
-    this.deadlineMs = options.deadlineMs ?? 30_000;
+    this.deadlineMs = options.deadlineMs ?? DEFAULT_ENGINE_DEADLINE_MS;
     this.probeIntervalMs = options.probeIntervalMs ?? 1000;
     this.chatTemplate = {
       name: "pool",
@@ -86,7 +89,7 @@ export class EnginePool implements Engine {
     options: PoolOptions = {},
   ): Promise<EnginePool> {
     if (members.length === 0) throw new Error("a pool needs at least one engine");
-    const timeout = options.deadlineMs ?? 30_000;
+    const timeout = options.deadlineMs ?? DEFAULT_ENGINE_DEADLINE_MS;
     const opened = await Promise.allSettled(
       members.map((m) => m.open(AbortSignal.timeout(timeout))),
     );
@@ -181,8 +184,7 @@ export class EnginePool implements Engine {
   ): Promise<T> {
     if (this.closed) throw new Error("the engine pool is closed");
     signal?.throwIfAborted();
-    const deadline = AbortSignal.timeout(this.deadlineMs);
-    const combined = signal ? AbortSignal.any([signal, deadline]) : deadline;
+    const { signal: combined, deadline } = withDeadline(this.deadlineMs, signal);
     const tried = new Set<Slot>();
     for (;;) {
       const slot = this.pick(tried);

@@ -13,7 +13,7 @@ import {
   type Token,
   type TokenizeOptions,
 } from "../types.js";
-import { baseUrl, callJson, EngineCallError } from "./http.js";
+import { baseUrl, DEFAULT_ENGINE_DEADLINE_MS, EngineCallError, EngineConnection } from "./http.js";
 
 /**
  * An engine served by vLLM's OpenAI-compatible server (`vllm serve MODEL`, prefix caching on,
@@ -39,12 +39,15 @@ import { baseUrl, callJson, EngineCallError } from "./http.js";
 export interface VllmOptions {
   /** Base URL of the OpenAI-compatible server, e.g. `http://gpu-box:8000` (without `/v1`). */
   readonly url: string;
-  /** Milliseconds one HTTP call may take. Default 30 000. */
+  /** Milliseconds one HTTP call may take. Default {@link DEFAULT_ENGINE_DEADLINE_MS}. */
   readonly timeoutMs?: number;
   /** `logprobs` asked per answer position: at most the server's `--max-logprobs` (default 20). */
   readonly topLogprobs?: number;
-  /** API key of a server started with `--api-key`; default `VLLM_API_KEY` from the environment. */
-  readonly apiKey?: string;
+  /**
+   * API key of a server started with `--api-key`, sent as `Authorization: Bearer`; none sends no
+   * header. (`serve` takes it from `VLLM_API_KEY`: src/cli/serve-config.ts.)
+   */
+  readonly apiKey?: string | undefined;
 }
 
 /** `GET /v1/models` (the fields read). */
@@ -87,21 +90,18 @@ export class VllmEngine implements Engine {
     branchTokensEvaluated: 0,
   };
   readonly chatTemplate: ChatTemplate;
-  private closed = false;
 
   private constructor(
-    readonly url: string,
+    private readonly http: EngineConnection,
     readonly model: ModelInfo,
-    private readonly timeoutMs: number,
     private readonly topLogprobs: number,
-    private readonly headers: Record<string, string>,
   ) {
     this.chatTemplate = {
       name: "vllm",
       // vLLM renders chat templates only into tokens; the text back from /detokenize keeps the
       // special tokens as text, which the Decider tokenizes with `special: true`.
       render: async (messages: readonly ChatMessage[], signal?: AbortSignal) => {
-        const { tokens } = await this.call<Tokenized>(
+        const { tokens } = await this.http.call<Tokenized>(
           "/tokenize",
           {
             model: this.model.id,
@@ -126,14 +126,12 @@ export class VllmEngine implements Engine {
    */
   static async open(options: VllmOptions, signal?: AbortSignal): Promise<VllmEngine> {
     const url = baseUrl(options.url).replace(/\/v1$/, "");
-    const timeoutMs = options.timeoutMs ?? 30_000;
-    const key = options.apiKey ?? process.env.VLLM_API_KEY;
-    const headers: Record<string, string> = key ? { authorization: `Bearer ${key}` } : {};
-    const models = await callJson<Models>(url, "/v1/models", undefined, {
-      timeoutMs,
-      headers,
-      ...(signal ? { signal } : {}),
-    });
+    const http = new EngineConnection(
+      url,
+      options.timeoutMs ?? DEFAULT_ENGINE_DEADLINE_MS,
+      options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {},
+    );
+    const models = await http.call<Models>("/v1/models", undefined, signal);
     const served = models.data?.[0];
     if (!served) throw new EngineCallError(url, "/v1/models lists no model");
     const contextSize = served.max_model_len ?? 4096;
@@ -144,16 +142,12 @@ export class VllmEngine implements Engine {
       trainContextSize: contextSize,
       vision: false,
     };
-    return new VllmEngine(url, model, timeoutMs, options.topLogprobs ?? 20, headers);
+    return new VllmEngine(http, model, options.topLogprobs ?? 20);
   }
 
-  private call<T>(path: string, body: unknown, signal?: AbortSignal): Promise<T> {
-    if (this.closed) return Promise.reject(new Error("the engine is closed"));
-    return callJson<T>(this.url, path, body, {
-      timeoutMs: this.timeoutMs,
-      headers: this.headers,
-      ...(signal ? { signal } : {}),
-    });
+  /** The server's base URL (without `/v1`). */
+  get url(): string {
+    return this.http.url;
   }
 
   /**
@@ -163,7 +157,7 @@ export class VllmEngine implements Engine {
    * {@link PromptTextError}, so a state cannot smuggle in a control token.
    */
   async tokenize(text: string, options: TokenizeOptions = {}): Promise<Token[]> {
-    const answer = await this.call<Tokenized>(
+    const answer = await this.http.call<Tokenized>(
       "/tokenize",
       {
         model: this.model.id,
@@ -181,7 +175,7 @@ export class VllmEngine implements Engine {
   }
 
   async detokenize(tokens: readonly Token[], signal?: AbortSignal): Promise<string> {
-    const answer = await this.call<{ prompt: string }>(
+    const answer = await this.http.call<{ prompt: string }>(
       "/detokenize",
       { model: this.model.id, tokens },
       signal,
@@ -192,11 +186,7 @@ export class VllmEngine implements Engine {
   /** `GET /health`: 200 when the engine runs. Never throws. */
   async ready(signal?: AbortSignal): Promise<boolean> {
     try {
-      await callJson(this.url, "/health", undefined, {
-        timeoutMs: this.timeoutMs,
-        headers: this.headers,
-        ...(signal ? { signal } : {}),
-      }).catch((error: unknown) => {
+      await this.http.call("/health", undefined, signal).catch((error: unknown) => {
         // /health answers 200 with an empty body.
         if (error instanceof EngineCallError && error.message.includes("not JSON")) return;
         throw error;
@@ -278,7 +268,7 @@ export class VllmEngine implements Engine {
   }
 
   private complete(body: Record<string, unknown>, signal?: AbortSignal): Promise<VllmCompletion> {
-    return this.call<VllmCompletion>(
+    return this.http.call<VllmCompletion>(
       "/v1/completions",
       { model: this.model.id, temperature: 0, ...body },
       signal,
@@ -286,7 +276,7 @@ export class VllmEngine implements Engine {
   }
 
   async close(): Promise<void> {
-    this.closed = true;
+    this.http.close();
   }
 }
 

@@ -1,6 +1,28 @@
-import type { Answer, DecisionRequest, DecisionResult, Question } from "../../decision/types.js";
-import { EngineUnavailableError } from "../types.js";
-import { baseUrl, callJson, EngineCallError, EngineRequestError } from "./http.js";
+import {
+  baseUrl,
+  callJson,
+  DEFAULT_ENGINE_DEADLINE_MS,
+  EngineCallError,
+  EngineRequestError,
+  withDeadline,
+} from "../../engine/remote/index.js";
+import { EngineUnavailableError } from "../../engine/types.js";
+import type { Answer, DecisionRequest, DecisionResult, Question } from "../types.js";
+
+/** Options of {@link SystemOnePassThrough}. */
+export interface PassThroughOptions {
+  /** Base URLs of engines answering `/v1/systemone`. */
+  readonly urls: readonly string[];
+  /** Milliseconds a call may take, across engines. Default {@link DEFAULT_ENGINE_DEADLINE_MS}. */
+  readonly deadlineMs?: number;
+}
+
+/** The engine's answer body (the fields read). */
+interface WireAnswer {
+  model?: string;
+  answers: Record<string, Answer>;
+  usage?: { input_tokens?: number; output_tokens?: number };
+}
 
 /**
  * Pass-through to engines that answer `POST /v1/systemone` themselves: llama.cpp's `llama-server`
@@ -13,22 +35,6 @@ import { baseUrl, callJson, EngineCallError, EngineRequestError } from "./http.j
  * Tested against recorded exchanges (test/fixtures/systemone/): the llama.cpp this repository
  * builds (node-llama-cpp's release, v0.5.0) predates the native endpoint.
  */
-
-/** Options of {@link SystemOnePassThrough}. */
-export interface PassThroughOptions {
-  /** Base URLs of engines answering `/v1/systemone`. */
-  readonly urls: readonly string[];
-  /** Milliseconds a call may take, across engines. Default 30 000. */
-  readonly deadlineMs?: number;
-}
-
-/** The engine's answer body (the fields read). */
-interface WireAnswer {
-  model?: string;
-  answers: Record<string, Answer>;
-  usage?: { input_tokens?: number; output_tokens?: number };
-}
-
 export class SystemOnePassThrough {
   readonly urls: readonly string[];
   private readonly inFlight: number[];
@@ -38,7 +44,7 @@ export class SystemOnePassThrough {
     if (options.urls.length === 0) throw new Error("pass-through needs at least one engine URL");
     this.urls = options.urls.map(baseUrl);
     this.inFlight = this.urls.map(() => 0);
-    this.deadlineMs = options.deadlineMs ?? 30_000;
+    this.deadlineMs = options.deadlineMs ?? DEFAULT_ENGINE_DEADLINE_MS;
   }
 
   /**
@@ -68,8 +74,7 @@ export class SystemOnePassThrough {
   ): Promise<DecisionResult> {
     if (request.media) throw new Error("pass-through engines are served without media");
     const body = toWireRequest(model, request);
-    const deadline = AbortSignal.timeout(this.deadlineMs);
-    const combined = signal ? AbortSignal.any([signal, deadline]) : deadline;
+    const { signal: combined, deadline } = withDeadline(this.deadlineMs, signal);
     const order = this.urls
       .map((url, i) => ({ url, i }))
       .sort((a, b) => this.inFlight[a.i]! - this.inFlight[b.i]!);
