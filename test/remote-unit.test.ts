@@ -13,13 +13,13 @@ import {
 import { SlotPool } from "../src/engine/remote/llama-server.js";
 import {
   EngineUnavailableError,
-  PromptTextError,
   type Engine,
   type ScoreRequest,
   type ScoreResult,
   type BranchScore,
   type ScoreBranch,
 } from "../src/engine/types.js";
+import { PromptTextError } from "../src/protocol/prompt-text.js";
 import { startPassThroughService } from "../src/server.js";
 import { postJson } from "./support/service.js";
 import { loadExchanges, replay, type Replay } from "./support/replay.js";

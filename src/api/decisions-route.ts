@@ -1,6 +1,5 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { RequestTooLargeError, StateTooLongError } from "../decision/decide.js";
-import { PromptTextError } from "../engine/types.js";
 import { MediaInputError } from "../media/errors.js";
 import { DecisionsRequestSchema, type DecisionsRequest } from "../protocol/decisions.js";
 import type { Decision } from "../protocol/decisions-response.js";
@@ -18,6 +17,7 @@ import {
   type DecisionsTranslation,
 } from "../protocol/decisions-translate.js";
 import { validationError } from "../protocol/errors.js";
+import { PromptTextError } from "../protocol/prompt-text.js";
 import { Call, type DecideRouteOptions } from "./decide-route.js";
 import { admittedTicket } from "./gate.js";
 import { jsonShapeProblems } from "./json-shape.js";

@@ -1,9 +1,9 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { StoreUnavailableError } from "../accounts/store.js";
 import { RequestTooLargeError, StateTooLongError } from "../decision/decide.js";
-import { PromptTextError } from "../engine/types.js";
 import { MediaInputError } from "../media/errors.js";
 import { ApiError, Errors, errorTypeOf, HttpError, validationError } from "../protocol/errors.js";
+import { PromptTextError } from "../protocol/prompt-text.js";
 import { emptyBodyError } from "./json.js";
 import { pathOf } from "./request-log.js";
 import { DeadlineError } from "./work-queue.js";

@@ -214,26 +214,6 @@ export function contextOverflowOf(
   return undefined;
 }
 
-/**
- * Thrown by an engine that takes its prompt as text (see `engine/vision/`) when request text
- * would not reach the model as the planned tokens, e.g. a state containing the text of a control
- * token such as `<|im_end|>`, which that engine's tokenizer would read as the control token.
- */
-export class PromptTextError extends Error {
-  constructor(
-    /** The part of the request the text came from. */
-    readonly part: "prefix" | "branch",
-    /** The offending text, shortened. */
-    readonly text: string,
-  ) {
-    super(
-      `the ${part === "prefix" ? "state" : "question"} contains text the model would read as ` +
-        `control tokens (${JSON.stringify(text)}); remove it or use a text-only model`,
-    );
-    this.name = "PromptTextError";
-  }
-}
-
 /** Longest path of tokens in a branch tree (the branch plus its deepest child chain). */
 export function branchDepthTokens(branch: ScoreBranch): number {
   let deepest = 0;

@@ -1,6 +1,5 @@
 import {
   contextOverflowOf,
-  PromptTextError,
   type BranchScore,
   type ChatMessage,
   type ChatTemplate,
@@ -13,6 +12,7 @@ import {
   type Token,
   type TokenizeOptions,
 } from "../types.js";
+import { PromptTextError } from "../../protocol/prompt-text.js";
 import { baseUrl, DEFAULT_ENGINE_DEADLINE_MS, EngineCallError, EngineConnection } from "./http.js";
 
 /**

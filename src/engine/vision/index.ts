@@ -14,7 +14,6 @@ import { type WorkerBranch, type WorkerBranchScore, type WorkerResult } from "./
 import {
   ContextOverflowError,
   contextOverflowOf,
-  PromptTextError,
   type BranchScore,
   type ChatTemplate,
   type Engine,
@@ -26,6 +25,7 @@ import {
   type Token,
   type TokenizeOptions,
 } from "../types.js";
+import { PromptTextError } from "../../protocol/prompt-text.js";
 
 /** Options of {@link VisionEngine.open}. */
 export interface VisionEngineOptions {
