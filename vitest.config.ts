@@ -9,6 +9,7 @@ const unit = [
   "test/bundle.test.ts",
   "test/calibration-fit.test.ts",
   "test/cleanup.test.ts",
+  "test/client-question.test.ts",
   "test/client.test.ts",
   "test/console-api.test.ts",
   "test/decision-labels.test.ts",

@@ -12,6 +12,7 @@
  * ```
  */
 export { bearerKey, WWW_AUTHENTICATE } from "./bearer.js";
+export { ClientQuestionSchema, type ClientQuestion } from "./client-question.js";
 export {
   ApiError,
   ClientErrorTypes,
