@@ -10,6 +10,7 @@ const unit = [
   "test/calibration-fit.test.ts",
   "test/cleanup.test.ts",
   "test/client-question.test.ts",
+  "test/client-types.test.ts",
   "test/client.test.ts",
   "test/console-api.test.ts",
   "test/decision-labels.test.ts",

@@ -5,6 +5,7 @@ import {
   type ValidationDetail,
 } from "../protocol/errors.js";
 import type { ModelEntry, SystemOneRequest, SystemOneResponse } from "../protocol/schemas.js";
+import type { DecideInput, DecideResponseOf } from "./answers.js";
 import { resolveClientConfig, type ResolveOptions } from "./config.js";
 import { DecisiondError } from "./errors.js";
 
@@ -42,8 +43,13 @@ export interface CallOptions {
  * const { answers } = await client.decide({
  *   model: "decisiond-1.0-experimental",
  *   state: { message: "I was charged twice" },
- *   questions: { refund: { type: "noul", instructions: "Is this a refund request?" } },
+ *   questions: {
+ *     refund: { type: "noul", instructions: "Is this a refund request?" },
+ *     team: { type: "choice", criteria: { billing: "payments", technical: null } },
+ *   },
  * });
+ * answers.refund.noul; // number
+ * answers.team.choice; // "billing" | "technical", checked by the compiler
  * ```
  */
 export class DecisiondClient {
@@ -80,15 +86,21 @@ export class DecisiondClient {
 
   /**
    * `POST /v1/systemone`: answers every question of the request about its state.
-   * @returns the response body as sent: `{model, answers: {<question id>: answer}, usage}`.
+   * @param request - the body; written in place (or `as const`), its question map types the
+   *   answers ({@link DecideResponseOf})
+   * @returns the response body as sent: `{model, answers: {<question id>: answer}, usage}`, each
+   *   answer typed by its question: a choice's `choice` is one of its option ids.
    * @throws {@link DecisiondError} on an error response (status, `error_type`, message, request id; a
    *   422 carries `details`), or with status 0 when no response arrived (refused, reset, aborted).
    */
-  async decide(request: DecideRequest, options: CallOptions = {}): Promise<DecideResponse> {
+  async decide<const R extends DecideInput>(
+    request: R,
+    options: CallOptions = {},
+  ): Promise<DecideResponseOf<R>> {
     const { body, status, requestId } = await this.#call("POST", "/v1/systemone", request, options);
     if (!isObject(body) || !isObject(body.answers) || typeof body.model !== "string")
       throw invalidResponse("the response has no model and answers", body, status, requestId);
-    return body as unknown as DecideResponse;
+    return body as unknown as DecideResponseOf<R>;
   }
 
   /**

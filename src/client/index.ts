@@ -3,6 +3,14 @@
  * commands. It imports nothing from the server side (only types from the API's schemas).
  */
 export {
+  type AnswerOf,
+  type ChoiceAnswerOf,
+  type DecideInput,
+  type DecideResponseOf,
+  type NoulAnswer,
+  type ScoreAnswer,
+} from "./answers.js";
+export {
   DecisiondClient,
   type Answer,
   type CallOptions,
