@@ -155,6 +155,22 @@ describe("item 3: a store outage is 503 store_unavailable with Retry-After, neve
       expect((await post()).status).toBe(200);
     });
 
+  it("on the console's routes too", async () => {
+    const { consoleMount } = await import("../src/console/plugin.js");
+    await start({
+      mounts: [consoleMount({ store: faulty(sqlite, faults), adminToken: undefined })],
+    });
+    const usage = () =>
+      fetch(`${url}/console/api/usage`, { headers: { authorization: `Bearer ${key}` } });
+    expect((await usage()).status).toBe(200);
+    for (const method of ["findKey", "usage"] as const) {
+      faults.add(method);
+      const res = await usage();
+      expectStoreUnavailable({ status: res.status, headers: res.headers, body: await res.json() });
+      faults.clear();
+    }
+  });
+
   it("when reserving the allowance fails, before the model runs", async () => {
     let ran = 0;
     // Reserves through the gate's ticket before it runs, as the Decider's beforeScore hook does.

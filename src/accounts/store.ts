@@ -133,6 +133,33 @@ export function asStoreUnavailable(error: unknown): unknown {
     : new StoreUnavailableError(error);
 }
 
+/**
+ * `store` with every rejection of its methods turned by {@link asStoreUnavailable}: a caller that
+ * answers HTTP (the console) gets `StoreUnavailableError` (→ 503) for an outage and
+ * {@link StoreError} for a refusal, never the driver's own error.
+ * @example const store = outagesAsErrors(await openStore(location));
+ */
+export function outagesAsErrors(store: AccountStore): AccountStore {
+  return new Proxy(store, {
+    get(target, name, receiver) {
+      const value = Reflect.get(target, name, receiver) as unknown;
+      if (typeof value !== "function") return value;
+      return (...args: unknown[]) => {
+        try {
+          const result = (value as (...a: unknown[]) => unknown).apply(target, args);
+          return result instanceof Promise
+            ? result.catch((error: unknown) => {
+                throw asStoreUnavailable(error);
+              })
+            : result;
+        } catch (error) {
+          throw asStoreUnavailable(error);
+        }
+      };
+    },
+  });
+}
+
 /** Options every backend takes. */
 export interface StoreOptions {
   /** The clock; tests move it. Default `Date.now`. */

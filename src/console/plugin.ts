@@ -1,5 +1,5 @@
 import type { FastifyInstance } from "fastify";
-import type { AccountStore } from "../accounts/store.js";
+import { outagesAsErrors, type AccountStore } from "../accounts/store.js";
 import { consoleApi } from "./api.js";
 import { checkAdminToken } from "./auth.js";
 import { consoleAssets, defaultAssetsDir } from "./assets.js";
@@ -46,7 +46,8 @@ export async function consolePlugin(app: FastifyInstance, options: ConsoleOption
   await app.register(
     async (scope) =>
       consoleApi(scope, {
-        store: options.store,
+        // A store that does not answer is 503 store_unavailable, as on the decision routes.
+        store: options.store && outagesAsErrors(options.store),
         adminToken: options.adminToken,
         ...(options.now ? { now: options.now } : {}),
       }),
