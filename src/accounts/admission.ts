@@ -1,5 +1,5 @@
 import {
-  asStoreUnavailable,
+  outagesAsErrors,
   type Account,
   type AccountLock,
   type AccountStore,
@@ -122,10 +122,11 @@ export class Admission {
   /** A running average of call durations, for Retry-After. */
   private typicalMs = 1000;
 
-  constructor(
-    private readonly store: AccountStore,
-    options: AdmissionOptions = {},
-  ) {
+  /** The store, its outages turned into `StoreUnavailableError` (store.ts). */
+  private readonly store: AccountStore;
+
+  constructor(store: AccountStore, options: AdmissionOptions = {}) {
+    this.store = outagesAsErrors(store);
     this.waitMs = Math.max(0, options.waitMs ?? 0);
     this.pollMs = Math.max(1, options.pollMs ?? 50);
     this.now = options.now ?? Date.now;
@@ -167,9 +168,7 @@ export class Admission {
       await this.waitFor(slot, account);
       // The slot was handed over; the call before may have spent the allowance.
       try {
-        await this.checkAllowance(
-          (await this.ask(() => this.store.accountById(account.id))) ?? account,
-        );
+        await this.checkAllowance((await this.store.accountById(account.id)) ?? account);
       } catch (error) {
         this.release(account.id);
         throw error;
@@ -179,7 +178,7 @@ export class Admission {
     try {
       lock = await this.lockAcrossReplicas(account.id, arrived + this.waitMs);
       if (!lock) throw this.busyElsewhereError(account);
-      await this.ask(() => this.store.touchKey(found.key.id));
+      await this.store.touchKey(found.key.id);
     } catch (error) {
       void lock?.release();
       this.release(account.id);
@@ -201,7 +200,7 @@ export class Admission {
         kind: "authentication",
         message: "missing API key: send it as Authorization: Bearer <key>",
       });
-    const found = await this.ask(() => this.store.findKey(key));
+    const found = await this.store.findKey(key);
     if (!found) throw refuse({ kind: "authentication", message: "invalid API key" });
     if (found.key.revokedAt !== undefined)
       throw refuse({
@@ -212,22 +211,13 @@ export class Admission {
     return found;
   }
 
-  /** A store call whose failure is a `StoreUnavailableError` (a `StoreError` passes as it is). */
-  private async ask<T>(call: () => Promise<T>): Promise<T> {
-    try {
-      return await call();
-    } catch (error) {
-      throw asStoreUnavailable(error);
-    }
-  }
-
   /** The store's lock on the account, asked again every `pollMs` until `deadline` (ms). */
   private async lockAcrossReplicas(
     accountId: number,
     deadline: number,
   ): Promise<AccountLock | undefined> {
     for (;;) {
-      const lock = await this.ask(() => this.store.tryLockAccount(accountId));
+      const lock = await this.store.tryLockAccount(accountId);
       if (lock) return lock;
       const left = deadline - this.now();
       if (left <= 0) return undefined;
@@ -261,7 +251,7 @@ export class Admission {
         model: outcome.model,
         status: outcome.status,
       };
-      recording ??= this.ask(() => this.store.recordCall(row, reservationId));
+      recording ??= this.store.recordCall(row, reservationId);
       return recording;
     };
     return {
@@ -269,7 +259,7 @@ export class Admission {
       keyId,
       reserve: async (u) => {
         const tokens = u.input_tokens + u.output_tokens;
-        const reservation = await this.ask(() => this.store.reserveTokens(account, tokens));
+        const reservation = await this.store.reserveTokens(account, tokens);
         if (!reservation.ok)
           throw refuse(overrunRefusal(account, reservation.state, tokens, this.now()));
         reservationId = reservation.id;
@@ -293,7 +283,7 @@ export class Admission {
 
   /** Refuses when the account's allowance for the current period is spent. */
   private async checkAllowance(account: Account): Promise<void> {
-    const state = await this.ask(() => this.store.allowanceState(account));
+    const state = await this.store.allowanceState(account);
     if (!state || state.remaining > 0) return;
     throw refuse({
       kind: "allowance",
