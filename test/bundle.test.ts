@@ -25,7 +25,7 @@ describe("the prompt format fingerprint", () => {
       { ...TUNED_READOUT, systemMessage: `${TUNED_READOUT.systemMessage} ` },
       { ...TUNED_READOUT, scoreLabels: "levels" as const },
       { ...TUNED_READOUT, labels: "fixed" as const },
-      { ...TUNED_READOUT, maxWordLabelTokens: 4 },
+      { ...TUNED_READOUT, maxWordLabelTokens: 12 },
     ];
     const prints = await Promise.all(changed.map((s) => promptFingerprint(s)));
     expect(new Set([base, ...prints]).size).toBe(changed.length + 1);
