@@ -486,7 +486,7 @@ def wikiqa(b: Builder, rows):
             b.choice(sid, s, "relevance", "Does the sentence answer the question?", opts, "relevant" if y else "irrelevant", unclear=False)
 
 
-# Ordered scales over other texts than film reviews (docs/decisions/079-gpu-level-text-training.md):
+# Ordered scales over other texts than film reviews (docs/experiments/079-gpu-level-text-training.md):
 # climate_fever's stance and cb's relation on 3 levels (against < neither < for), boolq's and
 # wikiqa's labels as the two ends of a 2-level scale. Built by their own Builder (own rng, ids
 # `<row>#scale-augN`), so the rest of the mix is drawn exactly as without them.
@@ -533,7 +533,7 @@ def ordered_scales(b: Builder, source: str, rows):
 # Intensity scales over sst5's film reviews with every level equally often: displeasure (very
 # negative at the top, negative in the middle, the rest at the bottom) and its mirror, delight
 # (very positive at the top). Built by their own Builder (own rng, ids `<row>#intensity-augN`), so
-# the rest of the mix is drawn as without them. Why: docs/decisions/080-balanced-intensity-scales.md
+# the rest of the mix is drawn as without them. Why: docs/experiments/080-balanced-intensity-scales.md
 DELIGHT_LEVELS = [
     ["indifferent", "pleased", "delighted"],
     ["unmoved", "satisfied", "thrilled"],
@@ -571,7 +571,7 @@ def intensity_scales(b: Builder, rows):
 # does not), and a climate_fever claim, asked as a question, with an evidence sentence from the
 # claim's Wikipedia articles: SUPPORTS or REFUTES answers it, NOT_ENOUGH_INFO does not (a
 # negative from the same article, as wikiqa's negatives are). Wordings differ from wikiqa's.
-# Measured not to carry to wikiqa, so off by default (docs/decisions/077-answer-relevance-transfer.md).
+# Measured not to carry to wikiqa, so off by default (docs/experiments/077-answer-relevance-transfer.md).
 ANSWERS_INSTR = [
     "Does the passage answer the question?",
     "Can the question be answered from this text?",
@@ -624,8 +624,8 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--answer-relevance", type=int, default=0, help="boolq and climate_fever rows each asked as answer relevance (0: none)")
     ap.add_argument("--answer-relevance-only", action="store_true", help="write only the answer-relevance questions (a continuation's focus)")
-    ap.add_argument("--ordered-scales", default="", help="comma-separated datasets among climate_fever, cb, boolq, wikiqa whose rows are also asked as ordered scales (decision 079)")
-    ap.add_argument("--intensity-scales", action="store_true", help="also ask sst5's rows balanced displeasure and delight scales (decision 080)")
+    ap.add_argument("--ordered-scales", default="", help="comma-separated datasets among climate_fever, cb, boolq, wikiqa whose rows are also asked as ordered scales (experiment 079)")
+    ap.add_argument("--intensity-scales", action="store_true", help="also ask sst5's rows balanced displeasure and delight scales (experiment 080)")
     ap.add_argument("--calibration-out", type=Path, help="folder for the held-back calibration rows, one JSONL a dataset")
     ap.add_argument("--broad", action="store_true", help="also ask the 29 datasets of issue 48 (training/broad_mix.py) whose converted files are in --data-dir")
     ap.add_argument("--first-scale", type=float, default=1.0, help="multiply the row caps of issue 30's ten datasets (the broad recipes shrink them)")

@@ -2,7 +2,7 @@
 rendered mix, or the questions of a `--focus` file), and `--replay` times their tokens in other
 questions of the mix drawn at random (each at most 1,200 tokens), so a run that continues from an
 adapter learns the new questions without forgetting the rest
-(docs/decisions/076-level-text-continuation.md, 077-answer-relevance-transfer.md).
+(docs/experiments/076-level-text-continuation.md, 077-answer-relevance-transfer.md).
 
 Input and output are `decisiond render` JSONL (one question a line).
 

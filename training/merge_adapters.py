@@ -11,7 +11,7 @@ values) the rank-r cut keeps: the smallest and the median over all weights.
 Averaging the weights of fine-tuned copies of one base ("model soups", Wortsman et al. 2022,
 arXiv:2203.05482) is what the merge does for LoRA updates. Why the shipped adapter is such a
 merge: docs/decisions/073-balanced-mix-and-merged-adapter.md; averages of more runs were tried
-in docs/decisions/075-adapter-soups.md.
+in docs/experiments/075-adapter-soups.md.
 
 Usage: python training/merge_adapters.py --adapter A.gguf --adapter B.gguf [--adapter C.gguf ...]
                                           [--weights 0.5,0.25,0.25] --out OUT.gguf
