@@ -4,7 +4,7 @@
 // Usage: npm run build && node bench/clear-cut.mjs [debias: off|reverse|cyclic]
 import { injectionNote } from "../dist/evaluation/perturb.js";
 import { ensureModel } from "../dist/models/pull.js";
-import { startService } from "../dist/server.js";
+import { startService } from "../dist/service/build.js";
 
 const CASES = [
   ["I love this movie, it is wonderful!", "sentiment", "positive"],

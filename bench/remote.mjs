@@ -18,7 +18,7 @@ import { execFileSync } from "node:child_process";
 import { openRemoteEngines } from "../dist/decision/backends/remote.js";
 import { DEFAULT_MODEL } from "../dist/models/catalogue.js";
 import { ensureModel } from "../dist/models/pull.js";
-import { startService } from "../dist/server.js";
+import { startService } from "../dist/service/build.js";
 import { postJson } from "./post-json.mjs";
 import { median } from "./stats.mjs";
 import { wireQuestions } from "./workload.mjs";

@@ -12,7 +12,7 @@ import { join } from "node:path";
 import sharp from "sharp";
 import { decodeRequestMedia } from "../src/media/request.js";
 import { runTool } from "../src/media/tools.js";
-import { startService } from "../src/server.js";
+import { startService } from "../src/service/build.js";
 import { writeVisionFixture } from "../test/fixtures/vision-gguf.js";
 
 const RUNS = Number(process.argv[2] ?? 5);

@@ -16,7 +16,8 @@ import {
 import { MIGRATIONS, SqliteStore } from "../src/accounts/sqlite-store.js";
 import { defaultStorePath, StoreError } from "../src/accounts/store.js";
 import { registerKeysCommand } from "../src/cli/keys.js";
-import { openServeGate, registerServeCommand } from "../src/cli/serve.js";
+import { registerServeCommand } from "../src/cli/serve.js";
+import { openAccounts } from "../src/service/build.js";
 import { checkAuthHost, isLoopbackHost } from "../src/cli/serve-config.js";
 import { registerUsageCommands } from "../src/cli/usage.js";
 
@@ -211,7 +212,7 @@ describe("key file and first start", () => {
 
   it("serve's first start creates an account and a key, writes it to the key file 0600 and prints only where it is", async () => {
     const lines: string[] = [];
-    const first = await openServeGate({ auth: "on", admissionWaitMs: 0, store: undefined }, (l) =>
+    const first = await openAccounts({ auth: "on", admissionWaitMs: 0, store: undefined }, (l) =>
       lines.push(l),
     );
     expect(first.gate).toBeDefined();
@@ -232,7 +233,7 @@ describe("key file and first start", () => {
 
     // The next start finds a key and creates none.
     const later: string[] = [];
-    const second = await openServeGate({ auth: "on", admissionWaitMs: 0, store: undefined }, (l) =>
+    const second = await openAccounts({ auth: "on", admissionWaitMs: 0, store: undefined }, (l) =>
       later.push(l),
     );
     await second.store!.close();
@@ -283,7 +284,7 @@ describe("--auth off", () => {
     expect(() => checkAuthHost({ auth: "on", host: "0.0.0.0" })).not.toThrow();
     const lines: string[] = [];
     expect(
-      await openServeGate({ auth: "off", admissionWaitMs: 0, store: undefined }, (l) =>
+      await openAccounts({ auth: "off", admissionWaitMs: 0, store: undefined }, (l) =>
         lines.push(l),
       ),
     ).toEqual({

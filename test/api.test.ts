@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { toDecisionRequest } from "../src/decision/from-wire.js";
 import type { SystemOneRequest } from "../src/protocol/schemas.js";
-import type { Service } from "../src/server.js";
+import type { Service } from "../src/service/build.js";
 import { postJson, startTestService } from "./support/service.js";
 
 /**

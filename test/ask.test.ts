@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parseQuestionSpec } from "../src/cli/ask.js";
-import type { Service } from "../src/server.js";
+import type { Service } from "../src/service/build.js";
 import { startTestService } from "./support/service.js";
 
 // `npm test` builds dist/ (tsc) before vitest runs; `ask` runs as the real command from a shell.

@@ -5,7 +5,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { SqliteStore } from "../src/accounts/sqlite-store.js";
 import type { AccountStore } from "../src/accounts/store.js";
 import { buildApp, type FastifyInstance } from "../src/api/app.js";
-import { serveConsole } from "../src/cli/serve.js";
+import { serveConsole } from "../src/service/build.js";
 import { readAdminToken } from "../src/cli/serve-config.js";
 import { SECURITY_HEADERS } from "../src/console/assets.js";
 import { checkAdminToken } from "../src/console/auth.js";

@@ -8,7 +8,7 @@ import { Admission } from "../src/accounts/admission.js";
 import { SqliteStore } from "../src/accounts/sqlite-store.js";
 import type { AccountStore } from "../src/accounts/store.js";
 import { accountGate } from "../src/api/gate.js";
-import type { Service } from "../src/server.js";
+import type { Service } from "../src/service/build.js";
 import {
   chromiumMissing,
   horizontalOverflow,

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Answer, DecideResponse } from "../src/client/index.js";
-import type { Service } from "../src/server.js";
+import type { Service } from "../src/service/build.js";
 import { startTestService } from "./support/service.js";
 
 // `npm test` builds dist/ (tsc) before vitest runs; the MCP server runs as the real command.

@@ -15,7 +15,7 @@ import { Admission } from "../src/accounts/admission.js";
 import { SqliteStore } from "../src/accounts/sqlite-store.js";
 import type { AccountStore } from "../src/accounts/store.js";
 import { accountGate } from "../src/api/gate.js";
-import { DEFAULT_PUBLIC_NAME, type Service } from "../src/server.js";
+import { DEFAULT_PUBLIC_NAME, type Service } from "../src/service/build.js";
 import { startTestService } from "./support/service.js";
 
 /**

@@ -236,12 +236,7 @@ describe("item 5: --drain-timeout is a bound", () => {
     await expect.poll(() => model.inFlight).toBe(1);
     const proc = control();
     // The service as `serve` has it: closing the app waits for the request in flight.
-    drainOnSignals(
-      { drain: (ms) => lifecycle.drain(ms), close: () => app.close() },
-      undefined,
-      300,
-      proc,
-    );
+    drainOnSignals({ drain: (ms) => lifecycle.drain(ms), close: () => app.close() }, 300, proc);
     const signalled = performance.now();
     proc.signal("SIGTERM");
     await expect.poll(() => proc.exited, { timeout: 5000, interval: 20 }).toBeDefined();
@@ -274,7 +269,6 @@ describe("item 5: --drain-timeout is a bound", () => {
           closed = true;
         },
       },
-      undefined,
       5000,
       proc,
     );

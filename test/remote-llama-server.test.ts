@@ -5,7 +5,7 @@ import { Decider } from "../src/decision/decide.js";
 import type { DecisionRequest } from "../src/decision/types.js";
 import { openRemoteEngines } from "../src/decision/backends/remote.js";
 import { EnginePool, LlamaServerEngine } from "../src/engine/remote/index.js";
-import type { Service } from "../src/server.js";
+import type { Service } from "../src/service/build.js";
 import { startLlamaServer, type LlamaServerProcess } from "./support/llama-server.js";
 import { postJson, startTestService } from "./support/service.js";
 

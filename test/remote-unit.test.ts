@@ -20,7 +20,7 @@ import {
   type ScoreBranch,
 } from "../src/engine/types.js";
 import { PromptTextError } from "../src/protocol/prompt-text.js";
-import { startPassThroughService } from "../src/server.js";
+import { startService } from "../src/service/build.js";
 import { postJson } from "./support/service.js";
 import { loadExchanges, replay, type Replay } from "./support/replay.js";
 
@@ -366,7 +366,7 @@ describe("pass-through to a native /v1/systemone", () => {
 
   it("forwards the validated request and returns the engine's answers through the API", async () => {
     server = await replay(exchanges);
-    const service = await startPassThroughService({
+    const service = await startService({
       passThrough: new SystemOnePassThrough({ urls: [server.url] }),
       modelId: "smollm2-135m-instruct",
       host: "127.0.0.1",

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { serveLockPath } from "../src/accounts/serve-lock.js";
 import { SqliteStore } from "../src/accounts/sqlite-store.js";
-import { openServeGate } from "../src/cli/serve.js";
+import { openAccounts } from "../src/service/build.js";
 import { spawnOwned } from "./support/cleanup.js";
 
 /**
@@ -35,13 +35,13 @@ afterEach(async () => {
 
 const config = () =>
   ({ auth: "on", admissionWaitMs: 0, store: `sqlite:${path}` }) as Parameters<
-    typeof openServeGate
+    typeof openAccounts
   >[0];
 
 describe("one serve per SQLite store", () => {
   it("refuses a second serve on the same store, saying to use PostgreSQL; frees it on close", async () => {
-    const first = await openServeGate(config(), quiet);
-    const second = await openServeGate(config(), quiet).catch((error: Error) => error);
+    const first = await openAccounts(config(), quiet);
+    const second = await openAccounts(config(), quiet).catch((error: Error) => error);
     expect(second).toBeInstanceOf(Error);
     expect((second as Error).message).toMatch(/another decisiond serve is running/);
     expect((second as Error).message).toMatch(/PostgreSQL/);
@@ -50,7 +50,7 @@ describe("one serve per SQLite store", () => {
     await keys.createKey("team-b");
     await keys.close();
     await first.store!.close();
-    const third = await openServeGate(config(), quiet);
+    const third = await openAccounts(config(), quiet);
     await third.store!.close();
   });
 
@@ -73,12 +73,12 @@ describe("one serve per SQLite store", () => {
     );
     try {
       await once(holder.stdout!, "data");
-      await expect(openServeGate(config(), quiet)).rejects.toThrow(/another decisiond serve/);
+      await expect(openAccounts(config(), quiet)).rejects.toThrow(/another decisiond serve/);
     } finally {
       holder.kill("SIGKILL");
       await once(holder, "exit");
     }
-    const after = await openServeGate(config(), quiet);
+    const after = await openAccounts(config(), quiet);
     await after.store!.close();
   });
 });

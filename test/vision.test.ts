@@ -8,7 +8,7 @@ import { CONTENT_FREE_STATES, Decider } from "../src/decision/decide.js";
 import type { BranchScore, ScoreBranch, ScoreRequest } from "../src/engine/types.js";
 import { openVisionEngine, type VisionEngine } from "../src/engine/vision/index.js";
 import { runTool, toolsAvailable } from "../src/media/tools.js";
-import { startService, type Service } from "../src/server.js";
+import { startService, type Service } from "../src/service/build.js";
 import { textModelGguf, writeVisionFixture, type VisionFixture } from "./fixtures/vision-gguf.js";
 import { postJson, startTestService } from "./support/service.js";
 

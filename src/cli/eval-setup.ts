@@ -3,7 +3,7 @@ import { InvalidArgumentError, type Command } from "commander";
 import { existsSync, readFileSync } from "node:fs";
 import type { CalibrationProfile } from "../decision/calibration.js";
 import { TUNED_READOUT, type DebiasMode, type ReadoutSettings } from "../decision/decide.js";
-import { openLlamaEngine } from "../engine/llama/index.js";
+import { openModelEngine } from "../service/build.js";
 import type { Engine } from "../engine/types.js";
 import {
   parseSplit,
@@ -13,7 +13,7 @@ import {
   type Split,
 } from "../evaluation/format.js";
 import type { ResolvedModel } from "../evaluation/model.js";
-import { loadCalibrationProfile } from "../server.js";
+import { loadCalibrationProfile } from "../models/bundle.js";
 import { oneOf, readoutOf, type ReadoutFlags } from "./options.js";
 
 /**
@@ -139,15 +139,9 @@ export function loadItems(
   return items;
 }
 
-/** Opens our engine for a model. */
+/** Opens our engine for a model, as `serve` does (the composition root, src/compose.ts). */
 export function openEngine(model: ResolvedModel, flags: ModelFlags): Promise<Engine> {
-  return openLlamaEngine({
-    modelPath: model.modelPath,
-    id: model.modelId,
-    adapterPath: model.adapterPath,
-    contextSize: flags.contextSize,
-    threads: flags.threads,
-  });
+  return openModelEngine(model, { contextSize: flags.contextSize, threads: flags.threads });
 }
 
 /** A progress bar on stderr (a line every 10 s when stderr is not a terminal). */

@@ -11,7 +11,6 @@ import {
   type RemoteEngineKind,
 } from "../engine/remote/index.js";
 import { DEFAULT_MODEL } from "../models/catalogue.js";
-import type { ServiceSettings } from "../server.js";
 import {
   byteSize,
   milliseconds,
@@ -22,6 +21,7 @@ import {
   storeOption,
   type ReadoutFlags,
 } from "./options.js";
+import type { ServiceSettings } from "./service-settings.js";
 
 /**
  * The configuration of `decisiond serve`: its flags, each also read from a `DECISIOND_*`
@@ -304,7 +304,7 @@ export function serveOptions(): Option[] {
  * @param flags - what commander parsed from {@link serveOptions}
  * @param env - where `DECISIOND_ADMIN_TOKEN` and the engines' API keys (`VLLM_API_KEY`) are read
  *   (the settings with no flag: secrets)
- * @returns the configuration, whose `service` part `startService` takes whole
+ * @returns the configuration, which `composeService` (src/compose.ts) takes whole
  * @throws Error for `--auth off` on a host that is not loopback, an unreadable admin token
  *   file or a weak admin token (see {@link readAdminToken})
  * @example const config = toServeConfig(command.opts<ServeFlags>());

@@ -1,6 +1,6 @@
 import { inject } from "vitest";
 import { DEFAULT_MODEL } from "../../src/models/catalogue.js";
-import { startService, type Service, type ServiceOptions } from "../../src/server.js";
+import { startService, type Service, type ServiceOptions } from "../../src/service/build.js";
 
 /** Starts the real service on the real default model on a free loopback port. */
 export function startTestService(options: Partial<ServiceOptions> = {}): Promise<Service> {
