@@ -4,6 +4,7 @@ import { NOUL_LABELS } from "../src/decision/labels.js";
 import type { DeciderOptions } from "../src/decision/options.js";
 import { ordersOf, planRequest, scoreRequestOf, usageOf } from "../src/decision/plan.js";
 import { preparePrompt } from "../src/decision/prepare.js";
+import { QUESTION_TYPES } from "../src/decision/questions/index.js";
 import { renderStateBlock, SYSTEM_MESSAGE } from "../src/decision/prompt.js";
 import {
   RequestTooLargeError,
@@ -25,6 +26,7 @@ const TOPIC: Question = {
 };
 const GOOD: Question = { type: "noul", instructions: "Is this good news?" };
 const URGENCY: Question = { type: "score", levels: ["not", "somewhat", "very"] };
+const { choice, score } = QUESTION_TYPES;
 
 async function plannerOf(engine: FakeEngine, options: DeciderOptions = {}) {
   const labels = new LabelTokenizer(engine);
@@ -74,7 +76,13 @@ describe("the plan (no model: a fake tokenizer)", () => {
       ],
     };
     const planner = await plannerOf(engine, { maxWordLabelTokens: 2 });
-    const style = await labelStyleOf(long, planner.prepared, planner.labels, planner.options);
+    const style = await labelStyleOf(
+      choice,
+      long,
+      planner.prepared,
+      planner.labels,
+      planner.options,
+    );
     expect(style.words).toBe(false);
     expect(style.labelsAt([1, 0])).toEqual(["A", "B"]);
     const fixed = await plannerOf(engine, { labels: "fixed" });
@@ -104,7 +112,13 @@ describe("the plan (no model: a fake tokenizer)", () => {
     expect(branch!.candidates).toEqual(words.map((t) => t[0]));
     // A level that is not a string, or the default, keeps the numbers.
     const undescribed: Question = { ...anger, levels: ["calm", null, "very angry"] };
-    const style = await labelStyleOf(undescribed, levels.prepared, levels.labels, levels.options);
+    const style = await labelStyleOf(
+      score,
+      undescribed,
+      levels.prepared,
+      levels.labels,
+      levels.options,
+    );
     expect(style.words).toBe(false);
     expect(style.labelsAt([0, 1, 2])).toEqual(["0", "1", "2"]);
     const numbers = await planRequest(request([["anger", anger]]), await plannerOf(engine));
@@ -136,17 +150,17 @@ describe("the plan (no model: a fake tokenizer)", () => {
 
   it("shows debiasing orders as views of one question", async () => {
     // TOPIC's ids sorted: business (1), sports (0), technology (2).
-    expect(ordersOf(TOPIC, "off")).toEqual([[1, 0, 2]]);
-    expect(ordersOf(TOPIC, "reverse")).toEqual([
+    expect(ordersOf(choice, TOPIC, "off")).toEqual([[1, 0, 2]]);
+    expect(ordersOf(choice, TOPIC, "reverse")).toEqual([
       [1, 0, 2],
       [2, 0, 1],
     ]);
-    expect(ordersOf(TOPIC, "cyclic")).toEqual([
+    expect(ordersOf(choice, TOPIC, "cyclic")).toEqual([
       [1, 0, 2],
       [0, 2, 1],
       [2, 1, 0],
     ]);
-    expect(ordersOf(URGENCY, "cyclic")).toEqual([[0, 1, 2]]);
+    expect(ordersOf(score, URGENCY, "cyclic")).toEqual([[0, 1, 2]]);
     const engine = new FakeEngine();
     const plan = await planRequest(
       request([

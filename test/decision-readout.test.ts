@@ -6,6 +6,7 @@ import { buildLabelTrie, trieBranch } from "../src/decision/labels.js";
 import { softmax } from "../src/decision/math.js";
 import type { Plan } from "../src/decision/plan.js";
 import { averagePriors, labelsOfBranch, PriorCache } from "../src/decision/priors.js";
+import { QUESTION_TYPES } from "../src/decision/questions/index.js";
 import { normalised, readout } from "../src/decision/readout.js";
 import type { Question } from "../src/decision/types.js";
 import type { ScoreResult } from "../src/engine/types.js";
@@ -44,6 +45,7 @@ function handPlan(): Plan {
       {
         id: "c",
         question: CHOICE,
+        kind: QUESTION_TYPES.choice,
         labelCount: 3,
         views: [
           { order: [0, 1, 2], trie: abc },
@@ -54,6 +56,7 @@ function handPlan(): Plan {
       {
         id: "n",
         question: NOUL,
+        kind: QUESTION_TYPES.noul,
         labelCount: 2,
         views: [{ order: [0, 1], trie: yesNo }],
         firstBranch: 2,

@@ -1,13 +1,16 @@
 import { temperatureFor, type CalibrationProfile } from "./calibration.js";
-import { canonicalOrder } from "./label-style.js";
-import { choiceConfidence, expectation, scoreConfidence, softmax } from "./math.js";
+import { softmax } from "./math.js";
 import type { Plan } from "./plan.js";
-import type { Answer, Question, TextValue } from "./types.js";
+import { builtinType } from "./questions/index.js";
+import type { Answer, AnswerShape, Question, QuestionShape } from "./types.js";
+
+/** The answer of a question of type `Q`: a built-in {@link Answer} for a built-in question. */
+export type AnswerOf<Q extends QuestionShape> = Q extends Question ? Answer : AnswerShape;
 
 /**
  * The answers of a plan's questions from their readout: each question's log-scores divided by
  * the profile's temperature for its (type, option count), softmaxed over its labels, and
- * assembled into its typed answer.
+ * assembled into its typed answer by its type's module.
  * @param scores - per question of the plan, in plan order, the log-scores in option order
  *   (what `readout` returns)
  * @param calibration - the temperature profile; without one, T = 1
@@ -17,21 +20,22 @@ import type { Answer, Question, TextValue } from "./types.js";
  * answer(plan, readout(plan, result), profile); // → { topic: { type: "choice", choice: "Sports", … } }
  * ```
  */
-export function answer(
-  plan: Pick<Plan, "questions">,
+export function answer<Q extends QuestionShape = Question>(
+  plan: Pick<Plan<Q>, "questions">,
   scores: readonly (readonly number[])[],
   calibration?: CalibrationProfile,
-): Record<string, Answer> {
-  const answers: Record<string, Answer> = {};
+): Record<string, AnswerOf<Q>> {
+  const answers: Record<string, AnswerOf<Q>> = {};
   plan.questions.forEach((q, i) => {
-    const temperature = temperatureFor(calibration, q.question.type, q.labelCount);
-    answers[q.id] = assemble(q.question, softmax(scores[i]!, temperature));
+    const temperature = temperatureFor(calibration, q.kind, q.labelCount);
+    // The module of a Q-typed question answers with Q's answer (QuestionType's A).
+    answers[q.id] = q.kind.answer(q.question, softmax(scores[i]!, temperature)) as AnswerOf<Q>;
   });
   return answers;
 }
 
 /**
- * The typed answer of a question from its probabilities.
+ * The typed answer of a built-in question from its probabilities, by its type's module.
  * @param probabilities - in option order (choice), level order (score) or `[true, false]` (noul),
  *   summing to 1
  * @returns choice: `choice` (argmax; on a tie the first in id order), `probabilities` by option
@@ -43,41 +47,5 @@ export function answer(
  * ```
  */
 export function assemble(question: Question, probabilities: number[]): Answer {
-  switch (question.type) {
-    case "choice": {
-      const record: Record<string, number> = {};
-      question.options.forEach(([id], i) => {
-        record[id] = probabilities[i]!;
-      });
-      // Ties go to the option first in id order, as shown, so they too ignore the caller's order.
-      const top = canonicalOrder(question).reduce((best, i) =>
-        probabilities[i]! > probabilities[best]! ? i : best,
-      );
-      return {
-        type: "choice",
-        choice: question.options[top]![0],
-        probabilities: record,
-        confidence: choiceConfidence(probabilities),
-      };
-    }
-    case "noul":
-      return { type: "noul", noul: probabilities[0]! };
-    case "score": {
-      const record: Record<string, number> = {};
-      // The level as the request gave it (structured text stays structured, as the official
-      // clients type it); an undescribed (null) level as "", since the clients want no null here.
-      const legend: Record<string, TextValue> = {};
-      question.levels.forEach((level, i) => {
-        record[String(i)] = probabilities[i]!;
-        legend[String(i)] = level ?? "";
-      });
-      return {
-        type: "score",
-        score: expectation(probabilities),
-        legend,
-        probabilities: record,
-        confidence: scoreConfidence(probabilities),
-      };
-    }
-  }
+  return builtinType(question.type).answer(question, probabilities);
 }

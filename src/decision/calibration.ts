@@ -1,4 +1,5 @@
-import type { QuestionType } from "./types.js";
+import { builtinType, type AnyQuestionType } from "./questions/index.js";
+import type { QuestionTypeName } from "./types.js";
 
 /**
  * Temperature calibration (Guo et al. 2017, "On Calibration of Modern Neural Networks"): one
@@ -18,29 +19,27 @@ export interface CalibrationProfile {
   readonly fittedOn?: string;
 }
 
+/** A question type as calibration sees it: its name and its option-count buckets. */
+export type CalibratedType = Pick<AnyQuestionType, "name" | "bucket">;
+
 /**
- * Option-count bucket of a question: noul "2"; choice "2", "3-4", "5-8", "9-16", "17+";
- * score "2-3", "4-5", "6-10". Buckets keep enough fitting data per temperature while separating
- * regimes whose over-confidence differs.
+ * Option-count bucket of a question, its type's (questions/*.ts `bucket`): noul "2"; choice "2",
+ * "3-4", "5-8", "9-16", "17+"; score "2-3", "4-5", "6-10". Buckets keep enough fitting data per
+ * temperature while separating regimes whose over-confidence differs.
+ * @param type - a built-in type's name, or a question type's module
  */
-export function optionCountBucket(type: QuestionType, n: number): string {
-  if (type === "noul") return "2";
-  if (type === "score") return n <= 3 ? "2-3" : n <= 5 ? "4-5" : "6-10";
-  if (n <= 2) return "2";
-  if (n <= 4) return "3-4";
-  if (n <= 8) return "5-8";
-  if (n <= 16) return "9-16";
-  return "17+";
+export function optionCountBucket(type: QuestionTypeName | CalibratedType, n: number): string {
+  return calibrated(type).bucket(n);
 }
 
 /** Profile key of a question type and option count. */
-export function calibrationKey(type: QuestionType, n: number): string {
-  return `${type}:${optionCountBucket(type, n)}`;
+export function calibrationKey(type: QuestionTypeName | CalibratedType, n: number): string {
+  return `${calibrated(type).name}:${optionCountBucket(type, n)}`;
 }
 
 /** Profile key of a question type's fallback temperature, fitted on all its questions. */
-export function fallbackKey(type: QuestionType): string {
-  return type;
+export function fallbackKey(type: QuestionTypeName | CalibratedType): string {
+  return calibrated(type).name;
 }
 
 /**
@@ -53,7 +52,7 @@ export function fallbackKey(type: QuestionType): string {
  */
 export function temperatureFor(
   profile: CalibrationProfile | undefined,
-  type: QuestionType,
+  type: QuestionTypeName | CalibratedType,
   n: number,
 ): number {
   for (const key of [calibrationKey(type, n), fallbackKey(type)]) {
@@ -61,4 +60,8 @@ export function temperatureFor(
     if (t !== undefined && t > 0) return t;
   }
   return 1;
+}
+
+function calibrated(type: QuestionTypeName | CalibratedType): CalibratedType {
+  return typeof type === "string" ? builtinType(type) : type;
 }

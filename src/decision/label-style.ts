@@ -1,8 +1,8 @@
 import type { Engine, Token } from "../engine/types.js";
-import { buildLabelTrie, choiceLabels, NOUL_LABELS, scoreLabels } from "./labels.js";
+import { buildLabelTrie } from "./labels.js";
 import type { DeciderOptions } from "./options.js";
-import { levelTexts } from "./prompt.js";
-import type { Question } from "./types.js";
+import type { AnyQuestionType } from "./questions/question-type.js";
+import type { QuestionShape } from "./types.js";
 
 /**
  * What planning asks of an engine: its model's context and vision, its tokenizer and its chat
@@ -26,7 +26,10 @@ export const MAX_WORD_LABEL_TOKENS = 8;
 
 /** How a question's options are labelled in its branch and read back. */
 export interface LabelStyle {
-  /** Whether the labels are the option ids themselves (a choice asked inline). */
+  /**
+   * Whether the labels are the question's own words (a choice's ids, a score's level texts),
+   * asked in its inline form.
+   */
   readonly words: boolean;
   /** Text between the assistant-turn opening and the label: `Answer:` for words, else empty. */
   readonly cue: string;
@@ -44,48 +47,6 @@ export interface LabelStyle {
    * @returns one label per position
    */
   labelsAt(order: readonly number[]): string[];
-}
-
-/** The labels a question is answered with, one per option / level / side. */
-export function labelsOf(question: Question): string[] {
-  switch (question.type) {
-    case "choice":
-      return choiceLabels(question.options.length);
-    case "noul":
-      return [...NOUL_LABELS];
-    case "score":
-      return scoreLabels(question.levels.length);
-  }
-}
-
-/**
- * How many labels a question has.
- * @returns the option count (choice), the level count (score) or 2 (noul)
- */
-export function labelCountOf(question: Question): number {
-  return question.type === "choice"
-    ? question.options.length
-    : question.type === "score"
-      ? question.levels.length
-      : 2;
-}
-
-// Why choices are shown in id order: docs/decisions/072-canonical-order-and-type-temperatures.md
-/**
- * The order a question's labels are shown in: a choice's options sorted by id (UTF-16 code
- * units), so the order the caller lists them in never reaches the model; a score's levels and a
- * noul's yes/no as they are.
- * @returns option indices, position p showing option `order[p]`
- * @example
- * ```ts
- * canonicalOrder({ type: "choice", options: [["sports", null], ["business", null]] }); // → [1, 0]
- * ```
- */
-export function canonicalOrder(question: Question): number[] {
-  const identity = Array.from({ length: labelCountOf(question) }, (_, i) => i);
-  if (question.type !== "choice") return identity;
-  const ids = question.options.map(([id]) => id);
-  return identity.sort((a, b) => (ids[a]! < ids[b]! ? -1 : ids[a]! > ids[b]! ? 1 : 0));
 }
 
 /** A label whose tokens are not what the model would write after the cue. */
@@ -145,34 +106,22 @@ export class LabelTokenizer {
 }
 
 /**
- * The texts a question could be answered with as word labels: a choice's option ids, a score's
- * {@link levelTexts} when `scoreLabels` is `levels`; else undefined.
- */
-function wordsOf(
-  question: Question,
-  settings: Pick<DeciderOptions, "labels" | "scoreLabels">,
-): string[] | undefined {
-  if (settings.labels === "fixed") return undefined;
-  if (question.type === "choice") return question.options.map(([id]) => id);
-  if (question.type !== "score" || settings.scoreLabels !== "levels") return undefined;
-  return levelTexts(question);
-}
-
-/**
- * How a question's options are labelled: a choice is answered with its own option ids after
- * {@link ANSWER_CUE} (unless `labels: "fixed"`), and a score with its level texts when
- * `scoreLabels` is `levels`, when every label is at most `maxWordLabelTokens` tokens and the
- * labels' token sequences are prefix-free; otherwise, and for noul, the fixed labels of
- * {@link labelsOf} at the start of the reply.
+ * How a question's options are labelled: with its type's word labels after {@link ANSWER_CUE}
+ * (a choice's option ids; a score's level texts when `scoreLabels` is `levels`; none unless
+ * `labels` is `words`, the default), when every label is at most `maxWordLabelTokens` tokens and
+ * the labels' token sequences are prefix-free; otherwise, and for a type without word labels
+ * (noul), its fixed labels at the start of the reply.
+ * @param kind - the question's type (questions/index.ts `questionTypeOf`)
  * @throws what the engine's tokenizer throws; the signal's reason when aborted
  * @example
  * ```ts
- * const style = await labelStyleOf(question, tail, labelTokenizer, { labels: "words" });
+ * const style = await labelStyleOf(choice, question, tail, labelTokenizer, { labels: "words" });
  * style.labelsAt([1, 0]); // → [" dog", " cat"] for options cat, dog
  * ```
  */
 export async function labelStyleOf(
-  question: Question,
+  kind: AnyQuestionType,
+  question: QuestionShape,
   tail: TailPrompt,
   labels: LabelTokenizer,
   settings: Pick<DeciderOptions, "labels" | "scoreLabels" | "maxWordLabelTokens">,
@@ -183,9 +132,9 @@ export async function labelStyleOf(
     cue: "",
     cueTokens: [],
     end: [],
-    labelsAt: (_order: readonly number[]) => labelsOf(question),
+    labelsAt: (_order: readonly number[]) => kind.fixedLabels(question),
   };
-  const texts = wordsOf(question, settings);
+  const texts = settings.labels === "fixed" ? undefined : kind.words?.texts(question, settings);
   if (!texts) return fixed;
   const words = texts.map((text) => ` ${text}`);
   const sequences: Token[][] = [];

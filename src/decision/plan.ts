@@ -5,17 +5,12 @@ import {
   type ScoreRequest,
   type Token,
 } from "../engine/types.js";
-import {
-  canonicalOrder,
-  labelCountOf,
-  labelStyleOf,
-  type LabelTokenizer,
-  type PromptModel,
-} from "./label-style.js";
+import { labelStyleOf, type LabelTokenizer, type PromptModel } from "./label-style.js";
 import { buildLabelTrie, trieBranch, triePositions, type LabelTrie } from "./labels.js";
 import type { DeciderOptions } from "./options.js";
 import type { PreparedPrompt } from "./prepare.js";
 import { renderQuestion } from "./prompt.js";
+import { questionTypeOf, type AnyQuestionType, type QuestionTypes } from "./questions/index.js";
 import {
   boundedTokens,
   mediaTokensOf,
@@ -23,7 +18,7 @@ import {
   stateTokens,
   StateTooLongError,
 } from "./state.js";
-import type { DecisionRequest, Question, Usage } from "./types.js";
+import type { DecisionRequest, Question, QuestionShape, Usage } from "./types.js";
 
 /** One option order of a question: the order its options are shown in, and its label trie. */
 export interface QuestionView {
@@ -34,9 +29,11 @@ export interface QuestionView {
 }
 
 /** One question's branches and how to read them back. */
-export interface QuestionPlan {
+export interface QuestionPlan<Q extends QuestionShape = Question> {
   readonly id: string;
-  readonly question: Question;
+  readonly question: Q;
+  /** The question's type, looked up once by the planner: the readout and the answer use it. */
+  readonly kind: AnyQuestionType;
   readonly labelCount: number;
   /** One entry per option order (the shown order first, then the debiasing orders). */
   readonly views: readonly QuestionView[];
@@ -44,15 +41,18 @@ export interface QuestionPlan {
   readonly firstBranch: number;
 }
 
-/** What {@link planRequest} produces: the engine request plus what is needed to read it. */
-export interface Plan {
+/**
+ * What {@link planRequest} produces: the engine request plus what is needed to read it. `Q` is
+ * the built-in {@link Question} unless the planner was given a registry of its own.
+ */
+export interface Plan<Q extends QuestionShape = Question> {
   readonly prefix: Token[];
   /** Images in the prefix (the request's image or video frames); empty without media. */
   readonly media: PrefixMedia[];
   /** Context positions the images take. */
   readonly mediaTokens: number;
   readonly branches: ScoreBranch[];
-  readonly questions: readonly QuestionPlan[];
+  readonly questions: readonly QuestionPlan<Q>[];
   /**
    * The question-contrast branch ({@link DeciderOptions.questionContrast}): its index in
    * {@link Plan.branches} and its Yes/No trie; absent when the request has no noul question or
@@ -81,6 +81,8 @@ export interface Planner {
   readonly model: PromptModel;
   readonly prepared: PreparedPrompt;
   readonly labels: LabelTokenizer;
+  /** The question types planned, by name. Default: questions/index.ts `QUESTION_TYPES`. */
+  readonly types?: QuestionTypes;
   readonly options: Pick<
     DeciderOptions,
     "debias" | "labels" | "maxWordLabelTokens" | "questionContrast" | "maxRequestTokens" | "layout"
@@ -99,27 +101,30 @@ export interface Planner {
  *   fit: a question that does not is left out and listed in {@link Plan.refused})
  * @throws {@link RequestTooLargeError} when prefix + image positions + every branch exceed
  *   `options.maxRequestTokens` (default twice the context size)
- * @throws `Error` when the request has media and the model takes no images
+ * @throws `Error` when the request has media and the model takes no images, or a question's type
+ *   is not in the planner's registry ({@link Planner.types})
  * @example
  * ```ts
  * const plan = await planRequest({ state: "The box was crushed.", questions }, planner);
  * plan.branches.length; // → one per question and option order, plus one for the contrast
  * ```
  */
-export async function planRequest(
-  request: DecisionRequest,
+export async function planRequest<Q extends QuestionShape = Question>(
+  request: DecisionRequest<Q>,
   planner: Planner,
   signal?: AbortSignal,
-): Promise<Plan> {
+): Promise<Plan<Q>> {
   const { model, prepared, labels, options } = planner;
+  // The one dispatch on a question's type: everything after asks its module.
+  const kinds = request.questions.map(([, question]) => questionTypeOf(question, planner.types));
   const { head, tail } = prepared;
   const { contextSize } = model.model;
   // A question's text is counted on a bounded prefix, as the state is: one past the context is
   // as refused as one a megabyte past it.
   const tokenize = (text: string) => boundedTokens(model, text, contextSize, signal);
   // Why the question goes first when there is one: docs/decisions/087-question-first-layout.md
-  const lead = questionFirst(request, options)
-    ? await questionLead(request.questions[0]![1], planner, signal)
+  const lead = questionFirst(request, kinds, options)
+    ? await questionLead(kinds[0]!, request.questions[0]![1], planner, signal)
     : undefined;
   const top = [...head, ...(lead?.tokens ?? [])];
   const state = await stateTokens(model, request.state, top.length, signal);
@@ -127,22 +132,25 @@ export async function planRequest(
   const mediaTokens = media.length * (model.model.imageTokens ?? 0);
   const prefix = [...top, ...mediaPrefix, ...state];
   const branches: ScoreBranch[] = [];
-  const questions: QuestionPlan[] = [];
+  const questions: QuestionPlan<Q>[] = [];
   let longest = 0;
   let longestId: string | undefined;
   let inputTokens = prefix.length + mediaTokens;
   let heaviest: { id?: string; tokens: number } = { tokens: lead?.tokens.length ?? 0 };
   const room = contextSize - prefix.length - mediaTokens;
   const refused: string[] = [];
-  for (const [id, question] of request.questions) {
+  for (const [index, [id, question]] of request.questions.entries()) {
+    const kind = kinds[index]!;
     const firstBranch = branches.length;
-    const style = await labelStyleOf(question, prepared, labels, options, signal);
+    const style = await labelStyleOf(kind, question, prepared, labels, options, signal);
     const views: QuestionView[] = [];
     let deepest = 0;
-    for (const order of lead ? [lead.order] : ordersOf(question, options.debias)) {
+    for (const order of lead ? [lead.order] : ordersOf(kind, question, options.debias)) {
       // Position p shows option order[p] under labels[p].
       const shown = style.labelsAt(order);
-      const asked = lead ? [] : await tokenize(renderQuestion(question, shown, order, style.words));
+      const asked = lead
+        ? []
+        : await tokenize(renderQuestion(kind, question, shown, order, style.words));
       const tokens = [...asked, ...tail, ...style.cueTokens];
       const labelTokens: Token[][] = [];
       for (const label of shown)
@@ -165,18 +173,25 @@ export async function planRequest(
       longest = deepest;
       longestId = id;
     }
-    questions.push({ id, question, labelCount: labelCountOf(question), views, firstBranch });
+    questions.push({
+      id,
+      question,
+      kind,
+      labelCount: kind.labelCount(question),
+      views,
+      firstBranch,
+    });
     const tokens =
       (lead?.tokens.length ?? 0) +
       branches.slice(firstBranch).reduce((sum, b) => sum + branchTotalTokens(b), 0);
     inputTokens += tokens - (lead?.tokens.length ?? 0);
     if (tokens > heaviest.tokens) heaviest = { id, tokens };
   }
-  // One contrast branch serves every noul question: it has no question in it.
-  const noul = questions.find((q) => q.question.type === "noul");
+  // One contrast branch serves every contrasted (noul) question: it has no question in it.
+  const contrasted = questions.find((q) => q.kind.contrasted);
   let contrast: Plan["contrast"];
-  if (noul && options.questionContrast !== false) {
-    const trie = noul.views[0]!.trie;
+  if (contrasted && options.questionContrast !== false) {
+    const trie = contrasted.views[0]!.trie;
     contrast = { branch: branches.length, trie };
     branches.push(trieBranch([...tail], trie));
     inputTokens += branchTotalTokens(branches.at(-1)!);
@@ -211,50 +226,58 @@ export async function planRequest(
  * Whether a request is planned question first: the layout asks for it, and the request has one
  * question, no media, no option-order debiasing and no question contrast (each of which needs a
  * branch per question or per order behind one shared state).
+ * @param kinds - the type of each of the request's questions
  */
 export function questionFirst(
-  request: DecisionRequest,
+  request: DecisionRequest<QuestionShape>,
+  kinds: readonly AnyQuestionType[],
   options: Pick<DeciderOptions, "layout" | "debias" | "questionContrast">,
 ): boolean {
   if (options.layout !== "question-first" || request.questions.length !== 1) return false;
   if (request.media) return false;
-  const question = request.questions[0]![1];
-  if (question.type === "choice" && (options.debias ?? "off") !== "off") return false;
-  return !(question.type === "noul" && options.questionContrast !== false);
+  const kind = kinds[0]!;
+  if (kind.debiased && (options.debias ?? "off") !== "off") return false;
+  return !(kind.contrasted && options.questionContrast !== false);
 }
 
 /** The question written before the state: its text and a line break, as tokens, and its order. */
 async function questionLead(
-  question: Question,
+  kind: AnyQuestionType,
+  question: QuestionShape,
   planner: Planner,
   signal?: AbortSignal,
 ): Promise<{ tokens: Token[]; order: number[] }> {
   const { model, prepared, labels, options } = planner;
-  const style = await labelStyleOf(question, prepared, labels, options, signal);
-  const order = canonicalOrder(question);
-  const text = renderQuestion(question, style.labelsAt(order), order, style.words);
+  const style = await labelStyleOf(kind, question, prepared, labels, options, signal);
+  const order = kind.canonicalOrder(question);
+  const text = renderQuestion(kind, question, style.labelsAt(order), order, style.words);
   // Counted on a bounded prefix, as a branch's question text is.
   const tokens = await boundedTokens(model, `${text}\n`, model.model.contextSize, signal);
   return { tokens, order };
 }
 
 /**
- * Option orders shown for a question: its canonical order (a choice's options sorted by id,
- * {@link canonicalOrder}), then for a choice the debiasing orders: the reverse, or the cyclic
- * shifts (at most 8, spread over the options) of the canonical order. A score keeps its scale's
- * order; a noul has one order.
+ * Option orders shown for a question: its type's canonical order (a choice's options sorted by
+ * id), then for a debiased type (choice) the debiasing orders: the reverse, or the cyclic shifts
+ * (at most 8, spread over the options) of the canonical order. A score keeps its scale's order;
+ * a noul has one order.
+ * @param kind - the question's type (questions/index.ts `questionTypeOf`)
  * @returns the orders, each a permutation of the option indices (position p shows option
  * `order[p]`), the canonical order first.
  * @example
  * ```ts
  * // options [["sports", null], ["business", null], ["world", null]]
- * ordersOf(topic, "off"); // → [[1, 0, 2]]
- * ordersOf(topic, "reverse"); // → [[1, 0, 2], [2, 0, 1]]
+ * ordersOf(choice, topic, "off"); // → [[1, 0, 2]]
+ * ordersOf(choice, topic, "reverse"); // → [[1, 0, 2], [2, 0, 1]]
  * ```
  */
-export function ordersOf(question: Question, debias: DeciderOptions["debias"]): number[][] {
-  const canonical = canonicalOrder(question);
-  const mode = question.type === "choice" ? (debias ?? "off") : "off";
+export function ordersOf(
+  kind: AnyQuestionType,
+  question: QuestionShape,
+  debias: DeciderOptions["debias"],
+): number[][] {
+  const canonical = kind.canonicalOrder(question);
+  const mode = kind.debiased ? (debias ?? "off") : "off";
   if (mode === "off") return [canonical];
   if (mode === "reverse") return [canonical, [...canonical].reverse()];
   const n = canonical.length;
@@ -266,7 +289,7 @@ export function ordersOf(question: Question, debias: DeciderOptions["debias"]): 
 }
 
 /** The engine request of a plan: its prefix, its branches, and its media when it has any. */
-export function scoreRequestOf(plan: Plan): ScoreRequest {
+export function scoreRequestOf(plan: Plan<QuestionShape>): ScoreRequest {
   return {
     prefix: plan.prefix,
     branches: plan.branches,
@@ -279,7 +302,7 @@ export function scoreRequestOf(plan: Plan): ScoreRequest {
  * positions + every branch's tokens); output tokens = the label positions read out (one per
  * label-trie position per view).
  */
-export function usageOf(plan: Plan): Usage {
+export function usageOf(plan: Plan<QuestionShape>): Usage {
   let outputTokens = 0;
   for (const q of plan.questions)
     for (const view of q.views) outputTokens += triePositions(view.trie);

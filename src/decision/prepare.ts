@@ -1,6 +1,5 @@
 import type { ChatMessage, Token } from "../engine/types.js";
 import {
-  canonicalOrder,
   labelStyleOf,
   type LabelTokenizer,
   type PromptModel,
@@ -16,6 +15,7 @@ import {
   SYSTEM_MESSAGE,
   TEMPLATE_MARKER,
 } from "./prompt.js";
+import { questionTypeOf } from "./questions/index.js";
 
 /**
  * The static parts of the prompt, tokenized once per `Decider`: the chat template around the
@@ -85,12 +85,13 @@ async function exampleTurns(
   options: Pick<DeciderOptions, "labels" | "maxWordLabelTokens">,
 ): Promise<ChatMessage[]> {
   const { question, answer } = example;
-  const style = await labelStyleOf(question, tail, labels, options);
+  const kind = questionTypeOf(question);
+  const style = await labelStyleOf(kind, question, tail, labels, options);
   // Shown as a request with this question is shown: a choice's options in id order.
-  const order = canonicalOrder(question);
+  const order = kind.canonicalOrder(question);
   const shown = style.labelsAt(order);
   const user =
-    renderStateBlock(example.state) + renderQuestion(question, shown, order, style.words);
+    renderStateBlock(example.state) + renderQuestion(kind, question, shown, order, style.words);
   return [
     { role: "user", content: user },
     { role: "assistant", content: `${style.cue}${shown[order.indexOf(answer)]!}` },

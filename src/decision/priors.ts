@@ -3,6 +3,7 @@ import type { Engine, ScoreBranch, ScoreResult, Token } from "../engine/types.js
 import type { LabelTrie } from "./labels.js";
 import type { Plan } from "./plan.js";
 import { normalisedLabels } from "./readout.js";
+import type { QuestionShape } from "./types.js";
 
 /** Distinct question views whose content-free priors are kept. */
 export const PRIOR_CACHE_ENTRIES = 4096;
@@ -18,7 +19,7 @@ export interface BranchLabels {
  * branch `index` of a plan.
  * @throws `Error` when no question of the plan owns the branch
  */
-export function labelsOfBranch(plan: Plan, index: number): BranchLabels {
+export function labelsOfBranch(plan: Plan<QuestionShape>, index: number): BranchLabels {
   if (plan.contrast?.branch === index) return { trie: plan.contrast.trie, count: 2 };
   for (const q of plan.questions) {
     const v = index - q.firstBranch;
@@ -68,7 +69,7 @@ export class PriorCache {
    * @throws what the engine throws; the signal's reason when aborted
    */
   async of(
-    plan: Plan,
+    plan: Plan<QuestionShape>,
     engine: Pick<Engine, "score">,
     contentFreePrefixes: readonly Token[][],
     signal?: AbortSignal,

@@ -1,4 +1,5 @@
-import type { DecisionMedia, Json, Question, TextValue } from "./types.js";
+import type { AnyQuestionType } from "./questions/question-type.js";
+import type { DecisionMedia, Json, Question, QuestionShape, TextValue } from "./types.js";
 
 /**
  * Prompt text. The state is evidence, never instructions (DESIGN.md, readout rules): the system
@@ -40,119 +41,42 @@ export function renderText(text: TextValue): string {
   return typeof text === "string" ? text : JSON.stringify(text);
 }
 
-/** One line per option: `A. id: description` (the description omitted when null or equal to the id). */
-function optionLine(label: string, id: string, description: TextValue | null): string {
-  const text = description === null ? "" : renderText(description);
-  return text === "" || text === id ? `${label}. ${id}` : `${label}. ${id}: ${text}`;
-}
-
 /**
- * The question part of a branch, written after the state block.
- * @param labels - one label per option (choice), per level (score), or `[yes, no]` (noul).
- * @param order - option indices in the order they are shown (for option-order debiasing).
+ * The question part of a branch, written after the state block (or before it, question first):
+ * with word labels, the question's inline form; otherwise a `Question: …` line for its
+ * instructions, then its type's lines.
+ * @param kind - the question's type (questions/index.ts `questionTypeOf`)
+ * @param labels - the label of each shown position: one per option (choice), per level (score),
+ *   or `[yes, no]` (noul)
+ * @param order - option indices in the order they are shown (for option-order debiasing)
+ * @param wordLabels - whether the question is answered with word labels (label-style.ts)
  */
 export function renderQuestion(
-  question: Question,
+  kind: AnyQuestionType,
+  question: QuestionShape,
   labels: readonly string[],
-  order?: readonly number[],
+  order: readonly number[],
   wordLabels = false,
 ): string {
+  if (wordLabels && kind.words) return kind.words.render(question, order);
   const lines: string[] = [];
-  if (question.type === "choice" && wordLabels) return renderInlineChoice(question, order);
-  if (question.type === "score" && wordLabels) return renderInlineScale(question);
   if (question.instructions !== undefined)
     lines.push(`Question: ${renderText(question.instructions)}`);
-  switch (question.type) {
-    case "choice": {
-      const shown = order ?? question.options.map((_, i) => i);
-      shown.forEach((optionIndex, position) => {
-        const [id, description] = question.options[optionIndex]!;
-        lines.push(optionLine(labels[position]!, id, description));
-      });
-      break;
-    }
-    case "noul": {
-      const [yes, no] = labels;
-      const t = question.criteria?.true;
-      const f = question.criteria?.false;
-      if (t != null) lines.push(`${yes} means: ${renderText(t)}`);
-      if (f != null) lines.push(`${no} means: ${renderText(f)}`);
-      break;
-    }
-    case "score": {
-      const shown = order ?? question.levels.map((_, i) => i);
-      shown.forEach((level) => {
-        const description = question.levels[level];
-        lines.push(
-          description == null
-            ? `${labels[level]}`
-            : `${labels[level]} = ${renderText(description)}`,
-        );
-      });
-      break;
-    }
-  }
+  lines.push(...kind.lines(question, labels, order));
   return lines.join("\n");
 }
 
-// Why inline ids, descriptions first: docs/decisions/056
 /**
- * A choice answered with its own option ids (word labels): the options that have a description
- * first, one `id: description` line each, then the question with the ids inline, e.g.
- * `What is the topic? sports, business or technology?`. The reply is read as the id after an
- * `Answer:` cue. Inline ids counter the small models' position bias against the middle option;
- * descriptions stay on their own lines before the question.
- * @param order - option indices in the order they are shown.
+ * The instructions, then the answers inline: `Which? a, b or c?` (`a, b or c?` without
+ * instructions), the last line of a question asked with word labels.
  */
-function renderInlineChoice(
-  question: Extract<Question, { type: "choice" }>,
-  order?: readonly number[],
+export function inlineQuestion(
+  instructions: TextValue | undefined,
+  answers: readonly string[],
 ): string {
-  const shown = order ?? question.options.map((_, i) => i);
-  const lines: string[] = [];
-  for (const i of shown) {
-    const [id, description] = question.options[i]!;
-    const text = description === null ? "" : renderText(description);
-    if (text !== "" && text !== id) lines.push(`${id}: ${text}`);
-  }
-  lines.push(
-    inlineQuestion(
-      question.instructions,
-      shown.map((i) => question.options[i]![0]),
-    ),
-  );
-  return lines.join("\n");
-}
-
-/** The instructions, then the answers inline: `Which? a, b or c?` (`a, b or c?` without instructions). */
-function inlineQuestion(instructions: TextValue | undefined, answers: readonly string[]): string {
   const inline = `${answers.slice(0, -1).join(", ")} or ${answers.at(-1)}?`;
   const asked = instructions === undefined ? "" : renderText(instructions);
   return asked === "" ? inline : `${asked} ${inline}`;
-}
-
-/**
- * The texts a score's levels are named by when answered with word labels: each level trimmed,
- * lowest first.
- * @returns undefined when a level is not a string, is empty or repeats another (such a scale is
- *   answered with its level numbers)
- */
-export function levelTexts(question: Extract<Question, { type: "score" }>): string[] | undefined {
-  const levels = question.levels.map((level) => (typeof level === "string" ? level.trim() : ""));
-  if (levels.some((level) => level === "") || new Set(levels).size !== levels.length)
-    return undefined;
-  return levels;
-}
-
-/**
- * A score answered with its own level texts (word labels, `scoreLabels: "levels"`): the question
- * with the {@link levelTexts} inline in the scale's order, lowest first, e.g.
- * `How frustrated is the customer? calm, frustrated or very angry?`, as a choice is asked, so the
- * model names a level rather than pointing at its number. Only called for scales that have level
- * texts (label-style.ts chooses word labels from them).
- */
-function renderInlineScale(question: Extract<Question, { type: "score" }>): string {
-  return inlineQuestion(question.instructions, levelTexts(question) ?? []);
 }
 
 /** The content-free states of contextual calibration, as in Zhao et al. 2021, §4. */

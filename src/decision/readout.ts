@@ -2,6 +2,7 @@ import type { BranchScore, ScoreResult } from "../engine/types.js";
 import { readTrie, type LabelTrie } from "./labels.js";
 import { logSumExp } from "./math.js";
 import type { Plan } from "./plan.js";
+import type { QuestionShape } from "./types.js";
 
 /**
  * Log-probabilities normalised over exactly the given labels.
@@ -31,8 +32,9 @@ export function normalisedLabels(trie: LabelTrie, score: BranchScore, count: num
  * The readout: per question, one log-score per option (choice), level (score) or side (noul,
  * `[true, false]`), read from the engine's scores of a plan. For each option order the label
  * log-probabilities are normalised over the labels, mapped back from positions to options, less
- * the content-free prior of each position (when given) and, for noul questions with a contrast
- * branch, less what the state alone says about Yes/No; then averaged over the option orders.
+ * the content-free prior of each position (when given) and, for contrasted (noul) questions with
+ * a contrast branch, less what the state alone says about Yes/No; then averaged over the option
+ * orders.
  * Pure: the same plan, scores and priors give the same numbers to the bit.
  * @param result - the engine's answer to the plan's score request
  * @param priors - content-free prior per branch of the plan (log p by label position), or
@@ -46,7 +48,7 @@ export function normalisedLabels(trie: LabelTrie, score: BranchScore, count: num
  * ```
  */
 export function readout(
-  plan: Plan,
+  plan: Plan<QuestionShape>,
   result: ScoreResult,
   priors?: readonly (readonly number[])[],
 ): number[][] {
@@ -67,7 +69,7 @@ export function readout(
       const prior = priors?.[q.firstBranch + v];
       // Map positions back to option indices, less the content-free prior of each position.
       const byOption = new Array<number>(q.labelCount);
-      const push = q.question.type === "noul" ? statePush : undefined;
+      const push = q.kind.contrasted ? statePush : undefined;
       view.order.forEach((optionIndex, position) => {
         byOption[optionIndex] =
           byPosition[position]! - (prior?.[position] ?? 0) - (push?.[position] ?? 0);

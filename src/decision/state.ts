@@ -166,7 +166,7 @@ export async function boundedTokens(
  */
 export async function mediaTokensOf(
   model: PromptModel,
-  request: DecisionRequest,
+  request: Pick<DecisionRequest, "media">,
   headLength: number,
   signal?: AbortSignal,
 ): Promise<{ tokens: Token[]; media: PrefixMedia[] }> {

@@ -38,7 +38,23 @@ export interface ScoreQuestion {
 }
 
 export type Question = ChoiceQuestion | NoulQuestion | ScoreQuestion;
-export type QuestionType = Question["type"];
+/** The name of a built-in question type: `choice`, `noul` or `score`. */
+export type QuestionTypeName = Question["type"];
+
+/**
+ * What every question has, whatever its type: the name of its type (the key of its module in a
+ * question-type registry, see questions/index.ts) and optional instructions. The planner and the
+ * readout take any question of this shape; its module knows the rest.
+ */
+export interface QuestionShape {
+  readonly type: string;
+  readonly instructions?: TextValue;
+}
+
+/** What every answer has: the name of its question's type. */
+export interface AnswerShape {
+  readonly type: string;
+}
 
 /** One image of a request's media: the picture, or a video frame and its time. */
 export interface MediaFrame {
@@ -55,10 +71,13 @@ export interface DecisionMedia {
   readonly durationSeconds?: number;
 }
 
-/** A validated request: the state and the questions in the caller's order. */
-export interface DecisionRequest {
+/**
+ * A validated request: the state and the questions in the caller's order. `Q` is the built-in
+ * {@link Question} unless a caller plans with a registry of its own (questions/index.ts).
+ */
+export interface DecisionRequest<Q extends QuestionShape = Question> {
   readonly state: Json;
-  readonly questions: readonly (readonly [id: string, question: Question])[];
+  readonly questions: readonly (readonly [id: string, question: Q])[];
   /** One image or one video's frames, placed in the prefix (needs a vision engine). */
   readonly media?: DecisionMedia;
   /**

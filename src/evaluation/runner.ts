@@ -4,7 +4,7 @@ import {
   temperatureFor,
   type CalibrationProfile,
 } from "../decision/calibration.js";
-import type { QuestionType } from "../decision/types.js";
+import type { QuestionTypeName } from "../decision/types.js";
 import { datasetOf, type EvalItem, type Expected } from "./format.js";
 import {
   accuracy,
@@ -46,7 +46,7 @@ export interface QuestionOutcome {
   readonly question: string;
   /** Reporting name of the item's dataset (see format.ts `datasetOf`). */
   readonly dataset: string;
-  readonly type: QuestionType;
+  readonly type: QuestionTypeName;
   readonly classes: readonly string[];
   readonly gold: number;
   readonly probabilities: readonly number[];

@@ -7,7 +7,8 @@ import {
   withDeadline,
 } from "../../engine/remote/index.js";
 import { EngineUnavailableError } from "../../engine/types.js";
-import type { Answer, DecisionRequest, DecisionResult, Question } from "../types.js";
+import { questionToWire } from "../questions/index.js";
+import type { Answer, DecisionRequest, DecisionResult } from "../types.js";
 
 /** Options of {@link SystemOnePassThrough}. */
 export interface PassThroughOptions {
@@ -114,25 +115,11 @@ export class SystemOnePassThrough {
 
 /**
  * The wire body of a decision request (the inverse of the API's translation): questions keyed
- * by id in request order, options as `criteria` objects, score levels as a list.
+ * by id in request order, each by its type's module (questions/*.ts `toWire`: options as
+ * `criteria` objects, score levels as a list).
  */
 export function toWireRequest(model: string, request: DecisionRequest): Record<string, unknown> {
   const questions: Record<string, unknown> = {};
-  for (const [id, question] of request.questions) questions[id] = wireQuestion(question);
+  for (const [id, question] of request.questions) questions[id] = questionToWire(question);
   return { model, state: request.state, questions };
-}
-
-function wireQuestion(question: Question): Record<string, unknown> {
-  const base = {
-    type: question.type,
-    ...(question.instructions !== undefined ? { instructions: question.instructions } : {}),
-  };
-  switch (question.type) {
-    case "choice":
-      return { ...base, criteria: Object.fromEntries(question.options) };
-    case "noul":
-      return question.criteria ? { ...base, criteria: question.criteria } : base;
-    case "score":
-      return { ...base, criteria: question.levels };
-  }
 }
