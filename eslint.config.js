@@ -64,7 +64,7 @@ export default tseslint.config(
       "src/engine/**/*.ts",
       "src/accounts/**/*.ts",
       "src/cli/**/*.ts",
-      "src/server.ts",
+      "src/service/**/*.ts",
       "src/mcp/**/*.ts",
     ],
     rules: {
