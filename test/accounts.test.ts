@@ -177,8 +177,8 @@ describe("allowance periods", () => {
     const permit = await admission.admit(key);
     permit.settle({ input_tokens: 9, output_tokens: 1 });
     await permit.finish({ status: 200, model: "m" });
-    const refusal = await admission.admit(key).catch((e: AdmissionError) => e.refusal);
-    expect(refusal).toMatchObject({ kind: "allowance", retryAfterMs: 60 * 60 * 1000 });
+    const refusal = await admission.admit(key).catch((e: AdmissionError) => e);
+    expect(refusal).toMatchObject({ code: "allowanceExhausted", retryAfterMs: 60 * 60 * 1000 });
     now = Date.UTC(2026, 4, 11, 0, 0, 1);
     const next = await admission.admit(key);
     expect(next.account.name).toBe("team-a");

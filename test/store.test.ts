@@ -271,7 +271,7 @@ describe.each(backends)("$name store", (backend) => {
       .reserve({ input_tokens: 80, output_tokens: 2 }) // …but this call needs 82
       .catch((e: AdmissionError) => e);
     expect(refusal).toBeInstanceOf(AdmissionError);
-    expect((refusal as AdmissionError).refusal).toMatchObject({ kind: "allowance" });
+    expect((refusal as AdmissionError).code).toBe("allowanceOverrun");
     expect((refusal as AdmissionError).message).toMatch(/needs 82 tokens.*18 of its 100 left/);
     next.settle(undefined);
     await next.finish({ status: 429, model: "m" });

@@ -1,3 +1,4 @@
+import { CodedError, type Errors, type MessageArgs } from "../protocol/errors.js";
 import {
   outagesAsErrors,
   type Account,
@@ -9,8 +10,9 @@ import {
 
 /**
  * Admission of a call: the key → its account, the account's allowance, and one call in flight
- * per account. It knows nothing of HTTP; the API layer turns an {@link AdmissionError} into a
- * status and headers.
+ * per account. It knows nothing of HTTP: a refusal is an {@link AdmissionError} that names its
+ * entry of the error table (src/protocol/errors.ts), whose words it is told in; the API's one
+ * mapping answers it.
  *
  * One call in flight per account, in two steps: a slot in this process (a map from account to its
  * one slot, claimed without yielding between check and claim, with a queue of waiters), then the
@@ -21,23 +23,17 @@ import {
  * Why: docs/decisions/040-replicas-on-postgresql.md
  */
 
-/** Why a call was refused. */
-export type AdmissionRefusal =
-  | { readonly kind: "authentication"; readonly message: string }
-  | { readonly kind: "concurrency"; readonly message: string; readonly retryAfterMs: number }
-  | {
-      readonly kind: "allowance";
-      readonly message: string;
-      readonly retryAfterMs: number | undefined;
-    };
+/** The codes of the error table a call is refused with: its key, its account's slot, its allowance. */
+export type AdmissionCode =
+  | "missingKey"
+  | "unknownKey"
+  | "revokedKey"
+  | "concurrencyLimit"
+  | "allowanceExhausted"
+  | "allowanceOverrun";
 
-/** A refused call. */
-export class AdmissionError extends Error {
-  override readonly name = "AdmissionError";
-  constructor(readonly refusal: AdmissionRefusal) {
-    super(refusal.message);
-  }
-}
+/** A refused call: its code, the message's arguments and, for a slot or an allowance, when to retry. */
+export class AdmissionError extends CodedError<AdmissionCode> {}
 
 /** Token counts of a call. */
 export interface CallUsage {
@@ -195,18 +191,11 @@ export class Admission {
    *   the store does not answer
    */
   async check(key: string | undefined): Promise<{ key: ApiKeyRecord; account: Account }> {
-    if (key === undefined || key === "")
-      throw refuse({
-        kind: "authentication",
-        message: "missing API key: send it as Authorization: Bearer <key>",
-      });
+    if (key === undefined || key === "") throw refuse("missingKey", []);
     const found = await this.store.findKey(key);
-    if (!found) throw refuse({ kind: "authentication", message: "invalid API key" });
+    if (!found) throw refuse("unknownKey", []);
     if (found.key.revokedAt !== undefined)
-      throw refuse({
-        kind: "authentication",
-        message: `API key ${found.key.prefix}… was revoked on ${new Date(found.key.revokedAt).toISOString()}`,
-      });
+      throw refuse("revokedKey", [found.key.prefix, new Date(found.key.revokedAt).toISOString()]);
     await this.checkAllowance(found.account);
     return found;
   }
@@ -261,7 +250,11 @@ export class Admission {
         const tokens = u.input_tokens + u.output_tokens;
         const reservation = await this.store.reserveTokens(account, tokens);
         if (!reservation.ok)
-          throw refuse(overrunRefusal(account, reservation.state, tokens, this.now()));
+          throw refuse(
+            "allowanceOverrun",
+            { ...reservation.state, account: account.name, needed: tokens },
+            retryAfterOf(reservation.state, this.now()),
+          );
         reservationId = reservation.id;
       },
       settle: (u) => {
@@ -285,14 +278,11 @@ export class Admission {
   private async checkAllowance(account: Account): Promise<void> {
     const state = await this.store.allowanceState(account);
     if (!state || state.remaining > 0) return;
-    throw refuse({
-      kind: "allowance",
-      message:
-        `account "${account.name}" has used its allowance: ${state.used} of ${state.tokens} tokens ${periodText(state)}` +
-        (state.reserved > 0 ? ` (${state.reserved} more reserved by a call in flight)` : "") +
-        renewsText(state),
-      retryAfterMs: retryAfterOf(state, this.now()),
-    });
+    throw refuse(
+      "allowanceExhausted",
+      { ...state, account: account.name },
+      retryAfterOf(state, this.now()),
+    );
   }
 
   /** Waits for the slot to be handed over, up to `waitMs`. @throws {@link AdmissionError} on time-out. */
@@ -323,13 +313,8 @@ export class Admission {
 
   private concurrencyError(account: Account, expectedMs: number): AdmissionError {
     const retryAfterMs = Math.round(Math.min(RETRY_MAX_MS, Math.max(RETRY_MIN_MS, expectedMs)));
-    return refuse({
-      kind: "concurrency",
-      message:
-        `account "${account.name}" already has a request in flight; decisiond answers one request at a time ` +
-        `per account: retry when it is done (in about ${Math.max(1, Math.ceil(retryAfterMs / 1000))} s)`,
-      retryAfterMs,
-    });
+    const seconds = Math.max(1, Math.ceil(retryAfterMs / 1000));
+    return refuse("concurrencyLimit", [account.name, seconds], retryAfterMs);
   }
 
   /** Frees an account's slot, handing it to the longest-waiting call if any. */
@@ -347,37 +332,21 @@ export class Admission {
   }
 }
 
-function periodText(state: AllowanceState): string {
-  return { day: "today (UTC)", month: "this month (UTC)", total: "in total" }[state.period];
-}
-
-function renewsText(state: AllowanceState): string {
-  return state.renewsAt !== undefined
-    ? `; it renews at ${new Date(state.renewsAt).toISOString()}`
-    : "";
-}
-
 function retryAfterOf(state: AllowanceState, now: number): number | undefined {
   return state.renewsAt !== undefined ? Math.max(1000, state.renewsAt - now) : undefined;
 }
 
-/** The refusal of a call whose `tokens` would take the account past its allowance. */
-function overrunRefusal(
-  account: Account,
-  state: AllowanceState,
-  tokens: number,
-  now: number,
-): AdmissionRefusal {
-  return {
-    kind: "allowance",
-    message:
-      `this call needs ${tokens} tokens but account "${account.name}" has ${state.remaining} of its ${state.tokens} left ${periodText(state)}` +
-      (state.reserved > 0 ? ` (${state.reserved} reserved by calls in flight)` : "") +
-      `: it was not run${renewsText(state)}`,
-    retryAfterMs: retryAfterOf(state, now),
-  };
-}
-
-function refuse(refusal: AdmissionRefusal): AdmissionError {
-  return new AdmissionError(refusal);
+/**
+ * A refusal of the table's entry `code`.
+ * @param retryAfterMs - when a retry may succeed; `undefined` for never by itself (a key refused,
+ *   an allowance that does not renew)
+ */
+function refuse<C extends AdmissionCode>(
+  code: C,
+  args: MessageArgs<(typeof Errors)[C]>,
+  retryAfterMs?: number,
+): AdmissionError {
+  return new AdmissionError(code, args as MessageArgs<(typeof Errors)[AdmissionCode]>, {
+    retryAfterMs,
+  });
 }

@@ -1,4 +1,5 @@
 import { join } from "node:path";
+import { CodedError } from "../protocol/errors.js";
 import { decisiondHome } from "../protocol/paths.js";
 import type { Allowance } from "./allowance.js";
 
@@ -109,16 +110,19 @@ export class StoreError extends Error {
   override readonly name = "StoreError";
 }
 
+/** How long a caller refused for a store outage should wait, s: a failover or restart takes a few. */
+export const STORE_RETRY_AFTER_S = 2;
+
 /**
  * The store did not answer a call that needed it (the database is down, unreachable, or failed
  * the query): thrown by the admission (admission.ts) in place of the backend's error, which is its `cause`.
- * Refusals of the store's own ({@link StoreError}) are not this.
+ * Refusals of the store's own ({@link StoreError}) are not this. Its code is `storeUnavailable`.
  */
-export class StoreUnavailableError extends Error {
-  override readonly name = "StoreUnavailableError";
+export class StoreUnavailableError extends CodedError<"storeUnavailable"> {
   constructor(cause: unknown) {
-    super(`the accounts store did not answer: ${(cause as Error)?.message ?? String(cause)}`, {
+    super("storeUnavailable", [STORE_RETRY_AFTER_S], {
       cause,
+      retryAfterMs: STORE_RETRY_AFTER_S * 1000,
     });
   }
 }

@@ -26,9 +26,7 @@ export function clientErrorHandler(timeoutMs: number) {
         ? new ApiError(Errors.requestTimeout, [timeoutMs / 1000])
         : error.code === "HPE_HEADER_OVERFLOW"
           ? new ApiError(Errors.headersTooLarge, [maxHeaderSize])
-          : new ApiError(Errors.invalidRequest, [
-              `the request is not valid HTTP/1.1 (${error.message})`,
-            ]);
+          : new ApiError(Errors.invalidHttp, [error.message]);
     this.log.debug({ err: error }, "client error");
     if (socket.writable) {
       const body = JSON.stringify(answer.body);

@@ -1,27 +1,36 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
-import { StoreUnavailableError } from "../accounts/store.js";
 import { RequestTooLargeError, StateTooLongError } from "../decision/decide.js";
 import { MediaInputError } from "../media/errors.js";
-import { ApiError, Errors, errorTypeOf, HttpError, validationError } from "../protocol/errors.js";
+import { WWW_AUTHENTICATE } from "../protocol/bearer.js";
+import {
+  ApiError,
+  Errors,
+  isCodedError,
+  type CodedError,
+  errorTypeOf,
+  HttpError,
+  validationError,
+} from "../protocol/errors.js";
 import { PromptTextError } from "../protocol/prompt-text.js";
 import { emptyBodyError } from "./json.js";
 import { pathOf } from "./request-log.js";
-import { DeadlineError } from "./work-queue.js";
 
 /**
- * The app's one error handler: every error a route or hook throws is answered here, through the
- * error table (src/protocol/errors.ts). An {@link HttpError} is sent as it is, with the request
- * id added; a domain error (the decision, engine, media and work queue's) becomes its table
- * entry; Fastify's own 4xx get the API's error shape; anything else is an internal fault:
- * logged, and answered 500 naming the request id. A store outage (503 `store_unavailable`) and a
- * missed deadline (503 `deadline_exceeded`) are logged at warn with their `error_type`.
+ * The app's one error handler, and the one mapping of errors to HTTP ({@link toHttpError}): every
+ * error a route or hook throws is answered here, through the error table
+ * (src/protocol/errors.ts). An {@link HttpError} is sent as it is, with the request id added; a
+ * {@link CodedError} (the accounts', the engines', the work queue's) is answered by its code's
+ * entry; the domain's validation errors become a 422 saying where; Fastify's own 4xx get the
+ * API's error shape; anything else is an internal fault: logged, and answered 500 naming the
+ * request id. A store outage (503 `store_unavailable`) and a missed deadline (503
+ * `deadline_exceeded`) are logged at warn with their `error_type`.
  */
 
 /** A Fastify error: `statusCode` and `code` (`FST_ERR_…`) when Fastify raised it. */
 type FastifyError = Error & { statusCode?: number; code?: string };
 
-/** `Retry-After` of a 503 `store_unavailable`, in seconds: a failover or restart takes a few. */
-export const STORE_RETRY_AFTER_S = 2;
+/** The codes logged at warn: not faults of ours, but an operator must see them. */
+const WARN_CODES: ReadonlySet<string> = new Set(["storeUnavailable", "deadlineExceeded"]);
 
 /** Options of {@link installErrorHandler}. */
 export interface ErrorHandlerOptions {
@@ -43,8 +52,7 @@ export function installErrorHandler(app: FastifyInstance, options: ErrorHandlerO
 
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const known = toHttpError(error);
-    // Not faults of ours, but an operator must see them: at warn, with the answer's error type.
-    if (known && (error instanceof StoreUnavailableError || error instanceof DeadlineError))
+    if (known && isCodedError(error) && WARN_CODES.has(error.code))
       request.log.warn({ err: error, error_type: errorTypeOf(known.body) }, error.message);
     if (known) {
       void reply
@@ -72,11 +80,14 @@ export function notFound(request: FastifyRequest): ApiError {
 }
 
 /**
- * The answer to an error of ours or of the domain, through the table.
- * @returns `undefined` for any other error
+ * The answer to an error of ours or of the domain, through the table: the one place errors
+ * become HTTP.
+ * @returns `undefined` for any other error (Fastify's own, or a fault)
  */
-function toHttpError(error: Error): HttpError | undefined {
+export function toHttpError(error: Error): HttpError | undefined {
   if (error instanceof HttpError) return error;
+  if (isCodedError(error))
+    return new ApiError(Errors[error.code], error.args, { headers: headersOf(error) });
   if (error instanceof PromptTextError)
     return validationError([
       {
@@ -110,15 +121,24 @@ function toHttpError(error: Error): HttpError | undefined {
     ]);
   if (error instanceof MediaInputError)
     return validationError([{ loc: [...error.loc], msg: error.message, type: error.type }]);
-  if (error instanceof StoreUnavailableError)
-    return new ApiError(Errors.storeUnavailable, [STORE_RETRY_AFTER_S], {
-      headers: { "retry-after": String(STORE_RETRY_AFTER_S) },
-    });
-  if (error instanceof DeadlineError)
-    return new ApiError(Errors.deadlineExceeded, [error.deadlineMs], {
-      headers: { "retry-after": String(Math.max(1, Math.ceil(error.deadlineMs / 4000))) },
-    });
   return undefined;
+}
+
+/**
+ * The headers of a coded error's answer: a refused key's challenge; `Retry-After` in whole
+ * seconds (at least 1) when the error says when to retry, and `retry-after-ms`, which the
+ * official clients prefer, where the wait was measured for the account (its slot, its allowance:
+ * the 429s).
+ */
+function headersOf(error: CodedError): Record<string, string> {
+  const status = Errors[error.code].status;
+  if (status === 401) return { ...WWW_AUTHENTICATE };
+  if (error.retryAfterMs === undefined) return {};
+  const ms = Math.max(1, Math.round(error.retryAfterMs));
+  const seconds = String(Math.max(1, Math.ceil(ms / 1000)));
+  return status === 429
+    ? { "retry-after": seconds, "retry-after-ms": String(ms) }
+    : { "retry-after": seconds };
 }
 
 /**

@@ -1,19 +1,19 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
-import { AdmissionError, type Admission, type AdmissionRefusal } from "../accounts/admission.js";
+import type { Admission } from "../accounts/admission.js";
 import { asStoreUnavailable } from "../accounts/store.js";
-import { bearerKey, WWW_AUTHENTICATE } from "../protocol/bearer.js";
-import { ApiError, Errors, type HttpError } from "../protocol/errors.js";
+import { bearerKey } from "../protocol/bearer.js";
 
 /**
  * Admission of a request before it reaches the model (authentication, per-account concurrency,
  * allowance). `authenticate` runs in `onRequest`, before the body is read, and `admit` once the
- * body is complete ({@link installGate}); each throws an {@link HttpError} to refuse; the returned ticket is settled once with the usage of the call (or
- * `undefined` when it failed or never reached the model).
+ * body is complete ({@link installGate}); each throws an error with its code of the error table
+ * to refuse (src/protocol/errors.ts). The returned ticket is settled once with the usage of the
+ * call (or `undefined` when it failed or never reached the model).
  */
 export interface Gate {
   /**
-   * Checks the request's credential in `onRequest`, before its body is read; throws an
-   * {@link HttpError} (401) to refuse. Optional: without it the credential is checked by `admit`.
+   * Checks the request's credential in `onRequest`, before its body is read; throws an error
+   * with a 401's code to refuse. Optional: without it the credential is checked by `admit`.
    */
   authenticate?(request: FastifyRequest): Promise<void>;
   /** Admits the request once its body is complete and parsed (`preHandler`). */
@@ -32,7 +32,7 @@ export interface GateTicket {
   finish?(outcome: { status: number; model: string | undefined }): Promise<void> | void;
   /**
    * Reserves the call's tokens against the account's allowance before the model runs.
-   * @throws {@link HttpError} 429 ({@link Errors.allowanceExhausted}) when the call would overrun it.
+   * @throws an error with code `allowanceOverrun` (429) when the call would overrun it.
    */
   reserve?(usage: { input_tokens: number; output_tokens: number }): Promise<void>;
   /** The client went away before its answer: free the account's slot now (usage still follows via settle). */
@@ -51,69 +51,24 @@ export interface GateTicket {
 export const GATED_ROUTES: readonly string[] = ["/v1/systemone", "/v1/decisions"];
 
 /**
- * A {@link Gate} over an {@link Admission}: refusals become 401 / 429 in the API's error shape; a
- * store that does not answer rejects with `StoreUnavailableError` (→ 503, ./error-handler.ts).
+ * A {@link Gate} over an {@link Admission}. Its refusals are the admission's errors, each with its
+ * code (401 for a key, 429 for a slot or an allowance), and a store that does not answer rejects
+ * with `StoreUnavailableError` (503); the app's one mapping answers them (./error-handler.ts).
  */
 export function accountGate(admission: Admission): Gate {
-  const refused = (error: unknown) =>
-    error instanceof AdmissionError ? refusalError(error.refusal) : error;
   return {
     async authenticate(request) {
-      const key = bearerKey(request.headers.authorization);
-      if (key === undefined || key === "")
-        throw new ApiError(Errors.missingKey, [], { headers: WWW_AUTHENTICATE });
-      await admission.check(key).catch((error: unknown) => {
-        throw refused(error);
-      });
+      await admission.check(bearerKey(request.headers.authorization));
     },
     async admit(request) {
-      let permit;
-      try {
-        permit = await admission.admit(bearerKey(request.headers.authorization));
-      } catch (error) {
-        throw refused(error);
-      }
+      const permit = await admission.admit(bearerKey(request.headers.authorization));
       return {
         settle: (usage) => permit.settle(usage),
         finish: (result) => permit.finish(result),
         release: () => permit.release(),
-        reserve: async (usage) => {
-          try {
-            await permit.reserve(usage);
-          } catch (error) {
-            throw refused(error);
-          }
-        },
+        reserve: (usage) => permit.reserve(usage),
       };
     },
-  };
-}
-
-/**
- * An admission refusal as an HTTP error: {@link Errors.keyRefused} (401),
- * {@link Errors.concurrencyLimit} or {@link Errors.allowanceExhausted} (429).
- */
-export function refusalError(refusal: AdmissionRefusal): HttpError {
-  switch (refusal.kind) {
-    case "authentication":
-      return new ApiError(Errors.keyRefused, [refusal.message], { headers: WWW_AUTHENTICATE });
-    case "concurrency":
-      return new ApiError(Errors.concurrencyLimit, [refusal.message], {
-        headers: retryHeaders(refusal.retryAfterMs),
-      });
-    case "allowance":
-      return new ApiError(Errors.allowanceExhausted, [refusal.message], {
-        headers: refusal.retryAfterMs === undefined ? {} : retryHeaders(refusal.retryAfterMs),
-      });
-  }
-}
-
-/** `Retry-After` in whole seconds (at least 1) and `retry-after-ms`, which the official clients prefer. */
-function retryHeaders(ms: number): Record<string, string> {
-  const rounded = Math.max(1, Math.round(ms));
-  return {
-    "retry-after": String(Math.max(1, Math.ceil(rounded / 1000))),
-    "retry-after-ms": String(rounded),
   };
 }
 

@@ -108,7 +108,7 @@ const openAiError = (description: string) => ({ description, content: json("Open
 export function openApiDocument(options: OpenApiOptions): Record<string, unknown> {
   const security = options.auth ? [{ bearer: [] }] : [];
   const unauthorized = options.auth
-    ? { "401": error(`Missing, unknown or revoked API key (\`${Errors.keyRefused.type}\`)`) }
+    ? { "401": error(`Missing, unknown or revoked API key (\`${Errors.unknownKey.type}\`)`) }
     : {};
   return {
     openapi: "3.1.0",

@@ -1,4 +1,4 @@
-import { ApiError, Errors } from "../protocol/errors.js";
+import { ApiError, CodedError, Errors } from "../protocol/errors.js";
 
 /**
  * Bounds the work waiting for the model: at most `capacity` decisions are admitted at once
@@ -23,11 +23,15 @@ export const DEFAULT_QUEUE_CAPACITY = 16;
 /** Default deadline: 300 s (docs/decisions/035). */
 export const DEFAULT_DEADLINE_MS = 300_000;
 
-/** Thrown (as a signal's reason) when a decision runs past its deadline. */
-export class DeadlineError extends Error {
-  override readonly name = "DeadlineError";
+/**
+ * Thrown (as a signal's reason) when a decision runs past its deadline; code `deadlineExceeded`,
+ * with a retry after a quarter of the deadline (at least 1 s).
+ */
+export class DeadlineError extends CodedError<"deadlineExceeded"> {
   constructor(readonly deadlineMs: number) {
-    super(`no answer within the deadline of ${deadlineMs} ms`);
+    super("deadlineExceeded", [deadlineMs], {
+      retryAfterMs: 1000 * Math.max(1, Math.ceil(deadlineMs / 4000)),
+    });
   }
 }
 

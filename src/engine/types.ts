@@ -1,3 +1,5 @@
+import { CodedError } from "../protocol/errors.js";
+
 /**
  * The engine boundary (DESIGN.md, "The engine boundary"): the decision layer hands an engine
  * token sequences for a shared prefix and a set of branches, and gets back log-probabilities of
@@ -171,16 +173,18 @@ export interface Engine {
 /**
  * Thrown when no engine answered: a remote engine refused the connection, failed, or did not
  * answer within the request's deadline, and no other engine of the pool could take the request.
- * The API answers 503 with `Retry-After` ({@link retryAfterSeconds}).
+ * Its code says which (`engineUnreachable`: each engine and its error; `engineDeadline`: the
+ * deadline, ms); the API answers 503 with `Retry-After` ({@link retryAfterSeconds}).
+ * @example throw new EngineUnavailableError("engineDeadline", 30_000, 1);
  */
-export class EngineUnavailableError extends Error {
+export class EngineUnavailableError extends CodedError<"engineUnreachable" | "engineDeadline"> {
   constructor(
-    message: string,
+    code: "engineUnreachable" | "engineDeadline",
+    detail: string | number,
     /** Seconds after which a retry may find an engine back (the pool's probe interval). */
     readonly retryAfterSeconds: number,
   ) {
-    super(message);
-    this.name = "EngineUnavailableError";
+    super(code, [detail], { retryAfterMs: retryAfterSeconds * 1000 });
   }
 }
 

@@ -1,13 +1,19 @@
 /**
  * Every error the API answers, declared once (the style of Fastify's `lib/errors.js`): a code
- * (the key), the HTTP status, the wire `error_type` and a message template. Code throws them by
- * code — `throw new ApiError(Errors.concurrencyLimit, [message], headers)` — and one error
- * handler (src/api/error-handler.ts) writes them; no other file spells a status or an
- * `error_type`.
+ * (the key), the HTTP status, the wire `error_type` and the message, whose words live here only.
+ * Code throws them by code — `throw new ApiError(Errors.routeNotFound, [method, url])` in the API,
+ * `throw new CodedError("storeUnavailable", [2])` below it — and every thrown error carries its
+ * code; one mapping (src/api/error-handler.ts) answers them; no other file spells a status or an
+ * `error_type`. Why: docs/decisions/090-one-composition-root.md
  *
  * Bodies: a 422 is `{"detail": [{loc, msg, type}]}` (FastAPI's shape, {@link ValidationDetail});
  * every other error `{"detail": {"error_type", "message", "request_id"?}}` ({@link ErrorBody}).
  */
+
+import type * as Shapes from "./error-shapes.js";
+import { formatMessage } from "./error-shapes.js";
+
+export * from "./error-shapes.js";
 
 /** One entry of the table. */
 export interface ErrorSpec {
@@ -15,15 +21,39 @@ export interface ErrorSpec {
   readonly status: number;
   /** The wire `error_type`, as clients match it. */
   readonly type: string;
-  /** The message; each `%s` takes the next argument, in order. */
-  readonly message: string;
+  /**
+   * The message: a template whose each `%s` takes the next argument, in order; or, for a message
+   * with optional parts, a function of the error's named arguments.
+   */
+  readonly message: string | ((args: never) => string);
+}
+
+/** The arguments of an entry's message: its function's, else one value per `%s`. */
+export type MessageArgs<S extends ErrorSpec> = S["message"] extends (args: infer A) => string
+  ? A
+  : readonly (string | number)[];
+
+/** The words of an allowance's period. */
+function periodText(period: Shapes.AllowanceArgs["period"]): string {
+  return { day: "today (UTC)", month: "this month (UTC)", total: "in total" }[period];
+}
+
+/** `; it renews at <ISO time>`, or "" for an allowance that does not renew. */
+function renewsText(renewsAt: number | undefined): string {
+  return renewsAt !== undefined ? `; it renews at ${new Date(renewsAt).toISOString()}` : "";
 }
 
 /** The errors of the API, by code. */
 export const Errors = {
   // 400
-  /** One of Fastify's own 4xx (a malformed request line, say); answered with the error's status. */
-  invalidRequest: { status: 400, type: "invalid_request", message: "%s" },
+  /** One of Fastify's own 4xx, in Fastify's words; answered with the error's status. */
+  invalidRequest: { status: 400, type: "invalid_request", message: "the request is not valid: %s" },
+  /** A request Node's HTTP parser refused (an unknown method, a malformed request line). */
+  invalidHttp: {
+    status: 400,
+    type: "invalid_request",
+    message: "the request is not valid HTTP/1.1 (%s)",
+  },
   invalidBodyEncoding: {
     status: 400,
     type: "invalid_body_encoding",
@@ -40,8 +70,6 @@ export const Errors = {
     type: "authentication_error",
     message: "the Authorization header must be Bearer <key>",
   },
-  /** An unknown or revoked key, in the words of the accounts' admission. */
-  keyRefused: { status: 401, type: "authentication_error", message: "%s" },
   consoleSignIn: {
     status: 401,
     type: "authentication_error",
@@ -136,10 +164,31 @@ export const Errors = {
   /** A body that does not validate; its body is the {@link ValidationDetail} list, not a message. */
   validation: { status: 422, type: "validation_error", message: "the request is not valid" },
   // 429
-  /** The account's request in flight, in the words of the accounts' admission. */
-  concurrencyLimit: { status: 429, type: "concurrency_limit", message: "%s" },
-  /** The account's allowance, in the words of the accounts' admission. */
-  allowanceExhausted: { status: 429, type: "allowance_exhausted", message: "%s" },
+  /** The account has a request in flight (here or on another replica): its name, seconds to wait. */
+  concurrencyLimit: {
+    status: 429,
+    type: "concurrency_limit",
+    message:
+      'account "%s" already has a request in flight; decisiond answers one request at a time per account: retry when it is done (in about %s s)',
+  },
+  /** The account's allowance for the period is used up. */
+  allowanceExhausted: {
+    status: 429,
+    type: "allowance_exhausted",
+    message: (a: Shapes.AllowanceArgs) =>
+      `account "${a.account}" has used its allowance: ${a.used} of ${a.tokens} tokens ${periodText(a.period)}` +
+      (a.reserved > 0 ? ` (${a.reserved} more reserved by a call in flight)` : "") +
+      renewsText(a.renewsAt),
+  },
+  /** The call's tokens would take the account past its allowance: it is not run. */
+  allowanceOverrun: {
+    status: 429,
+    type: "allowance_exhausted",
+    message: (a: Shapes.AllowanceArgs & { readonly needed: number }) =>
+      `this call needs ${a.needed} tokens but account "${a.account}" has ${a.remaining} of its ${a.tokens} left ${periodText(a.period)}` +
+      (a.reserved > 0 ? ` (${a.reserved} reserved by calls in flight)` : "") +
+      `: it was not run${renewsText(a.renewsAt)}`,
+  },
   // 500
   internal: {
     status: 500,
@@ -177,70 +226,91 @@ export const Errors = {
     type: "console_not_built",
     message: "the console's front end is not built (no %s): run npm run build",
   },
-  /** No engine answered, in the engine pool's words. */
-  engineUnreachable: { status: 503, type: "engine_unreachable", message: "%s" },
-  /** A remote engine's own 4xx whose body is not JSON; answered with the engine's status. */
-  engineRefused: { status: 502, type: "engine_refused", message: "%s" },
+  /** No remote engine could be reached: each engine and its error. */
+  engineUnreachable: {
+    status: 503,
+    type: "engine_unreachable",
+    message: "no engine is reachable (%s)",
+  },
+  /** No remote engine answered within the engine deadline (`--engine-deadline`, ms). */
+  engineDeadline: {
+    status: 503,
+    type: "engine_unreachable",
+    message: "no engine answered within %s ms",
+  },
+  /** A remote engine's own 4xx whose body is not JSON: its text; answered with the engine's status. */
+  engineRefused: { status: 502, type: "engine_refused", message: "the engine refused: %s" },
 } as const satisfies Record<string, ErrorSpec>;
 
 /** A code of the table. */
 export type ErrorCode = keyof typeof Errors;
 
 /**
- * Kinds of failure a client reports where no server `error_type` exists (no response, an
- * unreadable one). They never travel on the wire; they are here so that every `error_type` a
- * caller can see is spelled in this file.
+ * The message of an entry for its arguments: its template filled in, or its function's answer.
+ * @example messageOf(Errors.routeNotFound, ["GET", "/x"]) // → "no route GET /x"
  */
-export const ClientErrorTypes = {
-  /** No response: connection refused, DNS, reset. */
-  connection: "connection_error",
-  /** The console front end's name for {@link ClientErrorTypes.connection}. */
-  network: "network_error",
-  /** The caller aborted the request. */
-  aborted: "aborted",
-  /** A response that is not the JSON the API answers. */
-  invalidResponse: "invalid_response",
-  /** The console front end's name for an error body it cannot read. */
-  unknown: "error",
-} as const;
+export function messageOf<S extends ErrorSpec>(spec: S, args: MessageArgs<S>): string {
+  const message = spec.message as string | ((args: MessageArgs<S>) => string);
+  return typeof message === "string"
+    ? formatMessage(message, args as readonly (string | number)[])
+    : message(args);
+}
+
+/** The code of each entry of the table, by the entry. */
+const CODES = new Map<ErrorSpec, ErrorCode>(
+  Object.entries(Errors).map(([code, spec]) => [spec, code as ErrorCode]),
+);
 
 /**
- * The `error_type` a client gives an error response without an `error_type` (a proxy's page).
- * @param status - the HTTP status
- * @returns `http_<status>`
- * @example httpStatusErrorType(502) // → "http_502"
+ * The code of an entry of the table.
+ * @throws Error for a spec that is not one of {@link Errors}
  */
-export function httpStatusErrorType(status: number): string {
-  return `http_${status}`;
-}
-
-/** One entry of a 422 body, FastAPI's shape: where (`loc`, starting with "body"), what, and a type. */
-export interface ValidationDetail {
-  /** Where: `"body"` (or `"query"`, `"path"`), then the keys and indexes down to the value. */
-  loc: (string | number)[];
-  /** What is wrong, for people. */
-  msg: string;
-  /** What is wrong, for programs: pydantic's names (`missing`, `string_type`, `value_error`, …). */
-  type: string;
-}
-
-/** The body of every error but a 422. */
-export interface ErrorBody {
-  detail: { error_type: string; message: string; request_id?: string };
-}
-
-/** The body of a 422. */
-export interface ValidationErrorBody {
-  detail: ValidationDetail[];
+function codeOf(spec: ErrorSpec): ErrorCode {
+  const code = CODES.get(spec);
+  if (code === undefined) throw new Error(`not an entry of the error table: ${spec.type}`);
+  return code;
 }
 
 /**
- * `template` with each `%s` replaced by the next of `args` (missing ones by "").
- * @example formatMessage("no route %s %s", ["GET", "/x"]) // → "no route GET /x"
+ * An error of the table thrown by code that knows no HTTP (accounts/, engine/, the work queue):
+ * it carries its entry's code and the message's arguments (Fastify's `FST_ERR_*` habit), and the
+ * API's one mapping (src/api/error-handler.ts) answers it through the entry. Its own message, for
+ * logs, is the entry's, followed by its cause's.
+ * @example `throw new CodedError("deadlineExceeded", [deadlineMs], { retryAfterMs: 1000 });`
  */
-export function formatMessage(template: string, args: readonly (string | number)[]): string {
-  let next = 0;
-  return template.replace(/%s/g, () => String(args[next++] ?? ""));
+export class CodedError<C extends ErrorCode = ErrorCode> extends Error {
+  /** The message's arguments, as the entry takes them. */
+  readonly args: MessageArgs<(typeof Errors)[C]>;
+  /** How long a retry should wait, ms; `undefined` when the entry says none. */
+  readonly retryAfterMs: number | undefined;
+
+  /**
+   * @param code - the entry's code, e.g. `"storeUnavailable"`
+   * @param args - the message's arguments
+   * @param options - the retry delay, and the cause
+   */
+  constructor(
+    readonly code: C,
+    args: MessageArgs<(typeof Errors)[C]>,
+    options: Shapes.CodedErrorOptions = {},
+  ) {
+    const cause = options.cause;
+    super(
+      messageOf<ErrorSpec>(Errors[code], args as MessageArgs<ErrorSpec>) +
+        (cause === undefined
+          ? ""
+          : ` (${cause instanceof Error ? cause.message : JSON.stringify(cause)})`),
+      cause === undefined ? undefined : { cause },
+    );
+    this.name = new.target.name;
+    this.args = args;
+    this.retryAfterMs = options.retryAfterMs;
+  }
+}
+
+/** Whether `error` is a {@link CodedError}, of any code. */
+export function isCodedError(error: unknown): error is CodedError {
+  return error instanceof CodedError;
 }
 
 /**
@@ -252,44 +322,40 @@ export class HttpError extends Error {
    * @param statusCode - the HTTP status
    * @param body - the JSON body
    * @param headers - response headers, lower-case names
+   * @param code - the code of its entry of the table; `undefined` for a body of another wire's
+   *   table (src/protocol/decisions-errors.ts) or an engine's own
    */
   constructor(
     readonly statusCode: number,
     readonly body: unknown,
     readonly headers: Readonly<Record<string, string>> = {},
+    readonly code: ErrorCode | undefined = undefined,
   ) {
     super(typeof body === "object" && body !== null ? JSON.stringify(body) : String(body));
     this.name = "HttpError";
   }
 }
 
-/** Options of {@link ApiError}. */
-export interface ApiErrorOptions {
-  /** Response headers (`retry-after`, `www-authenticate`, …), lower-case names. */
-  readonly headers?: Readonly<Record<string, string>>;
-  /** The status, for the entries answered with another error's status (`invalidRequest`, `engineRefused`). */
-  readonly status?: number;
-}
-
 /**
- * An error of the table, thrown by code.
+ * An error of the table, thrown by the API's own code; its `code` is the entry's.
  * @example throw new ApiError(Errors.routeNotFound, [request.method, request.url]);
  */
-export class ApiError extends HttpError {
+export class ApiError<S extends ErrorSpec = ErrorSpec> extends HttpError {
   /**
-   * @param spec - the table's entry, e.g. `Errors.concurrencyLimit`
-   * @param args - the values of the message's `%s`, in order
+   * @param spec - the table's entry, e.g. `Errors.routeNotFound`
+   * @param args - the message's arguments: the values of its `%s`, in order, or its function's
    * @param options - headers, and the status where the entry takes another error's
+   * @throws Error for a spec that is not an entry of {@link Errors}
    */
   constructor(
-    readonly spec: ErrorSpec,
-    args: readonly (string | number)[] = [],
-    options: ApiErrorOptions = {},
+    readonly spec: S,
+    args: MessageArgs<S> = [] as MessageArgs<S>,
+    options: Shapes.ApiErrorOptions = {},
   ) {
-    const body: ErrorBody = {
-      detail: { error_type: spec.type, message: formatMessage(spec.message, args) },
+    const body: Shapes.ErrorBody = {
+      detail: { error_type: spec.type, message: messageOf(spec, args) },
     };
-    super(options.status ?? spec.status, body, options.headers);
+    super(options.status ?? spec.status, body, options.headers, codeOf(spec));
     this.name = "ApiError";
   }
 }
@@ -303,9 +369,9 @@ export class ApiError extends HttpError {
  * throw validationError([{ loc: ["body", "model"], msg: "Field required", type: "missing" }]);
  * ```
  */
-export function validationError(detail: ValidationDetail[]): HttpError {
-  const body: ValidationErrorBody = { detail };
-  return new HttpError(Errors.validation.status, body);
+export function validationError(detail: Shapes.ValidationDetail[]): HttpError {
+  const body: Shapes.ValidationErrorBody = { detail };
+  return new HttpError(Errors.validation.status, body, {}, "validation");
 }
 
 /**

@@ -4,7 +4,7 @@ import type { SystemOnePassThrough } from "../decision/backends/systemone.js";
 import { Decider } from "../decision/decide.js";
 import type { DecisionResult } from "../decision/types.js";
 import { EngineRequestError } from "../engine/remote/index.js";
-import { EngineUnavailableError, type Engine } from "../engine/types.js";
+import type { Engine } from "../engine/types.js";
 import type { ModelBundle } from "../models/bundle.js";
 import { ApiError, Errors, HttpError } from "../protocol/errors.js";
 import { openModelEngine } from "./model.js";
@@ -77,17 +77,16 @@ export async function engineReady(engine: Engine): Promise<void> {
 }
 
 /**
- * Engine failures as API answers: no engine reachable → 503 `engine_unreachable` with
- * `Retry-After`; a pass-through engine's own 4xx → the same status and body.
+ * A remote engine's own refusal (a 4xx), forwarded: engines behind decisiond (llama-server with
+ * decisiond's routes, a pass-through's) answer in the API's own shapes, so the client gets the
+ * engine's status and body as the engine wrote them; a body that is not JSON is wrapped in the
+ * table's `engineRefused`. Every other error goes on to the app's one mapping
+ * (src/api/error-handler.ts), an unreachable engine by its code.
  */
 async function engineErrors(decision: Promise<DecisionResult>): Promise<DecisionResult> {
   try {
     return await decision;
   } catch (error) {
-    if (error instanceof EngineUnavailableError)
-      throw new ApiError(Errors.engineUnreachable, [error.message], {
-        headers: { "retry-after": String(error.retryAfterSeconds) },
-      });
     if (error instanceof EngineRequestError && error.status < 500) {
       let body: unknown;
       try {
@@ -95,7 +94,7 @@ async function engineErrors(decision: Promise<DecisionResult>): Promise<Decision
       } catch {
         body = new ApiError(Errors.engineRefused, [error.body.slice(0, 500)]).body;
       }
-      throw new HttpError(error.status, body);
+      throw new HttpError(error.status, body, {}, "engineRefused");
     }
     throw error;
   }

@@ -104,12 +104,9 @@ export class SystemOnePassThrough {
         this.inFlight[i]!--;
       }
     }
-    throw new EngineUnavailableError(
-      deadline.aborted
-        ? `no engine answered within ${this.deadlineMs} ms`
-        : `no engine is reachable (${errors.join("; ")})`,
-      1,
-    );
+    throw deadline.aborted
+      ? new EngineUnavailableError("engineDeadline", this.deadlineMs, 1)
+      : new EngineUnavailableError("engineUnreachable", errors.join("; "), 1);
   }
 }
 

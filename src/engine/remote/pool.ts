@@ -107,7 +107,8 @@ export class EnginePool implements Engine {
     const first = slots.find((s) => s.engine)?.engine;
     if (!first)
       throw new EngineUnavailableError(
-        `no engine answered: ${slots.map((s) => s.lastError).join("; ")}`,
+        "engineUnreachable",
+        slots.map((s) => s.lastError).join("; "),
         1,
       );
     for (const slot of slots)
@@ -190,9 +191,8 @@ export class EnginePool implements Engine {
       const slot = this.pick(tried);
       if (!slot)
         throw new EngineUnavailableError(
-          `no engine is reachable (${this.slots
-            .map((s) => `${s.member.name}: ${s.lastError ?? "busy"}`)
-            .join("; ")})`,
+          "engineUnreachable",
+          this.slots.map((s) => `${s.member.name}: ${s.lastError ?? "busy"}`).join("; "),
           this.retryAfterSeconds,
         );
       tried.add(slot);
@@ -203,7 +203,8 @@ export class EnginePool implements Engine {
         if (signal?.aborted) throw signal.reason;
         if (deadline.aborted)
           throw new EngineUnavailableError(
-            `no engine answered within ${this.deadlineMs} ms`,
+            "engineDeadline",
+            this.deadlineMs,
             this.retryAfterSeconds,
           );
         if (!(error instanceof EngineCallError)) throw error;
