@@ -8,11 +8,12 @@ import { installBodyDeadline } from "./body-deadline.js";
 import { clientErrorHandler, refuseConnect } from "./client-error.js";
 import { installDecompression } from "./decompress.js";
 import { installEarlyReplies } from "./early-reply.js";
+import { decisionHooks } from "./decision-hooks.js";
 import { installErrorHandler, notFound } from "./error-handler.js";
-import { GATED_ROUTES, installGate } from "./gate.js";
 import { installJsonScan } from "./json-scan.js";
 import { requireLoopbackHost } from "./host.js";
 import { requestLogFields } from "./request-log.js";
+import { declareRequestState } from "./request-state.js";
 import { JSON_CONTENT_TYPE, parseJsonBody, unacceptableCharset } from "./json.js";
 import { Lifecycle } from "./lifecycle.js";
 import { createMetrics } from "./metrics.js";
@@ -72,13 +73,12 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     queueDepth: options.queueDepth ?? (() => 0),
     draining: () => lifecycle.draining,
   });
-  const errorTypes = new WeakMap<object, string>();
+  declareRequestState(app);
 
   // When the request arrived (performance.now() ms), for Server-Timing `app` below: Fastify's own
   // `reply.elapsedTime` is 0 when request logging is off.
-  const receivedAt = new WeakMap<object, number>();
   app.addHook("onRequest", async (request, reply) => {
-    receivedAt.set(request, performance.now());
+    request.receivedAt = performance.now();
     reply.header("x-request-id", request.id);
     reply.header("x-typesafe-request-id", request.id);
     // An unknown route is answered before its body is read: no upload, decompression or parse.
@@ -89,9 +89,11 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   // serialized, so a client can tell the server's own time from the network's (bench/run.mjs).
   app.addHook("onSend", async (request, reply, payload) => {
     const timing = reply.getHeader("server-timing");
-    const start = receivedAt.get(request);
-    if (typeof timing === "string" && start !== undefined)
-      reply.header("server-timing", `${timing}, app;dur=${(performance.now() - start).toFixed(2)}`);
+    if (typeof timing === "string")
+      reply.header(
+        "server-timing",
+        `${timing}, app;dur=${(performance.now() - request.receivedAt).toFixed(2)}`,
+      );
     return payload;
   });
 
@@ -119,7 +121,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   // Metrics of every answered request: count by status and error type, latency by route.
   app.addHook("onSend", async (request, reply, payload) => {
     if (reply.statusCode >= 400 && typeof payload === "string")
-      errorTypes.set(request, errorTypeOf(payload));
+      request.errorType = errorTypeOf(payload);
     return payload;
   });
   app.addHook("onResponse", async (request, reply) => {
@@ -127,37 +129,18 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     metrics.requests.inc({
       route,
       status: String(reply.statusCode),
-      error_type: errorTypes.get(request) ?? "",
+      error_type: request.errorType,
     });
     metrics.duration.observe({ route }, reply.elapsedTime / 1000);
   });
 
-  // Drain: decision requests are counted in and out; while draining they get 503 before
-  // admission, so the load balancer retries them on another replica.
-  app.addHook("onRequest", async (request, reply) => {
-    if (request.method !== "POST" || !GATED_ROUTES.includes(request.routeOptions.url ?? "")) return;
-    if (lifecycle.draining) {
-      void reply.header("connection", "close");
-      throw new ApiError(Errors.shuttingDown, [], { headers: { "retry-after": "1" } });
-    }
-    lifecycle.enter();
-    reply.raw.once("close", () => lifecycle.leave());
-  });
-
-  installErrorHandler(app, {
-    bodyLimit,
-    onFault: (request) => {
-      if (request.routeOptions.url === "/v1/systemone") metrics.engineErrors.inc();
-    },
-  });
+  installErrorHandler(app, { bodyLimit });
 
   const queue = new WorkQueue(options.queue);
 
   const byName = new Map<string, ServedModel>();
   for (const model of options.models)
     for (const name of [...model.names, ...(model.aliases ?? [])]) byName.set(name, model);
-
-  if (options.gate) installGate(app, options.gate, (body) => servedModelName(body, byName));
 
   for (const mount of options.mounts ?? []) await mount(app);
 
@@ -170,9 +153,16 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     version: options.version ?? "0.0.0",
     auth: options.gate !== undefined,
   });
-  registerDecideRoute(app, { byName, queue, metrics });
+  // Both decision wires: drain, the gate and the ledger around the handler (./decision-hooks.ts).
+  const hooks = decisionHooks({
+    lifecycle,
+    gate: options.gate,
+    metrics,
+    modelOf: (body) => servedModelName(body, byName),
+  });
+  registerDecideRoute(app, { byName, queue, metrics, hooks });
   // OpenAI's Decisions wire: the same core, gate and queue; its errors in OpenAI's shape.
-  await app.register(decisionsRoute({ byName, queue, metrics }));
+  await app.register(decisionsRoute({ byName, queue, metrics, hooks }));
 
   return app;
 }

@@ -1,8 +1,10 @@
 import type { FastifyInstance, FastifyReply } from "fastify";
 import type { DecisionMedia, DecisionRequest, DecisionResult } from "../decision/types.js";
 import { decodeRequestMedia } from "../media/request.js";
+import { SYSTEMONE_PATH } from "../protocol/routes.js";
 import type { SystemOneResponse } from "../protocol/schemas.js";
-import { admittedTicket, type GateTicket } from "./gate.js";
+import type { DecisionHooks } from "./decision-hooks.js";
+import type { GateTicket } from "./gate.js";
 import type { ServiceMetrics } from "./metrics.js";
 import type { ServedModel } from "./options.js";
 import { toDecisionRequest } from "../decision/from-wire.js";
@@ -24,41 +26,52 @@ export interface DecideRouteOptions {
   /** The bound on decisions waiting for the model, and their deadline. */
   readonly queue: WorkQueue;
   readonly metrics: ServiceMetrics;
+  /** Drain, the gate and the ledger around the handler (./decision-hooks.ts). */
+  readonly hooks: DecisionHooks;
 }
 
 /**
- * Registers `POST /v1/systemone`: validate (./validate.ts), decode the media, let the model
- * decide under the work queue's bound and deadline, answer `{model, answers, usage}`. Errors are
- * thrown to the app's error handler (./error-handler.ts). The gate's ticket is settled with the
- * call's usage once the model lets go, also when the client left first.
+ * Registers `POST /v1/systemone`. Its life, in order: while the service drains, 503; the key and
+ * the allowance checked before the body is read (401, 429); the body read, bounded and parsed
+ * (./json-scan.ts, ./json.ts); the account's slot taken (429); then the handler: validate
+ * (./validate.ts), decode the media, let the model decide under the work queue's bound and
+ * deadline, answer `{model, answers, usage}`; the ledger row written before the answer leaves
+ * (503 when it cannot be), or as 499 when the client left first. Errors are thrown to the app's
+ * one error handler (./error-handler.ts). The gate's ticket is settled with the call's usage once
+ * the model lets go, also when the client left first.
  */
 export function registerDecideRoute(app: FastifyInstance, options: DecideRouteOptions): void {
-  app.post("/v1/systemone", async (request, reply): Promise<SystemOneResponse | undefined> => {
-    const call = new Call(admittedTicket(request));
-    try {
-      const valid = validateRequest(request.body, options.byName);
-      const result = await call.run(valid, reply, options.queue);
-      if (!result) {
+  app.route({
+    method: "POST",
+    url: SYSTEMONE_PATH,
+    ...options.hooks, // drain, authenticate | admit | record the ledger row | count faults
+    handler: async (request, reply): Promise<SystemOneResponse | undefined> => {
+      const call = new Call(request.admission?.ticket);
+      try {
+        const valid = validateRequest(request.body, options.byName);
+        const result = await call.run(valid, reply, options.queue);
+        if (!result) {
+          request.log.info(
+            "the client closed the connection before its answer; its work was cancelled",
+          );
+          // Nothing to send on a closed connection; the gate records the call as 499 and charges
+          // its usage once the engine lets go.
+          reply.hijack();
+          return undefined;
+        }
+        options.metrics.tokens.inc({ direction: "input" }, result.usage.input_tokens);
+        options.metrics.tokens.inc({ direction: "output" }, result.usage.output_tokens);
+        const { body, name } = valid;
+        const questions = Object.keys(body.questions).length;
         request.log.info(
-          "the client closed the connection before its answer; its work was cancelled",
+          { model: name, questions, usage: result.usage, stats: result.stats },
+          "decided",
         );
-        // Nothing to send on a closed connection; the gate records the call as 499 and charges
-        // its usage once the engine lets go.
-        reply.hijack();
-        return undefined;
+        return { model: name, answers: result.answers, usage: result.usage };
+      } finally {
+        call.settle();
       }
-      options.metrics.tokens.inc({ direction: "input" }, result.usage.input_tokens);
-      options.metrics.tokens.inc({ direction: "output" }, result.usage.output_tokens);
-      const { body, name } = valid;
-      const questions = Object.keys(body.questions).length;
-      request.log.info(
-        { model: name, questions, usage: result.usage, stats: result.stats },
-        "decided",
-      );
-      return { model: name, answers: result.answers, usage: result.usage };
-    } finally {
-      call.settle();
-    }
+    },
   });
 }
 

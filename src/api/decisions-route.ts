@@ -18,8 +18,8 @@ import {
 } from "../protocol/decisions-translate.js";
 import { validationError } from "../protocol/errors.js";
 import { PromptTextError } from "../protocol/prompt-text.js";
+import { DECISIONS_PATH } from "../protocol/routes.js";
 import { Call, type DecideRouteOptions } from "./decide-route.js";
-import { admittedTicket } from "./gate.js";
 import { jsonShapeProblems } from "./json-shape.js";
 import type { ServedModel } from "./options.js";
 import { servedModelName } from "./validate.js";
@@ -39,7 +39,7 @@ import { servedModelName } from "./validate.js";
  *
  * @example
  * ```ts
- * await app.register(decisionsRoute({ byName, queue, metrics }));
+ * await app.register(decisionsRoute({ byName, queue, metrics, hooks }));
  * // POST /v1/decisions {"model": "decisiond-1.0-experimental", "input": "…", "questions": [{"type": "predicate", "instructions": "…"}]}
  * // → 200 {"model", "answers": [{"type": "predicate", "name": null, "probability": 0.93}], "usage": {…}}
  * ```
@@ -51,60 +51,64 @@ export function decisionsRoute(
     const shared = app.errorHandler;
     app.setErrorHandler(async function (error: FastifyError, request, reply) {
       const answered = await answerOf(shared, this, error, request);
-      if (answered.status === 500) options.metrics.engineErrors.inc();
       const { status, body } = toOpenAiError(answered.status, answered.body);
       return reply.code(status).headers(answered.headers).send(body);
     });
 
-    app.post("/v1/decisions", async (request, reply): Promise<Decision | undefined> => {
-      const call = new Call(admittedTicket(request));
-      try {
-        const { body, model, name } = validate(request.body, options.byName);
-        const translation = fromDecisionsRequest(body, {
-          acceptsImages: model.acceptsImages,
-          name,
-        });
-        if (Object.keys(translation.systemOne.questions).length === 0)
-          return refusedDecision(name, body);
-        let result;
+    app.route({
+      method: "POST",
+      url: DECISIONS_PATH,
+      ...options.hooks, // drain, authenticate | admit | record the ledger row | count faults
+      handler: async (request, reply): Promise<Decision | undefined> => {
+        const call = new Call(request.admission?.ticket);
         try {
-          result = await call.run(
-            { body: translation.systemOne, model, name },
-            reply,
-            options.queue,
-            {
-              unfit: "refuse",
-            },
-          );
-        } catch (error) {
-          throw wireError(error, translation);
-        }
-        if (!result) {
+          const { body, model, name } = validate(request.body, options.byName);
+          const translation = fromDecisionsRequest(body, {
+            acceptsImages: model.acceptsImages,
+            name,
+          });
+          if (Object.keys(translation.systemOne.questions).length === 0)
+            return refusedDecision(name, body);
+          let result;
+          try {
+            result = await call.run(
+              { body: translation.systemOne, model, name },
+              reply,
+              options.queue,
+              {
+                unfit: "refuse",
+              },
+            );
+          } catch (error) {
+            throw wireError(error, translation);
+          }
+          if (!result) {
+            request.log.info(
+              "the client closed the connection before its answer; its work was cancelled",
+            );
+            reply.hijack();
+            return undefined;
+          }
+          options.metrics.tokens.inc({ direction: "input" }, result.usage.input_tokens);
+          options.metrics.tokens.inc({ direction: "output" }, result.usage.output_tokens);
+          const answers = toDecisionAnswers(body, translation, result.answers, result.refused);
           request.log.info(
-            "the client closed the connection before its answer; its work was cancelled",
+            {
+              model: name,
+              questions: body.questions.length,
+              refused: answers.filter((a) => a.type === "refusal").length,
+              usage: result.usage,
+              stats: result.stats,
+              // The caller's opaque end-user id, so an operator can trace a call to its end user.
+              ...(body.safety_identifier ? { safety_identifier: body.safety_identifier } : {}),
+            },
+            "decided",
           );
-          reply.hijack();
-          return undefined;
+          return { model: name, answers, usage: decisionUsage(result.usage, result.stats) };
+        } finally {
+          call.settle();
         }
-        options.metrics.tokens.inc({ direction: "input" }, result.usage.input_tokens);
-        options.metrics.tokens.inc({ direction: "output" }, result.usage.output_tokens);
-        const answers = toDecisionAnswers(body, translation, result.answers, result.refused);
-        request.log.info(
-          {
-            model: name,
-            questions: body.questions.length,
-            refused: answers.filter((a) => a.type === "refusal").length,
-            usage: result.usage,
-            stats: result.stats,
-            // The caller's opaque end-user id, so an operator can trace a call to its end user.
-            ...(body.safety_identifier ? { safety_identifier: body.safety_identifier } : {}),
-          },
-          "decided",
-        );
-        return { model: name, answers, usage: decisionUsage(result.usage, result.stats) };
-      } finally {
-        call.settle();
-      }
+      },
     });
   };
 }

@@ -36,14 +36,12 @@ const WARN_CODES: ReadonlySet<string> = new Set(["storeUnavailable", "deadlineEx
 export interface ErrorHandlerOptions {
   /** The body limit in bytes, for the 413 message. */
   readonly bodyLimit: number;
-  /** Called for each internal fault of the request (a metric). */
-  readonly onFault?: (request: FastifyRequest) => void;
 }
 
 /**
  * Sets the app's error and not-found handlers.
  * @param app - the app, before any plugin that should share the handler is registered
- * @param options - the body limit, and what to do on an internal fault
+ * @param options - the body limit
  */
 export function installErrorHandler(app: FastifyInstance, options: ErrorHandlerOptions): void {
   app.setNotFoundHandler((request, reply) => {
@@ -68,7 +66,6 @@ export function installErrorHandler(app: FastifyInstance, options: ErrorHandlerO
       return;
     }
     request.log.error({ err: error }, "internal fault");
-    options.onFault?.(request);
     const fault = new ApiError(Errors.internal, [request.id]);
     void reply.code(fault.statusCode).send(withRequestId(fault.body, request.id));
   });

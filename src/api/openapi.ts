@@ -6,6 +6,7 @@ import {
   OpenAiModelSchema,
 } from "../protocol/decisions-response.js";
 import { Errors } from "../protocol/errors.js";
+import { DECISIONS_PATH, SYSTEMONE_PATH } from "../protocol/routes.js";
 import {
   ErrorSchema,
   ModelEntrySchema,
@@ -121,7 +122,7 @@ export function openApiDocument(options: OpenApiOptions): Record<string, unknown
     },
     jsonSchemaDialect: "https://json-schema.org/draft/2020-12/schema",
     paths: {
-      "/v1/systemone": {
+      [SYSTEMONE_PATH]: {
         post: {
           operationId: "systemOne",
           summary: "Answer 1–16 questions about a state",
@@ -175,7 +176,7 @@ export function openApiDocument(options: OpenApiOptions): Record<string, unknown
           },
         },
       },
-      "/v1/decisions": {
+      [DECISIONS_PATH]: {
         post: {
           operationId: "createDecision",
           summary: "Answer 1–400 questions about an input (OpenAI's Decisions API)",

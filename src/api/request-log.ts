@@ -8,7 +8,7 @@ import type { FastifyRequest } from "fastify";
 
 /**
  * A request target without its query string.
- * @example pathOf("/v1/systemone?api_key=dsk_x") // → "/v1/systemone"
+ * @example pathOf("/v1/models?api_key=dsk_x") // → "/v1/models"
  */
 export function pathOf(url: string): string {
   const query = url.indexOf("?");

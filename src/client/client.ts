@@ -4,6 +4,7 @@ import {
   httpStatusErrorType,
   type ValidationDetail,
 } from "../protocol/errors.js";
+import { SYSTEMONE_PATH } from "../protocol/routes.js";
 import type { ModelEntry, SystemOneRequest, SystemOneResponse } from "../protocol/schemas.js";
 import type { DecideInput, DecideResponseOf } from "./answers.js";
 import { resolveClientConfig, type ResolveOptions } from "./config.js";
@@ -97,7 +98,7 @@ export class DecisiondClient {
     request: R,
     options: CallOptions = {},
   ): Promise<DecideResponseOf<R>> {
-    const { body, status, requestId } = await this.#call("POST", "/v1/systemone", request, options);
+    const { body, status, requestId } = await this.#call("POST", SYSTEMONE_PATH, request, options);
     if (!isObject(body) || !isObject(body.answers) || typeof body.model !== "string")
       throw invalidResponse("the response has no model and answers", body, status, requestId);
     return body as unknown as DecideResponseOf<R>;

@@ -5,6 +5,22 @@ import { accountInScope, authenticate, keyInScope, type Principal } from "./auth
 import { CreateKeyBody, KeyParams, KeysQuery, parseOr422, UsageQuery } from "./schemas.js";
 import { accountView, allowanceView, dayViews, keyView } from "./views.js";
 
+/** Who signed in to a console request, and the store their accounts are in. */
+interface ConsoleSession {
+  readonly store: AccountStore;
+  readonly principal: Principal;
+}
+
+declare module "fastify" {
+  interface FastifyRequest {
+    /** The console's signed-in session; `null` outside the console's signed-in routes. */
+    consoleSession: ConsoleSession | null;
+  }
+}
+
+/** The session of a request of a signed-in route (its `onRequest` hook set it). */
+const signedIn = (request: FastifyRequest): ConsoleSession => request.consoleSession!;
+
 /**
  * The console's JSON API, mounted at `/console/api`. Every route but `GET /config` needs
  * `Authorization: Bearer <API key | admin token>` (see ./auth.ts); a key principal reaches its
@@ -43,144 +59,135 @@ export async function consoleApi(app: FastifyInstance, options: ConsoleApiOption
     return payload;
   });
 
-  // Every route but /config authenticates in onRequest, before its body is read or decompressed:
-  // a request without a valid credential costs no upload, decompression or parse.
-  const principals = new WeakMap<FastifyRequest, { store: AccountStore; principal: Principal }>();
-  app.addHook("onRequest", async (request) => {
-    if (request.routeOptions.url?.endsWith("/config")) return;
-    principals.set(request, await authenticateRequest(request));
-  });
-
   app.get("/config", async () => ({
     auth: store !== undefined,
     admin_sign_in: store !== undefined && adminToken !== undefined,
   }));
 
-  /** The store and the caller of a request. @throws {@link HttpError} 404 without accounts, 401. */
-  const signedIn = async (
-    request: FastifyRequest,
-  ): Promise<{ store: AccountStore; principal: Principal }> =>
-    principals.get(request) ?? authenticateRequest(request);
-  const authenticateRequest = async (
-    request: FastifyRequest,
-  ): Promise<{ store: AccountStore; principal: Principal }> => {
-    if (!store) throw new ApiError(Errors.accountsOff);
-    return {
-      store,
-      principal: await authenticate(request.headers.authorization, { store, adminToken }),
-    };
-  };
+  // Every other route authenticates in onRequest, before its body is read or decompressed: a
+  // request without a valid credential costs no upload, decompression or parse. The session
+  // lives on the request (`request.consoleSession`), declared in this scope only.
+  await app.register(async (signed) => {
+    signed.decorateRequest("consoleSession", null);
+    signed.addHook("onRequest", async (request) => {
+      if (!store) throw new ApiError(Errors.accountsOff);
+      request.consoleSession = {
+        store,
+        principal: await authenticate(request.headers.authorization, { store, adminToken }),
+      };
+    });
 
-  app.get("/session", async (request) => {
-    const { principal } = await signedIn(request);
-    return principal.role === "admin"
-      ? { role: "admin" }
-      : { role: "account", account: principal.account.name, key: keyView(principal.key) };
-  });
+    signed.get("/session", async (request) => {
+      const { principal } = signedIn(request);
+      return principal.role === "admin"
+        ? { role: "admin" }
+        : { role: "account", account: principal.account.name, key: keyView(principal.key) };
+    });
 
-  app.get("/accounts", async (request) => {
-    const { store, principal } = await signedIn(request);
-    const accounts =
-      principal.role === "admin"
-        ? await store.listAccounts()
-        : [(await store.accountById(principal.account.id))!];
-    return {
-      accounts: await Promise.all(
-        accounts.map(async (account) =>
-          accountView(
-            account,
-            await store.allowanceState(account),
-            (await store.listKeys(account.name)).filter((k) => k.revokedAt === undefined).length,
+    signed.get("/accounts", async (request) => {
+      const { store, principal } = signedIn(request);
+      const accounts =
+        principal.role === "admin"
+          ? await store.listAccounts()
+          : [(await store.accountById(principal.account.id))!];
+      return {
+        accounts: await Promise.all(
+          accounts.map(async (account) =>
+            accountView(
+              account,
+              await store.allowanceState(account),
+              (await store.listKeys(account.name)).filter((k) => k.revokedAt === undefined).length,
+            ),
           ),
         ),
-      ),
-    };
-  });
-
-  app.get("/keys", async (request) => {
-    const { store, principal } = await signedIn(request);
-    const query = parseOr422(KeysQuery, request.query, "query");
-    const account = accountInScope(principal, query.account, {
-      loc: ["query", "account"],
-      required: false,
+      };
     });
-    if (account !== undefined && !(await store.findAccount(account)))
-      throw new ApiError(Errors.accountNotFound, [account]);
-    return { keys: (await store.listKeys(account)).map(keyView) };
-  });
 
-  app.post("/keys", async (request, reply) => {
-    const { store, principal } = await signedIn(request);
-    const body = parseOr422(CreateKeyBody, request.body, "body");
-    const account = accountInScope(principal, body.account, {
-      loc: ["body", "account"],
-      required: true,
-    })!;
-    let created;
-    try {
-      // The admin may name a new account: it is created, as `decisiond keys create` does.
-      created = await store.createKey(account, body.label);
-    } catch (error) {
-      if (error instanceof StoreError)
-        throw validationError([
-          { loc: ["body", "account"], msg: error.message, type: "value_error" },
-        ]);
-      throw error;
-    }
-    request.log.info(
-      { key: created.record.prefix, account, by: principal.role },
-      "console: key created",
-    );
-    void reply.code(201);
-    return {
-      ...keyView(created.record),
-      key: created.key,
-      account_created: created.accountCreated,
-    };
-  });
+    signed.get("/keys", async (request) => {
+      const { store, principal } = signedIn(request);
+      const query = parseOr422(KeysQuery, request.query, "query");
+      const account = accountInScope(principal, query.account, {
+        loc: ["query", "account"],
+        required: false,
+      });
+      if (account !== undefined && !(await store.findAccount(account)))
+        throw new ApiError(Errors.accountNotFound, [account]);
+      return { keys: (await store.listKeys(account)).map(keyView) };
+    });
 
-  app.post("/keys/:id/revoke", async (request) => {
-    const { store, principal } = await signedIn(request);
-    const { id } = parseOr422(KeyParams, request.params, "path");
-    await keyInScope(principal, store, id);
-    const { record, alreadyRevoked } = await store.revokeKey(id);
-    request.log.info(
-      { key: record.prefix, account: record.accountName, by: principal.role },
-      "console: key revoked",
-    );
-    return { ...keyView(record), already_revoked: alreadyRevoked };
-  });
+    signed.post("/keys", async (request, reply) => {
+      const { store, principal } = signedIn(request);
+      const body = parseOr422(CreateKeyBody, request.body, "body");
+      const account = accountInScope(principal, body.account, {
+        loc: ["body", "account"],
+        required: true,
+      })!;
+      let created;
+      try {
+        // The admin may name a new account: it is created, as `decisiond keys create` does.
+        created = await store.createKey(account, body.label);
+      } catch (error) {
+        if (error instanceof StoreError)
+          throw validationError([
+            { loc: ["body", "account"], msg: error.message, type: "value_error" },
+          ]);
+        throw error;
+      }
+      request.log.info(
+        { key: created.record.prefix, account, by: principal.role },
+        "console: key created",
+      );
+      void reply.code(201);
+      return {
+        ...keyView(created.record),
+        key: created.key,
+        account_created: created.accountCreated,
+      };
+    });
 
-  app.get("/usage", async (request) => {
-    const { store, principal } = await signedIn(request);
-    const query = parseOr422(UsageQuery, request.query, "query");
-    const name = accountInScope(principal, query.account, {
-      loc: ["query", "account"],
-      required: true,
-    })!;
-    const account = await store.findAccount(name);
-    if (!account) throw new ApiError(Errors.accountNotFound, [name]);
-    const at = now();
-    const since = at - (query.days - 1) * 86_400_000;
-    const days = dayViews(await store.dailyUsage(account.id, since), at, query.days);
-    const [all] = await store.usage(name);
-    return {
-      account: name,
-      days,
-      window: {
-        calls: sum(days, "calls"),
-        failed_calls: sum(days, "failed_calls"),
-        input_tokens: sum(days, "input_tokens"),
-        output_tokens: sum(days, "output_tokens"),
-      },
-      all_time: {
-        calls: all!.calls,
-        failed_calls: all!.failedCalls,
-        input_tokens: all!.inputTokens,
-        output_tokens: all!.outputTokens,
-      },
-      allowance: allowanceView(await store.allowanceState(account)),
-    };
+    signed.post("/keys/:id/revoke", async (request) => {
+      const { store, principal } = signedIn(request);
+      const { id } = parseOr422(KeyParams, request.params, "path");
+      await keyInScope(principal, store, id);
+      const { record, alreadyRevoked } = await store.revokeKey(id);
+      request.log.info(
+        { key: record.prefix, account: record.accountName, by: principal.role },
+        "console: key revoked",
+      );
+      return { ...keyView(record), already_revoked: alreadyRevoked };
+    });
+
+    signed.get("/usage", async (request) => {
+      const { store, principal } = signedIn(request);
+      const query = parseOr422(UsageQuery, request.query, "query");
+      const name = accountInScope(principal, query.account, {
+        loc: ["query", "account"],
+        required: true,
+      })!;
+      const account = await store.findAccount(name);
+      if (!account) throw new ApiError(Errors.accountNotFound, [name]);
+      const at = now();
+      const since = at - (query.days - 1) * 86_400_000;
+      const days = dayViews(await store.dailyUsage(account.id, since), at, query.days);
+      const [all] = await store.usage(name);
+      return {
+        account: name,
+        days,
+        window: {
+          calls: sum(days, "calls"),
+          failed_calls: sum(days, "failed_calls"),
+          input_tokens: sum(days, "input_tokens"),
+          output_tokens: sum(days, "output_tokens"),
+        },
+        all_time: {
+          calls: all!.calls,
+          failed_calls: all!.failedCalls,
+          input_tokens: all!.inputTokens,
+          output_tokens: all!.outputTokens,
+        },
+        allowance: allowanceView(await store.allowanceState(account)),
+      };
+    });
   });
 }
 

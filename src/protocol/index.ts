@@ -12,6 +12,7 @@
  * ```
  */
 export { bearerKey, WWW_AUTHENTICATE } from "./bearer.js";
+export { DECISIONS_PATH, SYSTEMONE_PATH } from "./routes.js";
 export { ClientQuestionSchema, type ClientQuestion } from "./client-question.js";
 export {
   ApiError,

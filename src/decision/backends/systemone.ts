@@ -7,6 +7,7 @@ import {
   withDeadline,
 } from "../../engine/remote/index.js";
 import { EngineUnavailableError } from "../../engine/types.js";
+import { SYSTEMONE_PATH } from "../../protocol/routes.js";
 import { questionToWire } from "../questions/index.js";
 import type { Answer, DecisionRequest, DecisionResult } from "../types.js";
 
@@ -55,7 +56,7 @@ export class SystemOnePassThrough {
    */
   static async detect(url: string, signal?: AbortSignal): Promise<boolean> {
     try {
-      await callJson(baseUrl(url), "/v1/systemone", {}, { timeoutMs: 10_000, signal });
+      await callJson(baseUrl(url), SYSTEMONE_PATH, {}, { timeoutMs: 10_000, signal });
       return true;
     } catch (error) {
       if (error instanceof EngineRequestError) return error.status !== 404;
@@ -83,7 +84,7 @@ export class SystemOnePassThrough {
     for (const { url, i } of order) {
       this.inFlight[i]!++;
       try {
-        const answer = await callJson<WireAnswer>(url, "/v1/systemone", body, {
+        const answer = await callJson<WireAnswer>(url, SYSTEMONE_PATH, body, {
           timeoutMs: this.deadlineMs,
           signal: combined,
         });
