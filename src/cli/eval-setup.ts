@@ -139,7 +139,7 @@ export function loadItems(
   return items;
 }
 
-/** Opens our engine for a model, as `serve` does (the composition root, src/compose.ts). */
+/** Opens our engine for a model, as `serve` does (the composition root, src/service/build.ts). */
 export function openEngine(model: ResolvedModel, flags: ModelFlags): Promise<Engine> {
   return openModelEngine(model, { contextSize: flags.contextSize, threads: flags.threads });
 }

@@ -304,7 +304,7 @@ export function serveOptions(): Option[] {
  * @param flags - what commander parsed from {@link serveOptions}
  * @param env - where `DECISIOND_ADMIN_TOKEN` and the engines' API keys (`VLLM_API_KEY`) are read
  *   (the settings with no flag: secrets)
- * @returns the configuration, which `composeService` (src/compose.ts) takes whole
+ * @returns the configuration, which `composeService` (src/service/build.ts) takes whole
  * @throws Error for `--auth off` on a host that is not loopback, an unreadable admin token
  *   file or a weak admin token (see {@link readAdminToken})
  * @example const config = toServeConfig(command.opts<ServeFlags>());

@@ -5,7 +5,7 @@ import { serveOptions, toServeConfig, type ServeFlags } from "./serve-config.js"
 /**
  * `decisiond serve`: the HTTP service on a model loaded in-process, or in front of remote engines
  * (`--engine`). The flags become one `ServeConfig` (serve-config.ts), which the composition root
- * (src/compose.ts) builds the service from; this file reports it and stops it on a signal.
+ * (src/service/build.ts) builds the service from; this file reports it and stops it on a signal.
  */
 
 /**

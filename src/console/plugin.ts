@@ -27,7 +27,7 @@ export interface ConsoleOptions {
 
 /**
  * The console as a mount for `buildApp`'s `mounts` (src/api/options.ts `AppMount`), which the
- * composition root (src/server.ts) passes; the API layer never imports the console.
+ * composition root (src/service/build.ts) passes; the API layer never imports the console.
  * @example `buildApp({ models, gate, mounts: [consoleMount({ store, adminToken })] })`
  */
 export function consoleMount(options: ConsoleOptions): (app: FastifyInstance) => Promise<void> {

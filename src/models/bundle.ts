@@ -67,7 +67,7 @@ export async function checkAdapterBundle(
   if (trained !== rendered) throw new PromptFormatMismatchError(adapterPath, trained, rendered);
 }
 
-/** A model bundle as the composition root (src/compose.ts) serves it. */
+/** A model bundle as the composition root (src/service/build.ts) serves it. */
 export interface ModelBundle {
   /** Model id (catalogue name, the file name for a `--model PATH`, or the engine's). */
   readonly modelId: string;
