@@ -128,6 +128,11 @@ describe("baselines beside an accuracy", () => {
       12,
     );
     expect(majorityAccuracy([])).toBeNaN();
+    // Answer texts as ids: every key is new, but the gold is the second option 2 times of 3.
+    expect(majorityAccuracy([p(["x", "y"], 1), p(["u", "v"], 1), p(["s", "t"], 0)])).toBeCloseTo(
+      2 / 3,
+      12,
+    );
   });
 
   it("AUC ranks positives above negatives, ties counted half", () => {

@@ -170,18 +170,23 @@ export function chanceAccuracy(predictions: readonly Prediction[]): number {
 }
 
 /**
- * Accuracy of always giving the most common expected answer of the set (its majority class,
- * compared by class key): the baseline every accuracy must beat to mean anything. NaN for none.
+ * Accuracy of always giving the most common expected answer of the set: the baseline every
+ * accuracy must beat to mean anything. The commonest answer is counted both by class key (a
+ * label dataset's intent, "true") and by position among the question's classes (a
+ * multiple-choice dataset whose options are its answer texts, where every key is new but "always
+ * the second option" is a strategy), and the better of the two is the baseline. NaN for none.
  * @example majorityAccuracy(predictions) // → 2/3 when the golds are a, a, b
  */
 export function majorityAccuracy(predictions: readonly Prediction[]): number {
-  const counts = new Map<string, number>();
+  if (predictions.length === 0) return NaN;
+  const byKey = new Map<string, number>();
+  const byPosition = new Map<number, number>();
   for (const p of predictions) {
     const key = p.classes[p.gold]!;
-    counts.set(key, (counts.get(key) ?? 0) + 1);
+    byKey.set(key, (byKey.get(key) ?? 0) + 1);
+    byPosition.set(p.gold, (byPosition.get(p.gold) ?? 0) + 1);
   }
-  if (predictions.length === 0) return NaN;
-  return Math.max(...counts.values()) / predictions.length;
+  return Math.max(...byKey.values(), ...byPosition.values()) / predictions.length;
 }
 
 /**
