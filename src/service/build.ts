@@ -13,6 +13,7 @@ import { resolveAdapter } from "../models/adapters.js";
 import { modelBundle, type ModelBundle } from "../models/bundle.js";
 import { DEFAULT_MODEL } from "../models/catalogue.js";
 import { CLIENT_DEFAULT_ALIAS, PUBLIC_MODEL_NAME } from "../protocol/models.js";
+import { SYSTEMONE_PATH } from "../protocol/routes.js";
 import { openAccounts, serveConsole, type AccountsConfig, type Print } from "./accounts.js";
 import { listenApp, packageVersion } from "./app.js";
 import { engineReady, openBackend, type Backend } from "./backend.js";
@@ -214,7 +215,7 @@ export async function composeService(
     return {
       service,
       report: [
-        `decisiond: serving ${model.id}${adapter} at ${service.url}/v1/systemone (context ${model.contextSize} tokens${vision})`,
+        `decisiond: serving ${model.id}${adapter} at ${service.url}${SYSTEMONE_PATH} (context ${model.contextSize} tokens${vision})`,
         ...(config.console === "on"
           ? [`decisiond: console at ${service.url}/console/ (sign in with an API key${admin})`]
           : []),
@@ -234,7 +235,7 @@ export async function composeService(
     return {
       service,
       report: [
-        `decisiond: serving ${urls} (native /v1/systemone, passed through) at ${service.url}/v1/systemone`,
+        `decisiond: serving ${urls} (native /v1/systemone, passed through) at ${service.url}${SYSTEMONE_PATH}`,
         ...storeLine(service),
       ],
     };
@@ -252,7 +253,7 @@ export async function composeService(
   return {
     service,
     report: [
-      `decisiond: serving ${model.id} from ${urls} at ${service.url}/v1/systemone (context ${model.contextSize} tokens)`,
+      `decisiond: serving ${model.id} from ${urls} at ${service.url}${SYSTEMONE_PATH} (context ${model.contextSize} tokens)`,
       ...storeLine(service),
     ],
   };
