@@ -7,8 +7,9 @@ import type { AccountStore } from "./store.js";
  * The key file: where `serve` leaves the first key it creates, and where decisiond's own clients
  * look for a key when none is given. `$XDG_CONFIG_HOME/decisiond/api_key`, else
  * `~/.config/decisiond/api_key`.
+ * @param env - the variables to read; default the process's (read by protocol/paths.ts)
  */
-export function apiKeyFilePath(env: NodeJS.ProcessEnv = process.env): string {
+export function apiKeyFilePath(env?: NodeJS.ProcessEnv): string {
   return keyFilePath({ env });
 }
 

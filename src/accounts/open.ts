@@ -12,13 +12,12 @@ export type StoreLocation =
  * Parses a store URL: `sqlite:PATH` (relative paths from the working directory), or
  * `postgres://user[:password]@host[:port]/db` (also `postgresql://`, with libpq query options such
  * as `?sslmode=require`); `undefined` or empty is the default SQLite file.
+ * @param env - the variables the default file's place is read from; default the process's
+ *   (read by protocol/paths.ts)
  * @throws {@link Error} naming the accepted forms for anything else.
  * @example `parseStoreUrl("sqlite:/var/lib/decisiond/decisiond.db")` → `{ kind: "sqlite", path: "/var/lib/decisiond/decisiond.db" }`
  */
-export function parseStoreUrl(
-  value: string | undefined,
-  env: NodeJS.ProcessEnv = process.env,
-): StoreLocation {
+export function parseStoreUrl(value: string | undefined, env?: NodeJS.ProcessEnv): StoreLocation {
   if (value === undefined || value.trim() === "")
     return { kind: "sqlite", path: defaultStorePath(env) };
   const text = value.trim();
@@ -54,7 +53,7 @@ export function redactUrl(url: string): string {
  * Opens (and migrates) the store at a location.
  * @throws {@link StoreError} for a schema newer than this decisiond; the driver's error when a
  *   PostgreSQL database cannot be reached.
- * @example const store = await openStore(parseStoreUrl(process.env.DECISIOND_STORE));
+ * @example const store = await openStore(parseStoreUrl(config.store));
  */
 export async function openStore(
   location: StoreLocation,

@@ -15,8 +15,11 @@ import type { Allowance } from "./allowance.js";
 /** The SQLite file's name inside the decisiond home. */
 export const STORE_FILE = "decisiond.db";
 
-/** Where the SQLite store lives: `$DECISIOND_HOME/decisiond.db` (default `~/.cache/decisiond/decisiond.db`). */
-export function defaultStorePath(env: NodeJS.ProcessEnv = process.env): string {
+/**
+ * Where the SQLite store lives: `$DECISIOND_HOME/decisiond.db` (default `~/.cache/decisiond/decisiond.db`).
+ * @param env - the variables to read; default the process's (read by protocol/paths.ts)
+ */
+export function defaultStorePath(env?: NodeJS.ProcessEnv): string {
   return join(decisiondHome(env), STORE_FILE);
 }
 

@@ -57,6 +57,15 @@ export function defaultModel(env: NodeJS.ProcessEnv = process.env): string {
 }
 
 /**
+ * Milliseconds between the MCP server's progress notifications: `DECISIOND_MCP_PROGRESS_MS` when
+ * it is a number other than 0, else `undefined` (the server's default).
+ * @example `mcpProgressIntervalMs({ DECISIOND_MCP_PROGRESS_MS: "200" })` → 200
+ */
+export function mcpProgressIntervalMs(env: NodeJS.ProcessEnv = process.env): number | undefined {
+  return Number(env.DECISIOND_MCP_PROGRESS_MS) || undefined;
+}
+
+/**
  * A base URL checked and without trailing slashes. A path prefix is kept (a service behind a
  * reverse proxy at `https://host/decisiond`).
  * @throws {@link ClientConfigError} when it is not an http(s) URL.

@@ -4,7 +4,7 @@ import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { readFileSync } from "node:fs";
 import { z } from "zod";
 import { DecisiondClient, type DecideRequest, type DecideResponse } from "../client/client.js";
-import { defaultModel, resolveClientConfig } from "../client/config.js";
+import { defaultModel, mcpProgressIntervalMs, resolveClientConfig } from "../client/config.js";
 import { ClientConfigError, DecisiondError } from "../client/errors.js";
 import { renderAnswerLines } from "../client/render.js";
 import { ClientQuestionSchema } from "../protocol/client-question.js";
@@ -172,9 +172,7 @@ class CallQueue {
 export function createMcpServer(options: McpServerOptions = {}): McpServer {
   const makeClient = options.client ?? (() => DecisiondClient.fromEnv());
   const model = options.defaultModel ?? defaultModel();
-  const progressMs =
-    options.progressIntervalMs ??
-    (Number(process.env.DECISIOND_MCP_PROGRESS_MS) || DEFAULT_PROGRESS_MS);
+  const progressMs = options.progressIntervalMs ?? mcpProgressIntervalMs() ?? DEFAULT_PROGRESS_MS;
   const queue = new CallQueue();
   const server = new McpServer({
     name: MCP_SERVER_NAME,

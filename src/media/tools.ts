@@ -2,15 +2,16 @@ import { spawn } from "node:child_process";
 import { accessSync, constants } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
+import { toolOverride } from "../protocol/paths.js";
 
 /**
  * Where ffmpeg and ffprobe come from, in this order: the environment (`DECISIOND_FFMPEG`,
- * `DECISIOND_FFPROBE`), the npm packages that ship static Linux x64 builds
+ * `DECISIOND_FFPROBE`, read by protocol/paths.ts `toolOverride`), the npm packages that ship static Linux x64 builds
  * (`@ffmpeg-installer/linux-x64`, `@ffprobe-installer/linux-x64`, optional dependencies), and the
  * system PATH.
  */
 export function toolPath(tool: "ffmpeg" | "ffprobe"): string {
-  const fromEnv = process.env[tool === "ffmpeg" ? "DECISIOND_FFMPEG" : "DECISIOND_FFPROBE"];
+  const fromEnv = toolOverride(tool);
   if (fromEnv) return fromEnv;
   const pkg = tool === "ffmpeg" ? "@ffmpeg-installer/linux-x64" : "@ffprobe-installer/linux-x64";
   try {

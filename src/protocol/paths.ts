@@ -2,8 +2,10 @@ import { homedir as osHomedir } from "node:os";
 import { isAbsolute, join } from "node:path";
 
 /**
- * Where decisiond's files live on one machine, shared by the server (which writes them) and its
- * clients (which read them), so neither imports the other.
+ * Where decisiond's files and tools live on one machine, shared by the server (which writes them)
+ * and its clients (which read them), so neither imports the other: the configuration of places,
+ * read from the environment here (`DECISIOND_HOME`, `XDG_CONFIG_HOME`, `HOME`,
+ * `DECISIOND_FFMPEG`, `DECISIOND_FFPROBE`).
  */
 
 /** What {@link keyFilePath} reads; defaults to the process's environment and home. */
@@ -25,6 +27,18 @@ export function keyFilePath(options: PathOptions = {}): string {
   const home = options.homedir ?? (env.HOME || osHomedir());
   const configHome = xdg && isAbsolute(xdg) ? xdg : join(home, ".config");
   return join(configHome, "decisiond", "api_key");
+}
+
+/**
+ * The ffmpeg or ffprobe binary the environment names (`DECISIOND_FFMPEG`, `DECISIOND_FFPROBE`);
+ * `undefined` when it names none (media/tools.ts then looks for a packaged build, then the PATH).
+ * @example `toolOverride("ffmpeg", { DECISIOND_FFMPEG: "/usr/bin/ffmpeg" })` → "/usr/bin/ffmpeg"
+ */
+export function toolOverride(
+  tool: "ffmpeg" | "ffprobe",
+  env: NodeJS.ProcessEnv = process.env,
+): string | undefined {
+  return env[tool === "ffmpeg" ? "DECISIOND_FFMPEG" : "DECISIOND_FFPROBE"] || undefined;
 }
 
 /**
