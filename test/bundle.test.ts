@@ -20,8 +20,11 @@ describe("the prompt format fingerprint", () => {
   it("is stable, and moves with every prompt setting", async () => {
     const base = await promptFingerprint(TUNED_READOUT);
     expect(await promptFingerprint({ ...TUNED_READOUT })).toBe(base);
+    // Both layouts are in every format: the setting chooses which one is served.
+    for (const layout of ["state-first", "question-first"] as const)
+      expect(await promptFingerprint({ ...TUNED_READOUT, layout })).toBe(base);
     const changed = [
-      { ...TUNED_READOUT, layout: "state-first" as const },
+      { ...TUNED_READOUT, questionContrast: true },
       { ...TUNED_READOUT, systemMessage: `${TUNED_READOUT.systemMessage} ` },
       { ...TUNED_READOUT, scoreLabels: "levels" as const },
       { ...TUNED_READOUT, labels: "fixed" as const },

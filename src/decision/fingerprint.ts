@@ -10,7 +10,7 @@ import type { DecisionRequest } from "./types.js";
 /**
  * The fingerprint of the prompt format: a SHA-256 over what the prompt code makes of a fixed set
  * of probe requests (the system message, the state block, each question type's lines and labels,
- * the layout, the answer cue, the labels' token sequences), planned by the real planner with a
+ * both layouts, the answer cue, the labels' token sequences), planned by the real planner with a
  * stand-in model whose tokenizer is one token per character and whose chat template is fixed.
  * It depends on our prompt code and the readout settings only, not on a model: an adapter trained
  * on prompts of one fingerprint is served only by code that renders the same one (the model's own
@@ -31,8 +31,11 @@ export async function promptFingerprint(
   const prepared = await preparePrompt(model, labels, settings);
   const hash = createHash("sha256").update("decisiond prompt format v1\n");
   hash.update(JSON.stringify({ head: prepared.head, tail: prepared.tail }) + "\n");
-  for (const request of PROBES) {
-    const plan = await planRequest(request, { model, prepared, labels, options: settings });
+  // Both layouts, whichever the settings serve: an adapter is trained on both (render --layout
+  // mixed) and a server may serve either, so the format is both renderings.
+  for (const [request, layout] of PROBES.flatMap((r) => LAYOUTS.map((l) => [r, l] as const))) {
+    const options = { ...settings, layout };
+    const plan = await planRequest(request, { model, prepared, labels, options });
     hash.update(
       JSON.stringify({
         layout: plan.layout,
@@ -44,6 +47,9 @@ export async function promptFingerprint(
   }
   return hash.digest("hex");
 }
+
+/** The layouts every probe is planned in (the `layout` setting does not change the format). */
+const LAYOUTS = ["state-first", "question-first"] as const;
 
 /** A stand-in model: one token per UTF-16 code unit, a fixed chat template, a large context. */
 function characterModel(): PromptModel {
