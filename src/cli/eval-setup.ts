@@ -96,7 +96,7 @@ export function readoutOptions(command: Command): Command {
     )
     .option(
       "--layout <layout>",
-      "a one-question request's question before the state (question-first, the tuned readout's) or after it (state-first, the default's); docs/decisions/087",
+      "a one-question request's question after the state (state-first, the default) or before it (question-first); docs/decisions/087",
       oneOf<"state-first" | "question-first">("state-first", "question-first"),
     );
 }

@@ -22,7 +22,7 @@ interface RenderFlags {
 }
 
 /** Share of items rendered question first by `--layout mixed` (the rest state first). */
-export const QUESTION_FIRST_SHARE = 0.6;
+export const QUESTION_FIRST_SHARE = 0.3;
 
 /**
  * Adds `render`: evaluation items (JSONL, see evaluation/format.ts) planned by the server's own
@@ -52,7 +52,7 @@ export function registerRenderCommand(program: Command): Command {
     )
     .option(
       "--layout <layout>",
-      "mixed (the default: 60% of the items question first, by a hash of the id, the rest state first; the served adapter reads both), question-first or state-first (docs/decisions/087)",
+      "mixed (the default: 30% of the items question first, by a hash of the id, the rest state first; the served adapter reads both), question-first or state-first (docs/decisions/087)",
       oneOf<RenderFlags["layout"]>("mixed", "question-first", "state-first"),
       "mixed",
     )

@@ -234,6 +234,12 @@ export function serveOptions(): Option[] {
       "DECISIOND_QUESTION_CONTRAST",
       onOff,
     ),
+    envOption(
+      "--layout <layout>",
+      "where a one-question request's question is written: state-first (default) or question-first, before the state, so one question asked of many states comes from the prefix cache (docs/decisions/087)",
+      "DECISIOND_LAYOUT",
+      oneOf<"state-first" | "question-first">("state-first", "question-first"),
+    ),
     envOption("--log-level <level>", "pino log level", "DECISIOND_LOG_LEVEL").default("info"),
     envOption(
       "--auth <on|off>",

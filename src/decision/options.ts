@@ -109,5 +109,5 @@ export const TUNED_READOUT: Readonly<ReadoutSettings> = {
   systemMessage: TUNED_SYSTEM_MESSAGE,
   // Banking77's longest intent id is 17 tokens; the adapter names options, it does not point at numbers.
   maxWordLabelTokens: 24,
-  layout: "question-first",
+  layout: "state-first",
 };
