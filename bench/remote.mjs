@@ -1,4 +1,4 @@
-// The remote path against the embedded engine, one run (issue 33, item 6; docs/decisions/048):
+// The remote path against the embedded engine, one run (issue 33, item 6; docs/experiments/048-remote-bench.md):
 //
 // (a) per-request overhead: the same requests through decisiond with the embedded engine and
 //     through decisiond in front of a llama-server (`--engine llama-server=URL`) on the same GGUF,
