@@ -1,8 +1,10 @@
 import { readFileSync } from "node:fs";
+import { Command } from "commander";
 import { describe, expect, it } from "vitest";
 import { promptFingerprint } from "../src/decision/fingerprint.js";
 import { TUNED_READOUT } from "../src/decision/options.js";
 import { readAdapterBundle } from "../src/models/bundle.js";
+import { serveOptions, toServeConfig, type ServeFlags } from "../src/cli/serve-config.js";
 
 /**
  * The model bundle: the shipped adapter records the fingerprint of the prompt format it was
@@ -42,5 +44,34 @@ describe("the prompt format fingerprint", () => {
       promptFingerprint: summary.promptFingerprint,
     });
     expect(readAdapterBundle("adapters/no-such.gguf")).toBeUndefined();
+  });
+});
+
+describe("serve --layout (docs/decisions/087)", () => {
+  const readout = (argv: string[], env: NodeJS.ProcessEnv = {}) => {
+    const command = new Command().exitOverride().configureOutput({ writeErr: () => {} });
+    for (const option of serveOptions()) command.addOption(option);
+    const before = process.env.DECISIOND_LAYOUT;
+    if (env.DECISIOND_LAYOUT === undefined) delete process.env.DECISIOND_LAYOUT;
+    else process.env.DECISIOND_LAYOUT = env.DECISIOND_LAYOUT;
+    try {
+      command.parse(argv, { from: "user" });
+    } finally {
+      if (before === undefined) delete process.env.DECISIOND_LAYOUT;
+      else process.env.DECISIOND_LAYOUT = before;
+    }
+    return toServeConfig(command.opts<ServeFlags>(), {}).service.readout;
+  };
+
+  it("leaves the tuned readout's state-first layout unless asked", () => {
+    expect(TUNED_READOUT.layout).toBe("state-first");
+    expect(readout([]).layout).toBeUndefined();
+    expect({ ...TUNED_READOUT, ...readout([]) }.layout).toBe("state-first");
+  });
+
+  it("serves a lone question first when the flag or its variable says so", () => {
+    expect(readout(["--layout", "question-first"]).layout).toBe("question-first");
+    expect(readout([], { DECISIOND_LAYOUT: "question-first" }).layout).toBe("question-first");
+    expect(() => readout(["--layout", "sideways"])).toThrow(/state-first, question-first/);
   });
 });

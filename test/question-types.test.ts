@@ -99,7 +99,7 @@ describe("question types as modules (a test-only fourth type)", () => {
     );
     const lead = await planRequest(
       { state: STATE, questions: [["remote", REMOTE]] },
-      await plannerOf(engine, TUNED_READOUT, TYPES),
+      await plannerOf(engine, { ...TUNED_READOUT, layout: "question-first" }, TYPES),
     );
     expect(lead.layout).toBe("question-first");
     expect(await engine.detokenize(lead.prefix)).toContain(
