@@ -108,3 +108,64 @@ export function storeOption(): Option {
     "accounts store: sqlite:PATH or postgres://user@host:port/db (default sqlite:$DECISIOND_HOME/decisiond.db)",
   ).env("DECISIOND_STORE");
 }
+
+/**
+ * A `serve` option read from `--flag`, else from the variable `env`, else its default.
+ * @param parse - the value's parser, for the flag and the variable alike (an empty variable is a
+ *   value, checked as any other)
+ */
+export function envOption<T>(
+  flags: string,
+  description: string,
+  env: string,
+  parse?: (value: string) => T,
+): Option {
+  const option = new Option(flags, description).env(env);
+  return parse ? option.argParser(parse) : option;
+}
+
+/**
+ * The readout options of `decisiond serve` ({@link ReadoutFlags}), each with its `DECISIOND_*`
+ * variable; absent, the served readout's own setting holds (the tuned readout's with an adapter).
+ * @example for (const option of readoutServeOptions()) command.addOption(option);
+ */
+export function readoutServeOptions(): Option[] {
+  return [
+    envOption(
+      "--labels <style>",
+      "choice labels: words (option ids after an Answer: cue) or fixed (letters) (default words)",
+      "DECISIOND_LABELS",
+      oneOf<"words" | "fixed">("words", "fixed"),
+    ),
+    envOption(
+      "--score-labels <style>",
+      "score labels: levels (the level texts after an Answer: cue) or numbers (default numbers)",
+      "DECISIOND_SCORE_LABELS",
+      oneOf<"numbers" | "levels">("numbers", "levels"),
+    ),
+    envOption(
+      "--content-free <on|off>",
+      "contextual calibration against content-free states (default on)",
+      "DECISIOND_CONTENT_FREE",
+      oneOf<"on" | "off">("on", "off"),
+    ),
+    envOption(
+      "--examples <on|off>",
+      "in-context examples before every request (default on)",
+      "DECISIOND_EXAMPLES",
+      oneOf<"on" | "off">("on", "off"),
+    ),
+    envOption(
+      "--question-contrast <on|off>",
+      "yes/no answers read against the state alone (default on)",
+      "DECISIOND_QUESTION_CONTRAST",
+      oneOf<"on" | "off">("on", "off"),
+    ),
+    envOption(
+      "--layout <layout>",
+      "where a one-question request's question is written: state-first (default) or question-first, before the state, so one question asked of many states comes from the prefix cache (docs/decisions/087)",
+      "DECISIOND_LAYOUT",
+      oneOf<"state-first" | "question-first">("state-first", "question-first"),
+    ),
+  ];
+}

@@ -17,7 +17,9 @@ import {
   oneOf,
   port,
   positiveInt,
+  envOption,
   readoutOf,
+  readoutServeOptions,
   storeOption,
   type ReadoutFlags,
 } from "./options.js";
@@ -92,21 +94,6 @@ export interface ServeConfig {
   readonly engines: readonly EngineSpec[];
   /** `--engine-deadline`: ms one engine call may take, retries included. */
   readonly engineDeadlineMs: number;
-}
-
-/**
- * A `serve` option read from `--flag`, else from the variable `env`, else its default.
- * @param parse - the value's parser, for the flag and the variable alike (an empty variable is a
- *   value, checked as any other)
- */
-function envOption<T>(
-  flags: string,
-  description: string,
-  env: string,
-  parse?: (value: string) => T,
-): Option {
-  const option = new Option(flags, description).env(env);
-  return parse ? option.argParser(parse) : option;
 }
 
 /** `--engine KIND=URL`, repeatable; its variable holds a comma-separated list. */
@@ -204,42 +191,7 @@ export function serveOptions(): Option[] {
       "DECISIOND_DEBIAS",
       oneOf<DebiasMode>("off", "reverse", "cyclic"),
     ).default("off"),
-    envOption(
-      "--labels <style>",
-      "choice labels: words (option ids after an Answer: cue) or fixed (letters) (default words)",
-      "DECISIOND_LABELS",
-      oneOf<"words" | "fixed">("words", "fixed"),
-    ),
-    envOption(
-      "--score-labels <style>",
-      "score labels: levels (the level texts after an Answer: cue) or numbers (default numbers)",
-      "DECISIOND_SCORE_LABELS",
-      oneOf<"numbers" | "levels">("numbers", "levels"),
-    ),
-    envOption(
-      "--content-free <on|off>",
-      "contextual calibration against content-free states (default on)",
-      "DECISIOND_CONTENT_FREE",
-      onOff,
-    ),
-    envOption(
-      "--examples <on|off>",
-      "in-context examples before every request (default on)",
-      "DECISIOND_EXAMPLES",
-      onOff,
-    ),
-    envOption(
-      "--question-contrast <on|off>",
-      "yes/no answers read against the state alone (default on)",
-      "DECISIOND_QUESTION_CONTRAST",
-      onOff,
-    ),
-    envOption(
-      "--layout <layout>",
-      "where a one-question request's question is written: state-first (default) or question-first, before the state, so one question asked of many states comes from the prefix cache (docs/decisions/087)",
-      "DECISIOND_LAYOUT",
-      oneOf<"state-first" | "question-first">("state-first", "question-first"),
-    ),
+    ...readoutServeOptions(),
     envOption("--log-level <level>", "pino log level", "DECISIOND_LOG_LEVEL").default("info"),
     envOption(
       "--auth <on|off>",
