@@ -60,7 +60,7 @@ describe("serve --layout (docs/decisions/087)", () => {
       if (before === undefined) delete process.env.DECISIOND_LAYOUT;
       else process.env.DECISIOND_LAYOUT = before;
     }
-    return toServeConfig(command.opts<ServeFlags>(), {}).service.readout;
+    return toServeConfig(command.opts<ServeFlags>(), {}).service.readout ?? {};
   };
 
   it("leaves the tuned readout's state-first layout unless asked", () => {
