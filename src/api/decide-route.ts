@@ -46,21 +46,11 @@ export function registerDecideRoute(app: FastifyInstance, options: DecideRouteOp
     url: SYSTEMONE_PATH,
     ...options.hooks, // drain, authenticate | admit | record the ledger row | count faults
     handler: async (request, reply): Promise<SystemOneResponse | undefined> => {
-      const call = new Call(request.admission?.ticket);
+      const call = new Call(request.admission?.ticket, options.metrics);
       try {
         const valid = validateRequest(request.body, options.byName);
         const result = await call.run(valid, reply, options.queue);
-        if (!result) {
-          request.log.info(
-            "the client closed the connection before its answer; its work was cancelled",
-          );
-          // Nothing to send on a closed connection; the gate records the call as 499 and charges
-          // its usage once the engine lets go.
-          reply.hijack();
-          return undefined;
-        }
-        options.metrics.tokens.inc({ direction: "input" }, result.usage.input_tokens);
-        options.metrics.tokens.inc({ direction: "output" }, result.usage.output_tokens);
+        if (!result) return undefined;
         const { body, name } = valid;
         const questions = Object.keys(body.questions).length;
         request.log.info(
@@ -84,10 +74,16 @@ export class Call {
   /** The engine's work once it lets go, when the client was answered before that. */
   private abandoned: Promise<DecisionResult | undefined> | undefined;
 
-  constructor(private readonly ticket: GateTicket | undefined) {}
+  constructor(
+    private readonly ticket: GateTicket | undefined,
+    private readonly metrics: ServiceMetrics,
+  ) {}
 
   /**
-   * Decodes the media and runs the model; aborted when the client hangs up.
+   * Decodes the media and runs the model; aborted when the client hangs up. Counts the answer's
+   * tokens in the metrics; when the client left first, logs that and takes the reply over
+   * (nothing to send on a closed connection: the gate records the call as 499 and charges its
+   * usage once the engine lets go), so the route returns `undefined` as it is.
    * @param options - how the core treats a question that cannot fit (default: fail the call)
    * @returns the result, `undefined` when the client left first
    * @throws the model's and the queue's errors ({@link DeadlineError}, …), and
@@ -126,11 +122,15 @@ export class Call {
       // from the HTTP, JSON and media work around it (bench/run.mjs uses it).
       reply.header("server-timing", `decide;dur=${(performance.now() - started).toFixed(2)}`);
       this.usage = result.usage;
+      this.metrics.tokens.inc({ direction: "input" }, result.usage.input_tokens);
+      this.metrics.tokens.inc({ direction: "output" }, result.usage.output_tokens);
       return result;
     } catch (error) {
       if (error instanceof ClientGoneError || error instanceof DeadlineError) this.abandoned = done;
-      if (error instanceof ClientGoneError) return undefined;
-      throw error;
+      if (!(error instanceof ClientGoneError)) throw error;
+      reply.log.info("the client closed the connection before its answer; its work was cancelled");
+      reply.hijack();
+      return undefined;
     }
   }
 

@@ -60,7 +60,7 @@ export function decisionsRoute(
       url: DECISIONS_PATH,
       ...options.hooks, // drain, authenticate | admit | record the ledger row | count faults
       handler: async (request, reply): Promise<Decision | undefined> => {
-        const call = new Call(request.admission?.ticket);
+        const call = new Call(request.admission?.ticket, options.metrics);
         try {
           const { body, model, name } = validate(request.body, options.byName);
           const translation = fromDecisionsRequest(body, {
@@ -82,15 +82,7 @@ export function decisionsRoute(
           } catch (error) {
             throw wireError(error, translation);
           }
-          if (!result) {
-            request.log.info(
-              "the client closed the connection before its answer; its work was cancelled",
-            );
-            reply.hijack();
-            return undefined;
-          }
-          options.metrics.tokens.inc({ direction: "input" }, result.usage.input_tokens);
-          options.metrics.tokens.inc({ direction: "output" }, result.usage.output_tokens);
+          if (!result) return undefined;
           const answers = toDecisionAnswers(body, translation, result.answers, result.refused);
           request.log.info(
             {
