@@ -14,7 +14,7 @@ import {
 } from "../evaluation/format.js";
 import type { ResolvedModel } from "../evaluation/model.js";
 import { loadCalibrationProfile } from "../models/bundle.js";
-import { oneOf, readoutOf, type ReadoutFlags } from "./options.js";
+import { oneOf, onOff, readoutOf, type ReadoutFlags } from "./options.js";
 
 /**
  * What `eval`, `calibrate` and `render` share: their model and readout flags, how they load
@@ -82,17 +82,17 @@ export function readoutOptions(command: Command): Command {
     .option(
       "--content-free <on|off>",
       "contextual calibration against content-free states (default: the Decider's, on)",
-      oneOf<"on" | "off">("on", "off"),
+      onOff,
     )
     .option(
       "--examples <on|off>",
       "in-context examples before every request (default: the Decider's, on)",
-      oneOf<"on" | "off">("on", "off"),
+      onOff,
     )
     .option(
       "--question-contrast <on|off>",
       "yes/no answers read against the state alone (default: the Decider's, on)",
-      oneOf<"on" | "off">("on", "off"),
+      onOff,
     )
     .option(
       "--layout <layout>",

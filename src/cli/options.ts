@@ -63,6 +63,9 @@ export function oneOf<T extends string>(...allowed: T[]): (value: string) => T {
   };
 }
 
+/** Parses an `on|off` flag: `"on"` or `"off"`, else {@link InvalidArgumentError}. */
+export const onOff: (value: string) => "on" | "off" = oneOf("on", "off");
+
 /** The readout flags `serve`, `eval` and `calibrate` share (absent: the Decider's default). */
 export interface ReadoutFlags {
   /** `--readout tuned`: start from the decision-tuned readout, as with an adapter. */
@@ -147,19 +150,19 @@ export function readoutServeOptions(): Option[] {
       "--content-free <on|off>",
       "contextual calibration against content-free states (default on)",
       "DECISIOND_CONTENT_FREE",
-      oneOf<"on" | "off">("on", "off"),
+      onOff,
     ),
     envOption(
       "--examples <on|off>",
       "in-context examples before every request (default on)",
       "DECISIOND_EXAMPLES",
-      oneOf<"on" | "off">("on", "off"),
+      onOff,
     ),
     envOption(
       "--question-contrast <on|off>",
       "yes/no answers read against the state alone (default on)",
       "DECISIOND_QUESTION_CONTRAST",
-      oneOf<"on" | "off">("on", "off"),
+      onOff,
     ),
     envOption(
       "--layout <layout>",

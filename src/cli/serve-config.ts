@@ -15,6 +15,7 @@ import {
   byteSize,
   milliseconds,
   oneOf,
+  onOff,
   port,
   positiveInt,
   envOption,
@@ -112,7 +113,6 @@ function engineList(value: string, previous: EngineSpec[]): EngineSpec[] {
  * @example for (const option of serveOptions()) command.addOption(option);
  */
 export function serveOptions(): Option[] {
-  const onOff = oneOf<OnOff>("on", "off");
   return [
     envOption("--host <host>", "address to bind", "DECISIOND_HOST").default("127.0.0.1"),
     envOption("--port <port>", "port to listen on", "DECISIOND_PORT", port).default(8080),
