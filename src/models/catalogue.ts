@@ -130,8 +130,7 @@ const SMOLLM2_135M_Q4_1: CatalogueEntry = {
 
 /** Every model decisiond knows, default first. */
 export const CATALOGUE: readonly CatalogueEntry[] = [
-  // Why Q8_0 made from the Q4_1 file: docs/decisions/092 (about twice the prompt speed on an
-  // AVX-512 CPU, answers within noise; the adapter is trained over the Q4_1 file's weights).
+  // Why Q8_0 made from the Q4_1 file: docs/decisions/092-q8_0-from-q4_1.md
   {
     name: "smollm2-135m-instruct",
     description:
