@@ -250,4 +250,48 @@ describe("training smoke test (tiny model)", () => {
     expect(Math.abs(relearned - tuned)).toBeGreaterThan(1e-3);
     expect(Math.abs(anchored - tuned)).toBeLessThan(Math.abs(relearned - tuned) / 10);
   }, 900_000);
+
+  it("trains a plan's runs side by side, each without its datasets (gpu_runs.py)", async () => {
+    const tiny = join(work, "tiny.gguf");
+    const data = join(work, "two-datasets.jsonl");
+    // The same rows under a second dataset name, so one run can leave that dataset out.
+    const rows = [...items, ...items.map((i) => ({ ...i, id: i.id.replace("sst2:", "mood:") }))];
+    writeFileSync(data, rows.map((i) => JSON.stringify(i)).join("\n") + "\n");
+    const tokens = join(work, "two-datasets.tokens.jsonl");
+    await run("node", [
+      "dist/cli/main.js",
+      ...["render", "--model", tiny, "--data", data, "--split", "all", "--out", tokens],
+    ]);
+    const lines = readFileSync(tokens, "utf8").trim().split("\n");
+    writeFileSync(
+      tokens,
+      lines.map((l) => JSON.stringify({ ...JSON.parse(l), split: "fit" })).join("\n") + "\n",
+    );
+    const plan = join(work, "plan.json");
+    writeFileSync(
+      plan,
+      JSON.stringify([
+        { name: "all", exclude: [], init: null, lr: 0.05 },
+        { name: "without-mood", exclude: ["mood"], init: null, lr: 0.05 },
+      ]),
+    );
+    const out = join(work, "runs");
+    const log = await run(python, [
+      "training/gpu_runs.py",
+      ...["--model", tiny, "--data", tokens, "--plan", plan, "--out", out],
+      ...["--device", "cpu", "--max-steps", "2", "--train-args", "--layers 1 --batch-tokens 4096"],
+    ]);
+    expect(log).toContain('gpu_runs: {"all": 8, "without-mood": 4}');
+    for (const [name, examples] of [
+      ["all", 8],
+      ["without-mood", 4],
+    ] as const) {
+      const summary = JSON.parse(
+        readFileSync(join(out, name, "adapter", "summary.json"), "utf8"),
+      ) as { examples: number; steps: number; lr: number };
+      expect(summary).toMatchObject({ examples, lr: 0.05 });
+      expect(summary.steps).toBeGreaterThan(0);
+      expect(existsSync(join(out, name, "adapter", "adapter_model.safetensors"))).toBe(true);
+    }
+  }, 600_000);
 });
