@@ -2,7 +2,8 @@
 // accuracy of every system beside chance and the majority-class rate of the same rows, with the
 // AUC of P(yes) for yes/no questions and Spearman's ρ for ordered scales. Systems come from
 // `decisiond eval --json` runs over the groups' test rows; only the questions every run answered
-// are compared. Metrics from the per-question outcomes (src/evaluation/metrics.ts).
+// are compared. Metrics from the per-question outcomes (src/evaluation/metrics.ts); the last row is
+// the macro accuracy (each dataset counted once).
 //
 // Usage: npm run build && node scripts/transfer-table.mjs NAME=RUN.json[#SYSTEM] ...
 //   e.g. base=transfer-base.json today=transfer-today.json new=transfer-new.json
@@ -56,6 +57,8 @@ function cell(outcomes) {
 const head = ["group", "dataset", "type", "n", "chance", "majority", ...systems.map((s) => s.name)];
 console.log(`| ${head.join(" | ")} |`);
 console.log(`| ${head.map(() => "---").join(" | ")} |`);
+/** Per system (after chance and majority), the accuracy on each dataset, for the macro row. */
+const perDataset = [];
 for (const [group, datasets] of Object.entries(TASK_GROUPS))
   for (const name of datasets) {
     const dataset = name === "sick-entailment" ? "sick#entailment" : name;
@@ -72,4 +75,17 @@ for (const [group, datasets] of Object.entries(TASK_GROUPS))
     ];
     for (const s of systems) row.push(cell(keys.map((k) => s.byKey.get(k))));
     console.log(`| ${row.join(" | ")} |`);
+    perDataset.push([
+      chanceAccuracy(first),
+      majorityAccuracy(first),
+      ...systems.map((s) => accuracy(keys.map((k) => s.byKey.get(k)))),
+    ]);
   }
+// Macro accuracy: the mean over datasets, each dataset counting once whatever its rows.
+const macro = perDataset[0]?.map(
+  (_, i) => perDataset.reduce((sum, r) => sum + r[i], 0) / perDataset.length,
+);
+if (macro)
+  console.log(
+    `| macro | ${perDataset.length} datasets | | | ${macro.map((x) => `${(100 * x).toFixed(1)}%`).join(" | ")} |`,
+  );

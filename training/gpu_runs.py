@@ -6,7 +6,7 @@ side share one GPU at little cost to each. This driver takes one rendered mix
 (`decisiond render`), writes each run's share of it (leaving out its datasets), starts one
 `train.py` per run with the GPU recipe of `training/run.sh --device cuda`, and waits for all.
 The GGUF export and the calibration profile are done afterwards where Node and llama.cpp are
-(docs/TRAINING.md, "The GPU recipe").
+(docs/TRAINING.md; docs/decisions/093-broad-mix-on-a-lent-gpu.md).
 
 Plan file (JSON): a list of runs, each
   {"name": "without-intents", "exclude": ["atis", "snips", "hwu64"], "init": null, "lr": 1.5e-3}
