@@ -68,4 +68,81 @@ describe("engine log-probabilities against the full next-token distribution", ()
     // They are real probabilities of a full distribution: each well below 1.
     for (const lp of ours.logprobs) expect(lp).toBeLessThan(-1);
   });
+
+  it("reads every node of a chain of single children, and the children it ends in", async () => {
+    // A label trie as labels.ts builds one: " Rome" has one child (" is"), which has one child
+    // (" the"), which has two (" capital", " largest"); " Milan" beside " Rome" has none. The
+    // chain " Rome is the" is evaluated in one decode call (lanes.ts evaluateChain): each node's
+    // candidates must still be read after its own last token, and the nesting kept.
+    const t = (text: string) => engine.tokenize(text);
+    const [prefix, branch, rome, is, the, capital, largest, milan] = await Promise.all(
+      [
+        "The capital of France is Paris. The capital of Italy is",
+        " the city of",
+        " Rome",
+        " is",
+        " the",
+        " capital",
+        " largest",
+        " Milan",
+      ].map(t),
+    );
+    const cands = await t(" is was the a");
+    const result = await engine.score({
+      prefix: prefix!,
+      branches: [
+        {
+          tokens: branch!,
+          candidates: cands,
+          children: [
+            {
+              tokens: rome!,
+              candidates: cands,
+              children: [
+                {
+                  tokens: is!,
+                  candidates: cands,
+                  children: [
+                    {
+                      tokens: the!,
+                      candidates: cands,
+                      children: [
+                        { tokens: capital!, candidates: cands },
+                        { tokens: largest!, candidates: cands },
+                      ],
+                    },
+                  ],
+                },
+              ],
+            },
+            { tokens: milan!, candidates: cands },
+          ],
+        },
+      ],
+    });
+    const root = result.branches[0]!;
+    const base = [...prefix!, ...branch!];
+    const paths: [readonly number[], number[]][] = [
+      [root.children![0]!.logprobs, [...base, ...rome!]],
+      [root.children![0]!.children![0]!.logprobs, [...base, ...rome!, ...is!]],
+      [
+        root.children![0]!.children![0]!.children![0]!.logprobs,
+        [...base, ...rome!, ...is!, ...the!],
+      ],
+      [
+        root.children![0]!.children![0]!.children![0]!.children![0]!.logprobs,
+        [...base, ...rome!, ...is!, ...the!, ...capital!],
+      ],
+      [
+        root.children![0]!.children![0]!.children![0]!.children![1]!.logprobs,
+        [...base, ...rome!, ...is!, ...the!, ...largest!],
+      ],
+      [root.children![1]!.logprobs, [...base, ...milan!]],
+    ];
+    for (const [ours, context] of paths) {
+      const expected = await reference(context, cands);
+      ours.forEach((lp, i) => expect(lp).toBeCloseTo(expected[i]!, 2));
+    }
+    expect(root.children![1]!.children).toBeUndefined();
+  });
 });

@@ -71,6 +71,17 @@ export function toLogprobs(
   });
 }
 
+/** What a read position asks of llama.cpp: the candidates' logits, the max logit, the weight. */
+function readOptions(candidates: readonly Token[]) {
+  return {
+    generateNext: {
+      options: { temperature: 0 },
+      logits: { filter: { tokens: candidates as LlamaToken[], includeSelected: true } },
+      totalLogitWeight: true,
+    },
+  } as const;
+}
+
 /**
  * The evaluation input of tokens whose last one reads the candidates' logits at the answer
  * position. The greedy sampler (temperature 0) selects the max-logit token, and
@@ -84,24 +95,87 @@ function answerInput(
 ): ControlledEvaluateInputItem[] {
   return tokens.map((token, index) =>
     index === tokens.length - 1
-      ? [
-          token as LlamaToken,
-          {
-            generateNext: {
-              options: { temperature: 0 },
-              logits: { filter: { tokens: candidates as LlamaToken[], includeSelected: true } },
-              totalLogitWeight: true,
-            },
-          },
-        ]
+      ? [token as LlamaToken, readOptions(candidates)]
       : (token as LlamaToken),
   );
 }
 
+/** Most tokens one chain of single children takes in one decode call (labels are ≤ 9 tokens). */
+const MAX_CHAIN_TOKENS = 64;
+
+/**
+ * A child and the single children below it (a label's tokens after the point where it parts
+ * from the others, each node read at its end): the nodes one decode call can evaluate, since
+ * each continues the one before. Stops at a node with no child or several, or at
+ * {@link MAX_CHAIN_TOKENS}.
+ */
+function chainOf(child: ScoreBranch): ScoreBranch[] {
+  const chain = [child];
+  let tokens = child.tokens.length;
+  let last = child;
+  while (
+    last.children?.length === 1 &&
+    tokens + last.children[0]!.tokens.length <= MAX_CHAIN_TOKENS
+  ) {
+    last = last.children[0]!;
+    tokens += last.tokens.length;
+    chain.push(last);
+  }
+  return chain;
+}
+
+/**
+ * Evaluates a chain of children ({@link chainOf}) in one decode call, reading each node's
+ * candidates at its last token. Each token attends to the same tokens as when every node was a
+ * call of its own, so the reads are the same up to the float rounding of another call shape
+ * (docs/SPEED.md, "Label chains in one call"), in one call where there were `chain.length`.
+ * Then the last node's own children, each erased after.
+ * @returns the first node's score, the others nested as its single children
+ * @throws `Error` when a node has no tokens or llama.cpp returns no logits; the signal's
+ *   reason when aborted
+ */
+async function evaluateChain(
+  sequence: LlamaContextSequence,
+  chain: readonly ScoreBranch[],
+  tally: DecodeTally,
+  signal?: AbortSignal,
+): Promise<BranchScore> {
+  signal?.throwIfAborted();
+  const input: ControlledEvaluateInputItem[] = [];
+  const reads: number[] = [];
+  for (const node of chain) {
+    if (node.tokens.length === 0) throw new Error("a branch must have at least one token");
+    input.push(...answerInput(node.tokens, node.candidates));
+    reads.push(input.length - 1);
+  }
+  const output = await sequence.controlledEvaluate(input);
+  countBranchTokens(tally, input.length);
+  const logprobs = chain.map((node, k) => {
+    const next = output[reads[k]!]?.next;
+    if (!next?.logits || next.totalLogitWeight == null)
+      throw new Error("llama.cpp returned no logits for the answer position");
+    return toLogprobs(next.logits, next.totalLogitWeight, node.candidates);
+  });
+  const last = chain.at(-1)!;
+  const end = sequence.nextTokenIndex;
+  let score: BranchScore = { logprobs: logprobs.at(-1)! };
+  if (last.children) {
+    const children: BranchScore[] = [];
+    for (const child of last.children) {
+      children.push(await evaluateChain(sequence, chainOf(child), tally, signal));
+      await sequence.eraseContextTokenRanges([{ start: end, end: sequence.nextTokenIndex }]);
+    }
+    score = { logprobs: score.logprobs, children };
+  }
+  for (let k = chain.length - 2; k >= 0; k--) score = { logprobs: logprobs[k]!, children: [score] };
+  return score;
+}
+
 /**
  * Evaluates `branch.tokens` from `skip` on, reads the answer position, then its children, each
- * on top of the branch in one call and erased after.
- * @param calls - the branch's decode calls (all but the last without logits); a child: one call
+ * with its single children in one call ({@link evaluateChain}) on top of the branch and erased
+ * after.
+ * @param calls - the branch's decode calls (all but the last without logits)
  * @returns the candidates' log-probabilities, and the children's
  * @throws `Error` when the branch has no tokens or llama.cpp returns no logits; the signal's
  *   reason when aborted
@@ -132,7 +206,7 @@ async function evaluateBranch(
   const logprobs = toLogprobs(next.logits, next.totalLogitWeight, branch.candidates);
   const children: BranchScore[] = [];
   for (const child of branch.children ?? []) {
-    children.push(await evaluateBranch(sequence, child, 0, [child.tokens.length], tally, signal));
+    children.push(await evaluateChain(sequence, chainOf(child), tally, signal));
     await sequence.eraseContextTokenRanges([
       { start: start + branch.tokens.length - skip, end: sequence.nextTokenIndex },
     ]);
