@@ -71,17 +71,6 @@ export function toLogprobs(
   });
 }
 
-/** What a read position asks of llama.cpp: the candidates' logits, the max logit, the weight. */
-function readOptions(candidates: readonly Token[]) {
-  return {
-    generateNext: {
-      options: { temperature: 0 },
-      logits: { filter: { tokens: candidates as LlamaToken[], includeSelected: true } },
-      totalLogitWeight: true,
-    },
-  } as const;
-}
-
 /**
  * The evaluation input of tokens whose last one reads the candidates' logits at the answer
  * position. The greedy sampler (temperature 0) selects the max-logit token, and
@@ -95,9 +84,53 @@ function answerInput(
 ): ControlledEvaluateInputItem[] {
   return tokens.map((token, index) =>
     index === tokens.length - 1
-      ? [token as LlamaToken, readOptions(candidates)]
+      ? [
+          token as LlamaToken,
+          {
+            generateNext: {
+              options: { temperature: 0 },
+              logits: { filter: { tokens: candidates as LlamaToken[], includeSelected: true } },
+              totalLogitWeight: true,
+            },
+          },
+        ]
       : (token as LlamaToken),
   );
+}
+
+/**
+ * The candidates' log-probabilities read at `output[index]` (an input item made by
+ * {@link answerInput}).
+ * @throws `Error` when llama.cpp returned no logits there
+ */
+function readAt(
+  output: Awaited<ReturnType<LlamaContextSequence["controlledEvaluate"]>>,
+  index: number,
+  candidates: readonly Token[],
+): number[] {
+  const next = output[index]?.next;
+  if (!next?.logits || next.totalLogitWeight == null)
+    throw new Error("llama.cpp returned no logits for the answer position");
+  return toLogprobs(next.logits, next.totalLogitWeight, candidates);
+}
+
+/**
+ * Scores `children` on top of what `sequence` holds now, each child with its single children in
+ * one call ({@link evaluateChain}), erasing each before the next and the last before returning.
+ */
+async function scoreChildren(
+  sequence: LlamaContextSequence,
+  children: readonly ScoreBranch[],
+  tally: DecodeTally,
+  signal?: AbortSignal,
+): Promise<BranchScore[]> {
+  const end = sequence.nextTokenIndex;
+  const scores: BranchScore[] = [];
+  for (const child of children) {
+    scores.push(await evaluateChain(sequence, chainOf(child), tally, signal));
+    await sequence.eraseContextTokenRanges([{ start: end, end: sequence.nextTokenIndex }]);
+  }
+  return scores;
 }
 
 /** Most tokens one chain of single children takes in one decode call (labels are ≤ 9 tokens). */
@@ -150,23 +183,14 @@ async function evaluateChain(
   }
   const output = await sequence.controlledEvaluate(input);
   countBranchTokens(tally, input.length);
-  const logprobs = chain.map((node, k) => {
-    const next = output[reads[k]!]?.next;
-    if (!next?.logits || next.totalLogitWeight == null)
-      throw new Error("llama.cpp returned no logits for the answer position");
-    return toLogprobs(next.logits, next.totalLogitWeight, node.candidates);
-  });
+  const logprobs = chain.map((node, k) => readAt(output, reads[k]!, node.candidates));
   const last = chain.at(-1)!;
-  const end = sequence.nextTokenIndex;
-  let score: BranchScore = { logprobs: logprobs.at(-1)! };
-  if (last.children) {
-    const children: BranchScore[] = [];
-    for (const child of last.children) {
-      children.push(await evaluateChain(sequence, chainOf(child), tally, signal));
-      await sequence.eraseContextTokenRanges([{ start: end, end: sequence.nextTokenIndex }]);
-    }
-    score = { logprobs: score.logprobs, children };
-  }
+  let score: BranchScore = last.children
+    ? {
+        logprobs: logprobs.at(-1)!,
+        children: await scoreChildren(sequence, last.children, tally, signal),
+      }
+    : { logprobs: logprobs.at(-1)! };
   for (let k = chain.length - 2; k >= 0; k--) score = { logprobs: logprobs[k]!, children: [score] };
   return score;
 }
@@ -190,7 +214,6 @@ async function evaluateBranch(
 ): Promise<BranchScore> {
   signal?.throwIfAborted();
   if (branch.tokens.length === 0) throw new Error("a branch must have at least one token");
-  const start = sequence.nextTokenIndex;
   const before = branch.tokens.length - skip - calls.at(-1)!;
   if (calls.length > 1) {
     await evaluateCalls(sequence, branch.tokens, skip, calls.slice(0, -1), signal);
@@ -200,18 +223,10 @@ async function evaluateBranch(
   signal?.throwIfAborted();
   const output = await sequence.controlledEvaluate(answerInput(tokens, branch.candidates));
   countBranchTokens(tally, tokens.length);
-  const next = output[output.length - 1]?.next;
-  if (!next?.logits || next.totalLogitWeight == null)
-    throw new Error("llama.cpp returned no logits for the answer position");
-  const logprobs = toLogprobs(next.logits, next.totalLogitWeight, branch.candidates);
-  const children: BranchScore[] = [];
-  for (const child of branch.children ?? []) {
-    children.push(await evaluateChain(sequence, chainOf(child), tally, signal));
-    await sequence.eraseContextTokenRanges([
-      { start: start + branch.tokens.length - skip, end: sequence.nextTokenIndex },
-    ]);
-  }
-  return branch.children ? { logprobs, children } : { logprobs };
+  const logprobs = readAt(output, output.length - 1, branch.candidates);
+  return branch.children
+    ? { logprobs, children: await scoreChildren(sequence, branch.children, tally, signal) }
+    : { logprobs };
 }
 
 /**
