@@ -7,6 +7,7 @@ import {
   majorityAccuracy,
   rocAuc,
   expectedCalibrationError,
+  expectedCalibrationErrorFloor,
   macroF1,
   meanAbsoluteError,
   negativeLogLikelihood,
@@ -75,6 +76,36 @@ describe("classification metrics on a hand-worked example", () => {
     ];
     expect(expectedCalibrationError(p)).toBeCloseTo(0.25, 12);
     expect(expectedCalibrationError(p, 2)).toBeCloseTo(0.25, 12);
+  });
+
+  it("ECE floor: the expected ECE of answers right with probability equal to their confidence", () => {
+    // bin 10 {#1, c .70}: E|K − .70| = .7·.30 + .3·.70 = .42
+    // bin 9 {#2 .62, #3 .65}: K = 0 w.p. .38·.35 = .133, 2 w.p. .62·.65 = .403, 1 w.p. .464;
+    //   Σc = 1.27 → .133·1.27 + .464·.27 + .403·.73 = .16891 + .12528 + .29419 = .58838
+    // bin 7 {#4 .50}: .5·.5 + .5·.5 = .5
+    // (.42 + .58838 + .5) / 4 = .377095
+    expect(expectedCalibrationErrorFloor(EXAMPLE)).toBeCloseTo(0.377095, 12);
+    // The gold answers do not enter the floor; only the confidences do.
+    const regolded = EXAMPLE.map((p) => ({ ...p, gold: (p.gold + 1) % 3 }));
+    expect(expectedCalibrationErrorFloor(regolded)).toBe(expectedCalibrationErrorFloor(EXAMPLE));
+  });
+
+  it("ECE floor: 0 for certain answers, shrinking as questions grow", () => {
+    const certain: Prediction = { classes: ["x", "y"], probabilities: [1, 0], gold: 1 };
+    expect(expectedCalibrationErrorFloor([certain])).toBe(0);
+    const at = (n: number) =>
+      expectedCalibrationErrorFloor(
+        Array.from({ length: n }, () => ({
+          classes: ["x", "y"],
+          probabilities: [0.7, 0.3],
+          gold: 0,
+        })),
+      );
+    // One bin, K ~ Binomial(n, .7): E|K/n − .7| ≈ √(2/π)·√(.21/n) for large n.
+    expect(at(1)).toBeCloseTo(0.42, 12);
+    expect(at(400)).toBeCloseTo(Math.sqrt(2 / Math.PI) * Math.sqrt(0.21 / 400), 3);
+    expect(at(400)).toBeLessThan(at(50));
+    expect(expectedCalibrationErrorFloor([])).toBeNaN();
   });
 
   it("NLL clamps p = 0 instead of returning Infinity", () => {

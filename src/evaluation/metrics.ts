@@ -111,6 +111,54 @@ export function expectedCalibrationError(
   return ece;
 }
 
+/**
+ * The ECE that answers calibrated by construction would show on the same questions: the
+ * expectation of {@link expectedCalibrationError} when each prediction is right with probability
+ * equal to its confidence c = max pᵢ, independently. ECE is a sum of absolute errors, so sampling
+ * alone makes it positive; a measured ECE near this floor is as small as `predictions.length`
+ * questions can show (for a few hundred questions it is typically 0.02–0.06).
+ *
+ * Per bin the number right K is Poisson-binomial over the bin's confidences; E|K − Σc| is exact by
+ * the usual dynamic programme over the bin's predictions (O(n²) per bin):
+ *
+ *   floor = Σ_b E|K_b − Σ_(i in b) cᵢ| / N.
+ *
+ * @returns a value in [0, 1); NaN for no predictions
+ * @example
+ * ```ts
+ * // One question at confidence .75: right (error .25) with p .75, wrong (.75) with p .25.
+ * expectedCalibrationErrorFloor([{ classes: ["x", "y"], probabilities: [0.75, 0.25], gold: 0 }]); // → 0.375
+ * ```
+ */
+export function expectedCalibrationErrorFloor(
+  predictions: readonly Prediction[],
+  bins = ECE_BINS,
+): number {
+  if (predictions.length === 0) return NaN;
+  const byBin: number[][] = Array.from({ length: bins }, () => []);
+  for (const p of predictions) {
+    const c = p.probabilities[argmax(p.probabilities)]!;
+    byBin[Math.min(bins - 1, Math.max(0, Math.floor(c * bins)))]!.push(c);
+  }
+  let floor = 0;
+  for (const confidences of byBin) {
+    if (confidences.length === 0) continue;
+    // dist[k] = P(k of the predictions so far are right)
+    let dist = [1];
+    for (const c of confidences) {
+      const next = new Array<number>(dist.length + 1).fill(0);
+      for (let k = 0; k < dist.length; k++) {
+        next[k]! += dist[k]! * (1 - c);
+        next[k + 1]! += dist[k]! * c;
+      }
+      dist = next;
+    }
+    const expected = confidences.reduce((a, b) => a + b, 0);
+    floor += dist.reduce((sum, p, k) => sum + p * Math.abs(k - expected), 0);
+  }
+  return floor / predictions.length;
+}
+
 /** Mean absolute error. NaN for none. @throws {@link RangeError} on different lengths. */
 export function meanAbsoluteError(
   predicted: readonly number[],

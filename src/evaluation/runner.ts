@@ -11,6 +11,7 @@ import {
   argmax,
   brierScore,
   expectedCalibrationError,
+  expectedCalibrationErrorFloor,
   macroF1,
   meanAbsoluteError,
   negativeLogLikelihood,
@@ -271,6 +272,8 @@ export interface Metrics {
   readonly nll: number;
   readonly brier: number;
   readonly ece: number;
+  /** The ECE answers calibrated by construction would show on these questions (metrics.ts). */
+  readonly eceFloor: number;
   /** score questions only. */
   readonly mae: number;
   readonly spearman: number;
@@ -314,6 +317,7 @@ export function computeMetrics(outcomes: readonly QuestionOutcome[]): Metrics {
     nll: negativeLogLikelihood(predictions),
     brier: brierScore(predictions),
     ece: expectedCalibrationError(predictions),
+    eceFloor: expectedCalibrationErrorFloor(predictions),
     mae: meanAbsoluteError(
       scores.map((o) => o.score!),
       scores.map((o) => o.gold),
