@@ -4,7 +4,10 @@
 //       (the uncached prefix tokens, then the branch tokens of the engine's branch schedule: the
 //       tokens all branches start with once, each branch past what it shares with the previous
 //       one of its lane), no decision logic;
-//   (b) decisiond's engine and readout in-process (Decider.decide);
+//   (b) decisiond's engine and readout in-process (Decider.decide), on the bundle `serve` loads:
+//       the shipped adapter, its calibration profile and the tuned readout (`--adapter none`: the
+//       base model and the default readout, for (b) and (c) both); all load the model file `serve`
+//       loads, the adapter added into its weights (src/service/model.ts `adapterWeights`);
 //   (c) decisiond over HTTP with keep-alive, end to end (a `decisiond serve` child process);
 //       the HTTP overhead is (c) minus the server's own Server-Timing `decide` duration, and the
 //       part of it spent in the server is Server-Timing `app` (arrival to serialized response)
@@ -12,7 +15,8 @@
 //       machine's own floor for that overhead (with --held-floor that server first keeps as many
 //       threads as llama.cpp busy for as long as (c)'s `decide` took, so it answers after the
 //       same wait);
-//   (d) node-llama-cpp's LlamaDecisionContext.decide on the same inputs;
+//   (d) node-llama-cpp's LlamaDecisionContext.decide on the same inputs and model file (with the
+//       adapter added into the weights, as served; it takes no runtime adapter);
 //   (e) naive: one full prompt per question (our prompt), the state read again each time.
 // Every system gets a fresh state for every run (a case number leads it), so no system reuses a
 // cached state; the systems take turns within each run so they see the same machine load.
@@ -36,13 +40,18 @@
 //                          by id since docs/decisions/072, so only the baselines see the rotation)]
 //                         [--held-floor (the empty server computes as long as (c)'s `decide`
 //                          before it answers; adds (c)'s time again to each run)]
+//                         [--adapter PATH|none (default: the catalogue model's shipped adapter)]
 import { spawn } from "node:child_process";
 import http from "node:http";
+import { basename } from "node:path";
 import { readFileSync, writeFileSync, mkdirSync } from "node:fs";
 import { cpus, totalmem } from "node:os";
 import { parseArgs } from "node:util";
 import { getLlama, LlamaLogLevel } from "node-llama-cpp";
 import { Decider } from "../dist/decision/decide.js";
+import { resolveModel } from "../dist/evaluation/model.js";
+import { modelBundle } from "../dist/models/bundle.js";
+import { adapterWeights } from "../dist/service/model.js";
 import {
   evaluateCalls,
   openLlamaEngine,
@@ -50,7 +59,6 @@ import {
 } from "../dist/engine/llama/index.js";
 import { planDecode } from "../dist/engine/decode/index.js";
 import { commonPrefixLength } from "../dist/engine/llama/prefix-cache.js";
-import { ensureModel } from "../dist/models/pull.js";
 import { postJson } from "./post-json.mjs";
 import { median } from "./stats.mjs";
 import { wireQuestions as teamQuestions } from "./workload.mjs";
@@ -71,6 +79,7 @@ const { values: args } = parseArgs({
     "prefix-cache": { type: "string" },
     "rotate-options": { type: "boolean", default: false },
     "held-floor": { type: "boolean", default: false },
+    adapter: { type: "string" },
     out: { type: "string" },
   },
 });
@@ -86,7 +95,17 @@ const SYSTEMS = new Set(args.systems.split(","));
 const CONTEXT = Number(args["context-size"]);
 const MODEL = "smollm2-135m-instruct";
 
-const modelPath = await ensureModel(MODEL);
+// The bundle `serve` loads: the model, its shipped adapter (or --adapter), profile and readout.
+const resolved = await resolveModel(MODEL, true, args.adapter);
+const bundle = await modelBundle(resolved);
+const { adapterPath } = bundle;
+// The files `serve` loads: the model with the adapter added into its weights where it can be.
+const weights = adapterPath
+  ? await adapterWeights(bundle.modelPath, adapterPath)
+  : { modelPath: bundle.modelPath };
+const { modelPath } = weights;
+/** node-llama-cpp's context option applying an adapter the merge could not add, as the engine does. */
+const lora = weights.adapterPath ? { lora: { adapters: [{ filePath: weights.adapterPath }] } } : {};
 const llama = await getLlama({ gpu: "auto", logLevel: LlamaLogLevel.error });
 const threads = args.threads ? Number(args.threads) : llama.cpuMathCores;
 const now = () => performance.now();
@@ -102,14 +121,18 @@ const SENTENCES = [
 ];
 const PARALLEL = args.parallel ? Number(args.parallel) : undefined;
 const engine = await openLlamaEngine({
-  modelPath,
+  ...weights,
   id: MODEL,
   threads,
   contextSize: CONTEXT,
   ...(PARALLEL ? { parallelBranches: PARALLEL } : {}),
   ...(args["prefix-cache"] !== undefined ? { prefixCacheBytes: Number(args["prefix-cache"]) } : {}),
 });
-const decider = new Decider(engine);
+const decider = new Decider(engine, {
+  calibration: bundle.profile,
+  debias: "off",
+  ...bundle.readout,
+});
 
 /** A state of about `tokens` tokens (whole sentences), led by a case number. */
 const baseTexts = new Map();
@@ -143,14 +166,20 @@ let caseNumber = 0;
 const model = await llama.loadModel({ modelPath });
 /** Tokens per decode call: the engine's default batch size. */
 const BATCH = 1024;
-const rawContext = await model.createContext({
-  contextSize: CONTEXT,
-  sequences: 2,
-  batchSize: BATCH,
-  threads,
-});
-const floorSeq = rawContext.getSequence();
-const naiveSeq = rawContext.getSequence();
+// Made only when (a) or (e) is measured: another context in this process slows the engine's
+// (docs/SPEED.md, "The matrix on the Q8_0 default").
+const rawContext =
+  SYSTEMS.has("a") || SYSTEMS.has("e")
+    ? await model.createContext({
+        contextSize: CONTEXT,
+        sequences: 2,
+        batchSize: BATCH,
+        threads,
+        ...lora,
+      })
+    : undefined;
+const floorSeq = rawContext?.getSequence();
+const naiveSeq = rawContext?.getSequence();
 
 async function floor(request) {
   const plan = await decider.plan(request);
@@ -263,6 +292,7 @@ if (SYSTEMS.has("c")) {
     "off",
     ...(PARALLEL ? ["--parallel", String(PARALLEL)] : []),
     ...(args["prefix-cache"] !== undefined ? ["--prefix-cache", args["prefix-cache"]] : []),
+    ...(args.adapter !== undefined ? ["--adapter", args.adapter] : []),
   ]));
   await waitUntilUp(
     async () => (await fetch(`${serverUrl}/healthz`)).ok,
@@ -418,6 +448,7 @@ function writeReport(cache, peakRssMiB) {
   const result = {
     date: new Date().toISOString(),
     model: MODEL,
+    adapter: adapterPath ? basename(adapterPath) : "none",
     contextSize: CONTEXT,
     parallelBranches: PARALLEL ?? "default",
     rotateOptions: ROTATE,
@@ -434,7 +465,7 @@ function writeReport(cache, peakRssMiB) {
     finished: cache !== undefined,
   };
   const lines = [
-    `decisiond bench ${result.date} — ${MODEL}, ${machine.cpu}, ${threads} threads, context ${CONTEXT}, medians of ${RUNS === MAX_RUNS || !CELL_SECONDS ? RUNS : `${RUNS}–${MAX_RUNS} (more while a cell took under ${CELL_SECONDS} s)`} runs (naive: ${NAIVE_RUNS}), ms${ROTATE ? ", options rotated per question" : ""}`,
+    `decisiond bench ${result.date} — ${MODEL}, adapter ${result.adapter}, ${machine.cpu}, ${threads} threads, context ${CONTEXT}, medians of ${RUNS === MAX_RUNS || !CELL_SECONDS ? RUNS : `${RUNS}–${MAX_RUNS} (more while a cell took under ${CELL_SECONDS} s)`} runs (naive: ${NAIVE_RUNS}), ms${ROTATE ? ", options rotated per question" : ""}`,
     "",
     `| state | q | k | runs | (a) floor | (b) in-process | (c) HTTP | c−b HTTP overhead | of it in the server | empty node:http server${HELD_FLOOR ? " after computing as long as decide" : ""} | (d) LlamaDecisionContext | (e) naive | b/a | b/a per run | d/b | d/b per run | e/b | (b) new questions |`,
     "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
@@ -613,7 +644,7 @@ cache.medianHitLastMs = median(cache.hitLastMs);
 const peakRssMiB = serverPeakRssMiB();
 server?.kill();
 await decisionContext?.dispose();
-await rawContext.dispose();
+await rawContext?.dispose();
 await engine.close();
 
 const markdown = writeReport(cache, peakRssMiB);
