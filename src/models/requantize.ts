@@ -20,7 +20,16 @@ import { open, readFile } from "node:fs/promises";
 export type RequantizeTarget = "Q8_0";
 
 /** ggml tensor types (`enum ggml_type`) this module sizes or writes. */
-const GgmlType = { F32: 0, F16: 1, Q4_0: 2, Q4_1: 3, Q5_0: 6, Q5_1: 7, Q8_0: 8, BF16: 30 } as const;
+export const GgmlType = {
+  F32: 0,
+  F16: 1,
+  Q4_0: 2,
+  Q4_1: 3,
+  Q5_0: 6,
+  Q5_1: 7,
+  Q8_0: 8,
+  BF16: 30,
+} as const;
 
 /** Bytes per block and values per block of each type in {@link GgmlType}, by type id. */
 const BLOCK: ReadonlyMap<number, { bytes: number; values: number }> = new Map([
@@ -61,6 +70,8 @@ export interface GgufLayout {
   readonly alignment: number;
   /** Byte offset of the `general.file_type` value (a uint32), if the file has that key. */
   readonly fileTypeOffset: number | undefined;
+  /** `adapter.lora.alpha` (a float32) of a LoRA adapter file, if the file has that key. */
+  readonly loraAlpha?: number;
   readonly tensors: readonly GgufTensorInfo[];
 }
 
@@ -118,11 +129,13 @@ export function readGgufLayout(bytes: Uint8Array): GgufLayout {
   const kvCount = count();
   let alignment = 32;
   let fileTypeOffset: number | undefined;
+  let loraAlpha: number | undefined;
   for (let i = 0; i < kvCount; i++) {
     const key = str();
     const type = u32();
     if (key === "general.alignment" && type === 4) alignment = view.getUint32(at, true);
     if (key === "general.file_type" && type === 4) fileTypeOffset = at;
+    if (key === "adapter.lora.alpha" && type === 6) loraAlpha = view.getFloat32(at, true);
     skipValue(type);
   }
   if (!(alignment > 0 && alignment % 8 === 0)) throw new Error(`GGUF alignment ${alignment}`);
@@ -137,7 +150,14 @@ export function readGgufLayout(bytes: Uint8Array): GgufLayout {
     const offset = Number(u64());
     tensors.push({ name, dims, type, offset, size: tensorBytes(name, type, dims) });
   }
-  return { infoStart, dataStart: alignUp(at, alignment), alignment, fileTypeOffset, tensors };
+  return {
+    infoStart,
+    dataStart: alignUp(at, alignment),
+    alignment,
+    fileTypeOffset,
+    ...(loraAlpha !== undefined ? { loraAlpha } : {}),
+    tensors,
+  };
 }
 
 function tensorBytes(name: string, type: number, dims: readonly bigint[]): number {
@@ -269,7 +289,7 @@ export function q4_1ToQ8_0(q4_1: Uint8Array): Uint8Array {
  * @param values - 32 float32 values
  * @param out - receives 34 bytes at `at`
  */
-function quantizeQ8_0Block(values: Float32Array, out: Uint8Array, at: number): void {
+export function quantizeQ8_0Block(values: Float32Array, out: Uint8Array, at: number): void {
   let amax = 0;
   for (let j = 0; j < 32; j++) amax = Math.max(amax, Math.abs(values[j]!));
   const d = Math.fround(amax / 127);

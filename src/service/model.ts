@@ -1,5 +1,5 @@
 import { existsSync } from "node:fs";
-import { resolve } from "node:path";
+import { basename, resolve } from "node:path";
 import type { ServeConfig } from "../cli/serve-config.js";
 import type { ServiceSettings } from "../cli/service-settings.js";
 import { renderMediaText } from "../decision/prompt.js";
@@ -9,6 +9,7 @@ import { openVisionEngine } from "../engine/vision/index.js";
 import type { MediaOptions } from "../media/request.js";
 import { DEFAULT_VIDEO_FRAMES, DEFAULT_VIDEO_MAX_SECONDS } from "../media/video.js";
 import { resolveAdapter } from "../models/adapters.js";
+import { mergedModelFile } from "../models/merge-adapter.js";
 import { CATALOGUE, DEFAULT_MODEL, findModel, type CatalogueEntry } from "../models/catalogue.js";
 import { ensureEntry, ensureModel } from "../models/pull.js";
 
@@ -30,13 +31,17 @@ export interface ServedCard {
 
 /**
  * Loads a bundle's model in-process: the vision engine with a projector, else the text engine
- * with the bundle's adapter. `serve`, `eval` and `calibrate` all open their model here.
+ * with the bundle's adapter, added into a copy of the model's weights once
+ * (models/merge-adapter.ts `mergedModelFile`, kept under `<home>/models/merged/`) so requests do
+ * not pay for it per token; applied at run time instead where it cannot be added (a weight type
+ * the merge does not write, a folder it cannot write). `serve`, `eval` and `calibrate` all open
+ * their model here.
  * @param settings - the engine's settings (context, threads, …); absent ones take the engine's defaults
  * @param media - the projector of a vision model
  * @throws the engine's error when the model cannot load
  * @example `const engine = await openModelEngine(bundle, { contextSize: 2048 });`
  */
-export function openModelEngine(
+export async function openModelEngine(
   bundle: { readonly modelId: string; readonly modelPath: string; readonly adapterPath?: string },
   settings: Pick<
     ServiceSettings,
@@ -44,26 +49,48 @@ export function openModelEngine(
   >,
   media: { readonly mmprojPath?: string } = {},
 ): Promise<Engine> {
-  return media.mmprojPath
-    ? openVisionEngine({
-        modelPath: bundle.modelPath,
-        mmprojPath: media.mmprojPath,
-        id: bundle.modelId,
-        contextSize: settings.contextSize,
-        threads: settings.threads,
-        batchSize: settings.batchSize,
-        imageSize: settings.imageSize,
-      })
-    : openLlamaEngine({
-        modelPath: bundle.modelPath,
-        id: bundle.modelId,
-        adapterPath: bundle.adapterPath,
-        contextSize: settings.contextSize,
-        threads: settings.threads,
-        parallelBranches: settings.parallelBranches,
-        batchSize: settings.batchSize,
-        prefixCacheBytes: settings.prefixCacheBytes,
-      });
+  if (media.mmprojPath)
+    return openVisionEngine({
+      modelPath: bundle.modelPath,
+      mmprojPath: media.mmprojPath,
+      id: bundle.modelId,
+      contextSize: settings.contextSize,
+      threads: settings.threads,
+      batchSize: settings.batchSize,
+      imageSize: settings.imageSize,
+    });
+  const weights = bundle.adapterPath
+    ? await adapterWeights(bundle.modelPath, bundle.adapterPath)
+    : { modelPath: bundle.modelPath };
+  return openLlamaEngine({
+    ...weights,
+    id: bundle.modelId,
+    contextSize: settings.contextSize,
+    threads: settings.threads,
+    parallelBranches: settings.parallelBranches,
+    batchSize: settings.batchSize,
+    prefixCacheBytes: settings.prefixCacheBytes,
+  });
+}
+
+/**
+ * The files an engine loads for a model and adapter: the model with the adapter added into it
+ * (`mergedModelFile`), else both, for llama.cpp to apply the adapter per token.
+ * @example `openLlamaEngine({ ...(await adapterWeights(modelPath, adapterPath)), id })`
+ */
+export async function adapterWeights(
+  modelPath: string,
+  adapterPath: string,
+): Promise<{ modelPath: string; adapterPath?: string; mergedAdapter?: string }> {
+  try {
+    return {
+      modelPath: await mergedModelFile(modelPath, adapterPath),
+      mergedAdapter: basename(adapterPath),
+    };
+  } catch {
+    // Unmergeable, or the cache cannot be written: llama.cpp applies the adapter per token.
+    return { modelPath, adapterPath };
+  }
 }
 
 /**

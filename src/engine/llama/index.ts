@@ -132,7 +132,11 @@ export class LlamaEngine implements Engine {
       contextSize: context.contextSize,
       trainContextSize,
       vision: false,
-      ...(options.adapterPath ? { adapter: basename(options.adapterPath) } : {}),
+      ...(options.adapterPath
+        ? { adapter: basename(options.adapterPath) }
+        : options.mergedAdapter
+          ? { adapter: options.mergedAdapter }
+          : {}),
     };
     const template = chatTemplateOf(llamaModel);
     const cacheBytes = options.prefixCacheBytes ?? DEFAULT_PREFIX_CACHE_BYTES;

@@ -64,6 +64,11 @@ export interface LlamaEngineOptions {
    * decision-tuned adapter, docs/TRAINING.md). Default: none.
    */
   readonly adapterPath?: string;
+  /**
+   * File name of a LoRA adapter already added into `modelPath`'s weights (models/merge-adapter.ts):
+   * reported as {@link ModelInfo.adapter}, not applied again. Default: none.
+   */
+  readonly mergedAdapter?: string;
   /** CPU threads for evaluation. Default: llama.cpp's count of math cores (physical cores). */
   readonly threads?: number;
   /** Largest number of tokens one decode call takes, at least 128. Default 1024. */
