@@ -1,6 +1,6 @@
-import { mkdtemp, readFile, rm, stat, utimes, writeFile } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rm, stat, utimes, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { afterEach, beforeEach, describe, expect, inject, it, vi } from "vitest";
 import { TUNED_READOUT } from "../src/decision/options.js";
 import { Decider } from "../src/decision/decide.js";
@@ -255,18 +255,24 @@ describe("mergeAdapterGguf", () => {
 });
 
 describe("mergedModelFile", () => {
-  it("makes the merged file once and again when an input changes", async () => {
+  it("makes the merged file once, and anew (dropping the old) when an input changes", async () => {
     const { modelPath, adapterPath } = await files(MODEL, ADAPTER);
     const cache = join(dir, "merged");
     const first = await mergedModelFile(modelPath, adapterPath, cache);
     const made = (await stat(first)).mtimeMs;
     expect(await mergedModelFile(modelPath, adapterPath, cache)).toBe(first);
     expect((await stat(first)).mtimeMs).toBe(made);
-    // A newer adapter file (same name) is another merge.
+    // The same adapter file, touched: the same merge.
     await utimes(adapterPath, new Date(), new Date(Date.now() + 5000));
+    expect(await mergedModelFile(modelPath, adapterPath, cache)).toBe(first);
+    // Another adapter under the same name (alpha 4): another merge, and the first one removed.
+    const other = Buffer.from(ADAPTER);
+    const at = other.indexOf(Buffer.from(new Float32Array([8]).buffer));
+    other.set(new Uint8Array(new Float32Array([4]).buffer), at);
+    await writeFile(adapterPath, other);
     const second = await mergedModelFile(modelPath, adapterPath, cache);
     expect(second).not.toBe(first);
-    expect(await readFile(second)).toEqual(await readFile(first));
+    expect(await readdir(cache)).toEqual([basename(second)]);
   });
 });
 
