@@ -15,6 +15,7 @@ import { Decider, TUNED_READOUT } from "../dist/decision/decide.js";
 import { BANKING77_DESCRIPTIONS } from "../dist/evaluation/banking77.js";
 import { openLlamaEngine } from "../dist/engine/llama/index.js";
 import { resolveModel } from "../dist/evaluation/model.js";
+import { adapterWeights } from "../dist/service/model.js";
 import { median } from "./stats.mjs";
 import { TEAMS } from "./workload.mjs";
 
@@ -50,10 +51,13 @@ const stateOf = (i) =>
   `Ticket ${1000 + i}: ${SENTENCES[i % 6]} ${SENTENCES[(i * 5 + 1) % 6]} ${SENTENCES[(i * 7 + 2) % 6]}`;
 
 const model = await resolveModel("smollm2-135m-instruct", true, undefined);
+// The files `serve` loads: the model with the adapter added into its weights where it can be.
+const weights = model.adapterPath
+  ? await adapterWeights(model.modelPath, model.adapterPath)
+  : { modelPath: model.modelPath };
 const engine = await openLlamaEngine({
-  modelPath: model.modelPath,
-  id: model.id,
-  adapterPath: model.adapterPath,
+  ...weights,
+  id: model.modelId,
   ...(args.threads ? { threads: Number(args.threads) } : {}),
 });
 const results = {};
