@@ -14,64 +14,7 @@ import {
   UnmergeableAdapterError,
 } from "../src/models/merge-adapter.js";
 import { floatToHalf, halfToFloat, readGgufLayout } from "../src/models/requantize.js";
-
-type Kv = readonly [key: string, type: "string" | "u32" | "f32", value: string | number];
-interface Tensor {
-  readonly name: string;
-  readonly dims: readonly number[];
-  /** ggml type: 0 F32, 1 F16, 3 Q4_1, 8 Q8_0 */
-  readonly type: number;
-  readonly data: Uint8Array;
-}
-
-/** A GGUF v3 file with these key-values and tensors (alignment 32). */
-function gguf(kvs: readonly Kv[], tensors: readonly Tensor[]): Uint8Array {
-  const parts: Buffer[] = [];
-  const u32 = (v: number) => parts.push(Buffer.from(new Uint32Array([v]).buffer));
-  const u64 = (v: number) => {
-    const b = Buffer.alloc(8);
-    b.writeBigUInt64LE(BigInt(v));
-    parts.push(b);
-  };
-  const str = (s: string) => {
-    u64(Buffer.byteLength(s));
-    parts.push(Buffer.from(s));
-  };
-  parts.push(Buffer.from("GGUF"));
-  u32(3);
-  u64(tensors.length);
-  u64(kvs.length);
-  for (const [key, type, value] of kvs) {
-    str(key);
-    if (type === "string") {
-      u32(8);
-      str(String(value));
-    } else if (type === "u32") {
-      u32(4);
-      u32(Number(value));
-    } else {
-      u32(6);
-      parts.push(Buffer.from(new Float32Array([Number(value)]).buffer));
-    }
-  }
-  let offset = 0;
-  for (const t of tensors) {
-    str(t.name);
-    u32(t.dims.length);
-    for (const d of t.dims) u64(d);
-    u32(t.type);
-    u64(offset);
-    offset = Math.ceil((offset + t.data.length) / 32) * 32;
-  }
-  const head = Buffer.concat(parts);
-  const out: Buffer[] = [head, Buffer.alloc(Math.ceil(head.length / 32) * 32 - head.length)];
-  for (const [i, t] of tensors.entries()) {
-    out.push(Buffer.from(t.data));
-    if (i + 1 < tensors.length)
-      out.push(Buffer.alloc(Math.ceil(t.data.length / 32) * 32 - t.data.length));
-  }
-  return Buffer.concat(out);
-}
+import { writeGguf } from "./support/gguf.js";
 
 const f32 = (values: readonly number[]) => new Uint8Array(new Float32Array(values).buffer);
 const f16 = (values: readonly number[]) =>
@@ -118,7 +61,7 @@ const qRows = [0, 1, 2].map((o) =>
 );
 const qScales = [0.0078125, 0.015625, 0.0039062, 0.03125, 0.0078125, 0.0625];
 const upRows = [0, 1].map((o) => Array.from({ length: 32 }, (_, i) => (i - 16) / 8 + o));
-const MODEL = gguf(
+const MODEL = writeGguf(
   [
     ["general.architecture", "string", "llama"],
     ["general.file_type", "u32", 7],
@@ -135,7 +78,7 @@ const qA = [0, 1].map((k) => Array.from({ length: 64 }, (_, i) => ((i % 5) - 2) 
 const qB = [0, 1, 2].map((o) => [0.5 - o * 0.25, o * 0.125]);
 const upA = [0, 1].map((k) => Array.from({ length: 32 }, (_, i) => (k ? 0.25 : -0.5) * (i % 2)));
 const upB = [0, 1].map((o) => [1 - o, 0.5]);
-const ADAPTER = gguf(
+const ADAPTER = writeGguf(
   [
     ["general.type", "string", "adapter"],
     ["adapter.type", "string", "lora"],
@@ -212,18 +155,18 @@ describe("mergeAdapterGguf", () => {
   });
 
   it("refuses an adapter it cannot add, naming what", async () => {
-    const lone = gguf(
+    const lone = writeGguf(
       [["adapter.lora.alpha", "f32", 8]],
       [{ name: "blk.0.attn_q.weight.lora_a", dims: [64, 2], type: 0, data: f32(qA.flat()) }],
     );
-    const missing = gguf(
+    const missing = writeGguf(
       [],
       [
         { name: "blk.9.attn_q.weight.lora_a", dims: [64, 2], type: 0, data: f32(qA.flat()) },
         { name: "blk.9.attn_q.weight.lora_b", dims: [2, 3], type: 0, data: f32(qB.flat()) },
       ],
     );
-    const misshapen = gguf(
+    const misshapen = writeGguf(
       [],
       [
         { name: "blk.0.attn_q.weight.lora_a", dims: [64, 2], type: 0, data: f32(qA.flat()) },
@@ -243,7 +186,7 @@ describe("mergeAdapterGguf", () => {
       expect((error as Error).message).toMatch(message);
     }
     // A weight type it does not write again (Q4_1).
-    const q4 = gguf(
+    const q4 = writeGguf(
       [],
       [{ name: "blk.0.attn_q.weight", dims: [64, 3], type: 3, data: new Uint8Array(6 * 20) }],
     );

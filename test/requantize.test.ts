@@ -12,6 +12,7 @@ import {
   readGgufLayout,
   requantizeGguf,
 } from "../src/models/requantize.js";
+import { writeGguf } from "./support/gguf.js";
 
 /** Deterministic bytes: a 32-bit LCG. */
 function lcg(seed: number): () => number {
@@ -37,71 +38,25 @@ function q4_1Blocks(n: number, seed: number): Uint8Array {
 
 /** A little GGUF v3 file: a few kinds of metadata, an F32, a Q4_1 and a Q8_0 tensor. */
 function syntheticGguf(): Uint8Array {
-  const parts: Buffer[] = [];
-  const u32 = (v: number) => {
-    const b = Buffer.alloc(4);
-    b.writeUInt32LE(v);
-    parts.push(b);
-  };
-  const u64 = (v: number) => {
-    const b = Buffer.alloc(8);
-    b.writeBigUInt64LE(BigInt(v));
-    parts.push(b);
-  };
-  const str = (s: string) => {
-    u64(Buffer.byteLength(s));
-    parts.push(Buffer.from(s));
-  };
-  const tensors = [
-    {
-      name: "norm.weight",
-      dims: [5],
-      type: 0,
-      data: Buffer.from(new Float32Array([1, 2, 3, 4, 5]).buffer),
-    },
-    { name: "blk.0.w", dims: [64, 3], type: 3, data: Buffer.from(q4_1Blocks(6, 7)) },
-    { name: "token_embd.weight", dims: [32, 2], type: 8, data: Buffer.from(lcgBytes(68, 9)) },
-  ];
-  parts.push(Buffer.from("GGUF"));
-  u32(3);
-  u64(tensors.length);
-  u64(5);
-  str("general.architecture");
-  u32(8);
-  str("llama");
-  str("general.file_type");
-  u32(4);
-  u32(3);
-  str("tokenizer.ggml.tokens");
-  u32(9);
-  u32(8);
-  u64(3);
-  for (const t of ["<s>", "a", "ab"]) str(t);
-  str("llama.rope.freq_base");
-  u32(6);
-  parts.push(Buffer.from(new Float32Array([100000]).buffer));
-  str("tokenizer.ggml.scores");
-  u32(9);
-  u32(6);
-  u64(2);
-  parts.push(Buffer.from(new Float32Array([0.5, -1]).buffer));
-  let offset = 0;
-  for (const t of tensors) {
-    str(t.name);
-    u32(t.dims.length);
-    for (const d of t.dims) u64(d);
-    u32(t.type);
-    u64(offset);
-    offset = Math.ceil((offset + t.data.length) / 32) * 32;
-  }
-  const head = Buffer.concat(parts);
-  const out: Buffer[] = [head, Buffer.alloc(Math.ceil(head.length / 32) * 32 - head.length)];
-  for (const [i, t] of tensors.entries()) {
-    out.push(t.data);
-    if (i + 1 < tensors.length)
-      out.push(Buffer.alloc(Math.ceil(t.data.length / 32) * 32 - t.data.length));
-  }
-  return Buffer.concat(out);
+  return writeGguf(
+    [
+      ["general.architecture", "string", "llama"],
+      ["general.file_type", "u32", 3],
+      ["tokenizer.ggml.tokens", "string[]", ["<s>", "a", "ab"]],
+      ["llama.rope.freq_base", "f32", 100000],
+      ["tokenizer.ggml.scores", "f32[]", [0.5, -1]],
+    ],
+    [
+      {
+        name: "norm.weight",
+        dims: [5],
+        type: 0,
+        data: new Uint8Array(new Float32Array([1, 2, 3, 4, 5]).buffer),
+      },
+      { name: "blk.0.w", dims: [64, 3], type: 3, data: q4_1Blocks(6, 7) },
+      { name: "token_embd.weight", dims: [32, 2], type: 8, data: lcgBytes(68, 9) },
+    ],
+  );
 }
 
 function lcgBytes(n: number, seed: number): Uint8Array {
