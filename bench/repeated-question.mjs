@@ -52,11 +52,8 @@ const stateOf = (i) =>
 
 const model = await resolveModel("smollm2-135m-instruct", true, undefined);
 // The files `serve` loads: the model with the adapter added into its weights where it can be.
-const weights = model.adapterPath
-  ? await adapterWeights(model.modelPath, model.adapterPath)
-  : { modelPath: model.modelPath };
 const engine = await openLlamaEngine({
-  ...weights,
+  ...(await adapterWeights(model.modelPath, model.adapterPath)),
   id: model.modelId,
   ...(args.threads ? { threads: Number(args.threads) } : {}),
 });

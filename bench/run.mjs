@@ -100,9 +100,7 @@ const resolved = await resolveModel(MODEL, true, args.adapter);
 const bundle = await modelBundle(resolved);
 const { adapterPath } = bundle;
 // The files `serve` loads: the model with the adapter added into its weights where it can be.
-const weights = adapterPath
-  ? await adapterWeights(bundle.modelPath, adapterPath)
-  : { modelPath: bundle.modelPath };
+const weights = await adapterWeights(bundle.modelPath, adapterPath);
 const { modelPath } = weights;
 /** node-llama-cpp's context option applying an adapter the merge could not add, as the engine does. */
 const lora = weights.adapterPath ? { lora: { adapters: [{ filePath: weights.adapterPath }] } } : {};
@@ -166,8 +164,7 @@ let caseNumber = 0;
 const model = await llama.loadModel({ modelPath });
 /** Tokens per decode call: the engine's default batch size. */
 const BATCH = 1024;
-// Made only when (a) or (e) is measured: another context in this process slows the engine's
-// (docs/SPEED.md, "The matrix on the Q8_0 default").
+// Made only when (a) or (e) is measured.
 const rawContext =
   SYSTEMS.has("a") || SYSTEMS.has("e")
     ? await model.createContext({

@@ -59,11 +59,8 @@ export async function openModelEngine(
       batchSize: settings.batchSize,
       imageSize: settings.imageSize,
     });
-  const weights = bundle.adapterPath
-    ? await adapterWeights(bundle.modelPath, bundle.adapterPath)
-    : { modelPath: bundle.modelPath };
   return openLlamaEngine({
-    ...weights,
+    ...(await adapterWeights(bundle.modelPath, bundle.adapterPath)),
     id: bundle.modelId,
     contextSize: settings.contextSize,
     threads: settings.threads,
@@ -75,13 +72,15 @@ export async function openModelEngine(
 
 /**
  * The files an engine loads for a model and adapter: the model with the adapter added into it
- * (`mergedModelFile`), else both, for llama.cpp to apply the adapter per token.
+ * (`mergedModelFile`), else both, for llama.cpp to apply the adapter per token; the model alone
+ * without an adapter.
  * @example `openLlamaEngine({ ...(await adapterWeights(modelPath, adapterPath)), id })`
  */
 export async function adapterWeights(
   modelPath: string,
-  adapterPath: string,
+  adapterPath: string | undefined,
 ): Promise<{ modelPath: string; adapterPath?: string; mergedAdapter?: string }> {
+  if (!adapterPath) return { modelPath };
   try {
     return {
       modelPath: await mergedModelFile(modelPath, adapterPath),

@@ -126,17 +126,14 @@ export class LlamaEngine implements Engine {
     const branchSequences = Array.from({ length: Math.max(1, parallelBranches) - 1 }, () =>
       context.getSequence(),
     );
+    const adapter = options.adapterPath ? basename(options.adapterPath) : options.mergedAdapter;
     const info: ModelInfo = {
       id: options.id ?? basename(options.modelPath).replace(/\.gguf$/i, ""),
       path: options.modelPath,
       contextSize: context.contextSize,
       trainContextSize,
       vision: false,
-      ...(options.adapterPath
-        ? { adapter: basename(options.adapterPath) }
-        : options.mergedAdapter
-          ? { adapter: options.mergedAdapter }
-          : {}),
+      ...(adapter ? { adapter } : {}),
     };
     const template = chatTemplateOf(llamaModel);
     const cacheBytes = options.prefixCacheBytes ?? DEFAULT_PREFIX_CACHE_BYTES;
