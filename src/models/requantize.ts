@@ -1,22 +1,26 @@
 import { createHash } from "node:crypto";
 import { open, readFile } from "node:fs/promises";
+import { BLOCK_FORMATS, halfToFloat } from "./dequantize.js";
+
+export { halfToFloat };
 
 // Why the default model is served as Q8_0 made from the Q4_1 file: docs/decisions/092
 
 /**
- * Rewrites a GGUF file with every Q4_1 tensor in another block format, deterministically (the
- * same input gives the same bytes, so the output can be pinned by SHA-256 in the catalogue).
+ * Rewrites a GGUF file with every tensor of a smaller block format (Q4_0, Q4_1, Q5_0, Q5_1, Q4_K,
+ * Q6_K) in another one, deterministically (the same input gives the same bytes, so the output can
+ * be pinned by SHA-256 in the catalogue).
  *
- * Each Q4_1 block is dequantized in float32 (`d·q + m`, as ggml's `dequantize_row_q4_1`) and
- * quantized again as ggml's reference quantizer does (`quantize_row_q8_0_ref`; bit-exact with
- * gguf-py's `gguf.quants.quantize`, which reproduces it). Every other tensor is copied byte for
- * byte; the key-value section is copied byte for byte except the value of `general.file_type`,
- * which names the new type. The layout is the one llama.cpp and gguf-py write: tensor infos in
+ * Each block is dequantized in float32 as ggml's `dequantize_row_*` functions do (dequantize.ts)
+ * and quantized again as ggml's reference quantizer does (`quantize_row_q8_0_ref`; bit-exact with
+ * gguf-py's `gguf.quants.quantize`, which reproduces it). Every other tensor (F32, F16, BF16, Q8_0)
+ * is copied byte for byte; the key-value section is copied byte for byte except the value of
+ * `general.file_type`, which names the new type. The layout is the one llama.cpp and gguf-py write: tensor infos in
  * the source's order, each tensor's data at the next multiple of the alignment
  * (`general.alignment`, else 32), zero padding between them and none after the last.
  */
 
-/** The block formats Q4_1 tensors can be converted to. */
+/** The block formats tensors can be converted to. */
 export type RequantizeTarget = "Q8_0";
 
 /** ggml tensor types (`enum ggml_type`) this module sizes or writes. */
@@ -28,6 +32,8 @@ export const GgmlType = {
   Q5_0: 6,
   Q5_1: 7,
   Q8_0: 8,
+  Q4_K: 12,
+  Q6_K: 14,
   BF16: 30,
 } as const;
 
@@ -41,7 +47,14 @@ const BLOCK: ReadonlyMap<number, { bytes: number; values: number }> = new Map([
   [GgmlType.Q5_0, { bytes: 22, values: 32 }],
   [GgmlType.Q5_1, { bytes: 24, values: 32 }],
   [GgmlType.Q8_0, { bytes: 34, values: 32 }],
+  [GgmlType.Q4_K, { bytes: 144, values: 256 }],
+  [GgmlType.Q6_K, { bytes: 210, values: 256 }],
 ]);
+
+/** Whether a tensor of this type is rewritten in the target format (rather than copied). */
+function converts(type: number, target: number): boolean {
+  return type !== target && type !== GgmlType.Q8_0 && BLOCK_FORMATS.has(type);
+}
 
 /** `llama_ftype` (llama.h) of a file whose quantized tensors are all of the target type. */
 const FILE_TYPE: Record<RequantizeTarget, number> = { Q8_0: 7 };
@@ -174,7 +187,7 @@ function alignUp(n: number, alignment: number): number {
 }
 
 /**
- * Converts a GGUF file's Q4_1 tensors to `target` and writes the result to `destination`
+ * Converts a GGUF file's Q4_0, Q4_1, Q5_0, Q5_1, Q4_K and Q6_K tensors to `target` and writes the result to `destination`
  * (created or truncated), one tensor at a time.
  * @param source - path of a GGUF v2/v3 file
  * @param destination - path to write; not the same file as `source`
@@ -210,15 +223,17 @@ export async function requantizeGguf(
     if (layout.fileTypeOffset !== undefined)
       head.writeUInt32LE(FILE_TYPE[target], layout.fileTypeOffset);
     await write(head);
-    const converted = layout.tensors.map((t) =>
-      t.type === GgmlType.Q4_1
-        ? {
-            ...t,
-            type: TARGET_TYPE[target],
-            size: (t.size / 20) * BLOCK.get(TARGET_TYPE[target])!.bytes,
-          }
-        : t,
-    );
+    const to = TARGET_TYPE[target];
+    const converted = layout.tensors.map((t) => {
+      if (!converts(t.type, to)) return t;
+      const from = BLOCK.get(t.type)!;
+      const into = BLOCK.get(to)!;
+      return {
+        ...t,
+        type: to,
+        size: ((t.size / from.bytes) * from.values * into.bytes) / into.values,
+      };
+    });
     let offset = 0;
     const infos: Buffer[] = [];
     for (const t of converted) {
@@ -241,7 +256,7 @@ export async function requantizeGguf(
       const start = layout.dataStart + t.offset;
       if (start + t.size > bytes.byteLength) throw new Error(`tensor ${t.name} ends past the file`);
       const data = bytes.subarray(start, start + t.size);
-      await write(t.type === GgmlType.Q4_1 ? q4_1ToQ8_0(data) : data);
+      await write(converts(t.type, to) ? toQ8_0(t.type, data) : data);
       if (i + 1 < layout.tensors.length) await write(padding(converted[i]!.size, layout.alignment));
     }
   } finally {
@@ -264,21 +279,31 @@ function padding(length: number, alignment: number): Uint8Array {
  * @example q4_1ToQ8_0(new Uint8Array(20)).length // → 34 (a zero block stays zero)
  */
 export function q4_1ToQ8_0(q4_1: Uint8Array): Uint8Array {
-  if (q4_1.length % 20 !== 0) throw new RangeError("Q4_1 data must be whole 20-byte blocks");
-  const blocks = q4_1.length / 20;
-  const out = new Uint8Array(blocks * 34);
-  const values = new Float32Array(32);
+  return toQ8_0(GgmlType.Q4_1, q4_1);
+}
+
+/**
+ * Blocks of a format dequantize.ts reads to Q8_0 blocks (34 bytes: f16 `d`, 32 × int8), value by
+ * value as ggml's `dequantize_row_*` then `quantize_row_q8_0_ref` compute them in float32.
+ * @param type - the source's `enum ggml_type` (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K or Q6_K)
+ * @param data - whole blocks of that type
+ * @returns the Q8_0 blocks, 34 bytes per 32 values
+ * @throws RangeError when the type is not one of those or the data is not whole blocks
+ * @example toQ8_0(GgmlType.Q4_K, new Uint8Array(144)).length // → 272 (8 zero blocks)
+ */
+export function toQ8_0(type: number, data: Uint8Array): Uint8Array {
+  const format = BLOCK_FORMATS.get(type);
+  if (!format) throw new RangeError(`ggml type ${type} cannot be converted to Q8_0`);
+  if (data.length % format.bytes !== 0)
+    throw new RangeError(`data must be whole ${format.bytes}-byte blocks of type ${type}`);
+  const blocks = data.length / format.bytes;
+  const per = format.values / 32;
+  const out = new Uint8Array(blocks * per * 34);
+  const values = new Float32Array(format.values);
   for (let b = 0; b < blocks; b++) {
-    const src = b * 20;
-    const d = halfToFloat(q4_1[src]! | (q4_1[src + 1]! << 8));
-    const m = halfToFloat(q4_1[src + 2]! | (q4_1[src + 3]! << 8));
-    for (let j = 0; j < 16; j++) {
-      const byte = q4_1[src + 4 + j]!;
-      // d·q is exact in float32 (an 11-bit d times a 4-bit q); the sum rounds as float32 does.
-      values[j] = Math.fround(d * (byte & 0x0f) + m);
-      values[j + 16] = Math.fround(d * (byte >> 4) + m);
-    }
-    quantizeQ8_0Block(values, out, b * 34);
+    format.read(data, b * format.bytes, values);
+    for (let k = 0; k < per; k++)
+      quantizeQ8_0Block(values.subarray(32 * k, 32 * k + 32), out, (b * per + k) * 34);
   }
   return out;
 }
@@ -307,19 +332,6 @@ export function quantizeQ8_0Block(values: Float32Array, out: Uint8Array, at: num
 
 const f32 = new Float32Array(1);
 const u32 = new Uint32Array(f32.buffer);
-
-/**
- * IEEE half (binary16) bits to the number they encode.
- * @example halfToFloat(0x3c00) // → 1
- */
-export function halfToFloat(h: number): number {
-  const sign = h & 0x8000 ? -1 : 1;
-  const exp = (h >> 10) & 0x1f;
-  const mant = h & 0x3ff;
-  if (exp === 0) return sign * mant * 2 ** -24;
-  if (exp === 0x1f) return mant ? NaN : sign * Infinity;
-  return sign * (1024 + mant) * 2 ** (exp - 25);
-}
 
 /**
  * A number rounded to float32, then to the nearest IEEE half (ties to even), as bits: what

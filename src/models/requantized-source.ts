@@ -11,7 +11,7 @@ export type EnsureEntry = (entry: CatalogueEntry) => Promise<string>;
 
 /**
  * The requantize source: `source.from` is pulled with `ensure` (from its own sources, verified,
- * and kept in the cache), its Q4_1 tensors are converted to `source.to` onto `job.partPath`
+ * and kept in the cache), its smaller quantized tensors are converted to `source.to` onto `job.partPath`
  * (requantize.ts), and the result is checked against the entry's size and SHA-256.
  *
  * @returns the lower-case hex SHA-256 of the part, equal to `job.entry.sha256`
@@ -27,7 +27,7 @@ export async function fromRequantized(
   const { entry, partPath } = job;
   const from = await ensure(source.from);
   job.signal?.throwIfAborted();
-  job.log(`${entry.file}: converting the Q4_1 tensors of ${source.from.file} to ${source.to}`);
+  job.log(`${entry.file}: converting the tensors of ${source.from.file} to ${source.to}`);
   let ok = false;
   try {
     const made = await requantizeGguf(from, partPath, source.to, job.signal);
