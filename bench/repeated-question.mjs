@@ -8,6 +8,7 @@
 //
 // Usage: npm run build && node bench/repeated-question.mjs [--states 40] [--options 4|77]
 //                                                          [--threads N] [--json FILE]
+//                                                          [--model NAME|PATH] [--adapter PATH|none]
 import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
 import { parseArgs } from "node:util";
@@ -24,6 +25,8 @@ const { values: args } = parseArgs({
     states: { type: "string", default: "40" },
     options: { type: "string", default: "4" },
     threads: { type: "string" },
+    model: { type: "string", default: "smollm2-135m-instruct" },
+    adapter: { type: "string" },
     json: { type: "string" },
   },
 });
@@ -50,7 +53,7 @@ const SENTENCES = [
 const stateOf = (i) =>
   `Ticket ${1000 + i}: ${SENTENCES[i % 6]} ${SENTENCES[(i * 5 + 1) % 6]} ${SENTENCES[(i * 7 + 2) % 6]}`;
 
-const model = await resolveModel("smollm2-135m-instruct", true, undefined);
+const model = await resolveModel(args.model, true, args.adapter);
 // The files `serve` loads: the model with the adapter added into its weights where it can be.
 const engine = await openLlamaEngine({
   ...(await adapterWeights(model.modelPath, model.adapterPath)),

@@ -40,6 +40,7 @@
 //                          by id since docs/decisions/072, so only the baselines see the rotation)]
 //                         [--held-floor (the empty server computes as long as (c)'s `decide`
 //                          before it answers; adds (c)'s time again to each run)]
+//                         [--model NAME|PATH (default: smollm2-135m-instruct)]
 //                         [--adapter PATH|none (default: the catalogue model's shipped adapter)]
 import { spawn } from "node:child_process";
 import http from "node:http";
@@ -79,6 +80,7 @@ const { values: args } = parseArgs({
     "prefix-cache": { type: "string" },
     "rotate-options": { type: "boolean", default: false },
     "held-floor": { type: "boolean", default: false },
+    model: { type: "string", default: "smollm2-135m-instruct" },
     adapter: { type: "string" },
     out: { type: "string" },
   },
@@ -93,7 +95,7 @@ const CELL_SECONDS = Number(args["cell-seconds"]);
 const MAX_RUNS = Math.max(RUNS, Number(args["max-runs"]));
 const SYSTEMS = new Set(args.systems.split(","));
 const CONTEXT = Number(args["context-size"]);
-const MODEL = "smollm2-135m-instruct";
+const MODEL = args.model;
 
 // The bundle `serve` loads: the model, its shipped adapter (or --adapter), profile and readout.
 const resolved = await resolveModel(MODEL, true, args.adapter);
