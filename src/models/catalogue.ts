@@ -184,7 +184,8 @@ export const CATALOGUE: readonly CatalogueEntry[] = [
   // Why Q8_0 made from the Q4_K_M file: docs/decisions/095-gemma-as-q8_0.md
   {
     name: "gemma3-270m-it",
-    // The name is kept for compatibility: the weights are the pre-trained base (see the Q4_K_M entry).
+    // The name is kept for compatibility: the weights are the pre-trained base (see the
+    // Q4_K_M entry).
     description:
       "Gemma 3 270M (Google), pre-trained base weights, GGUF Q8_0 made at pull time from the Q4_K_M file",
     releaseDate: "2025-08-14",

@@ -4,7 +4,7 @@ import { BLOCK_FORMATS, halfToFloat } from "./dequantize.js";
 
 export { halfToFloat };
 
-// Why the default model is served as Q8_0 made from the Q4_1 file: docs/decisions/092
+// Why the default model is served as Q8_0 made from the Q4_1 file: docs/decisions/092; Gemma's: 095
 
 /**
  * Rewrites a GGUF file with every tensor of a smaller block format (Q4_0, Q4_1, Q5_0, Q5_1, Q4_K,
@@ -15,9 +15,9 @@ export { halfToFloat };
  * and quantized again as ggml's reference quantizer does (`quantize_row_q8_0_ref`; bit-exact with
  * gguf-py's `gguf.quants.quantize`, which reproduces it). Every other tensor (F32, F16, BF16, Q8_0)
  * is copied byte for byte; the key-value section is copied byte for byte except the value of
- * `general.file_type`, which names the new type. The layout is the one llama.cpp and gguf-py write: tensor infos in
- * the source's order, each tensor's data at the next multiple of the alignment
- * (`general.alignment`, else 32), zero padding between them and none after the last.
+ * `general.file_type`, which names the new type. The layout is the one llama.cpp and gguf-py
+ * write: tensor infos in the source's order, each tensor's data at the next multiple of the
+ * alignment (`general.alignment`, else 32), zero padding between them and none after the last.
  */
 
 /** The block formats tensors can be converted to. */
@@ -38,22 +38,19 @@ export const GgmlType = {
 } as const;
 
 /** Bytes per block and values per block of each type in {@link GgmlType}, by type id. */
-const BLOCK: ReadonlyMap<number, { bytes: number; values: number }> = new Map([
+const BLOCK: ReadonlyMap<number, { bytes: number; values: number }> = new Map<
+  number,
+  { bytes: number; values: number }
+>([
   [GgmlType.F32, { bytes: 4, values: 1 }],
   [GgmlType.F16, { bytes: 2, values: 1 }],
   [GgmlType.BF16, { bytes: 2, values: 1 }],
-  [GgmlType.Q4_0, { bytes: 18, values: 32 }],
-  [GgmlType.Q4_1, { bytes: 20, values: 32 }],
-  [GgmlType.Q5_0, { bytes: 22, values: 32 }],
-  [GgmlType.Q5_1, { bytes: 24, values: 32 }],
-  [GgmlType.Q8_0, { bytes: 34, values: 32 }],
-  [GgmlType.Q4_K, { bytes: 144, values: 256 }],
-  [GgmlType.Q6_K, { bytes: 210, values: 256 }],
+  ...BLOCK_FORMATS,
 ]);
 
 /** Whether a tensor of this type is rewritten in the target format (rather than copied). */
 function converts(type: number, target: number): boolean {
-  return type !== target && type !== GgmlType.Q8_0 && BLOCK_FORMATS.has(type);
+  return type !== target && BLOCK_FORMATS.has(type);
 }
 
 /** `llama_ftype` (llama.h) of a file whose quantized tensors are all of the target type. */
@@ -187,8 +184,8 @@ function alignUp(n: number, alignment: number): number {
 }
 
 /**
- * Converts a GGUF file's Q4_0, Q4_1, Q5_0, Q5_1, Q4_K and Q6_K tensors to `target` and writes the result to `destination`
- * (created or truncated), one tensor at a time.
+ * Converts a GGUF file's Q4_0, Q4_1, Q5_0, Q5_1, Q4_K and Q6_K tensors to `target` and writes
+ * the result to `destination` (created or truncated), one tensor at a time.
  * @param source - path of a GGUF v2/v3 file
  * @param destination - path to write; not the same file as `source`
  * @param signal - checked between tensors; the promise then rejects with its reason

@@ -11,8 +11,8 @@ export type EnsureEntry = (entry: CatalogueEntry) => Promise<string>;
 
 /**
  * The requantize source: `source.from` is pulled with `ensure` (from its own sources, verified,
- * and kept in the cache), its smaller quantized tensors are converted to `source.to` onto `job.partPath`
- * (requantize.ts), and the result is checked against the entry's size and SHA-256.
+ * and kept in the cache), its smaller quantized tensors are converted to `source.to` onto
+ * `job.partPath` (requantize.ts), and the result is checked against the entry's size and SHA-256.
  *
  * @returns the lower-case hex SHA-256 of the part, equal to `job.entry.sha256`
  * @throws what `ensure` throws (every source of `from` failed); an Error when the conversion
