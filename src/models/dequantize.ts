@@ -5,6 +5,20 @@
  * multiply-add. Used to convert a model's weights to Q8_0 (requantize.ts).
  */
 
+/** ggml tensor types (`enum ggml_type`) decisiond's GGUF tools size, read or write. */
+export const GgmlType = {
+  F32: 0,
+  F16: 1,
+  Q4_0: 2,
+  Q4_1: 3,
+  Q5_0: 6,
+  Q5_1: 7,
+  Q8_0: 8,
+  Q4_K: 12,
+  Q6_K: 14,
+  BF16: 30,
+} as const;
+
 /** A block format: bytes and values per block, and its reader. */
 export interface BlockFormat {
   readonly bytes: number;
@@ -188,13 +202,13 @@ const Q6_K: BlockFormat = {
   },
 };
 
-/** The quantized formats this module reads, by `enum ggml_type` id. */
+/** The quantized formats this module reads, by {@link GgmlType} id. */
 export const BLOCK_FORMATS: ReadonlyMap<number, BlockFormat> = new Map([
-  [2, Q4_0],
-  [3, Q4_1],
-  [6, Q5_0],
-  [7, Q5_1],
-  [8, Q8_0],
-  [12, Q4_K],
-  [14, Q6_K],
+  [GgmlType.Q4_0, Q4_0],
+  [GgmlType.Q4_1, Q4_1],
+  [GgmlType.Q5_0, Q5_0],
+  [GgmlType.Q5_1, Q5_1],
+  [GgmlType.Q8_0, Q8_0],
+  [GgmlType.Q4_K, Q4_K],
+  [GgmlType.Q6_K, Q6_K],
 ]);

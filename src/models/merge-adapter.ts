@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import { copyFile, mkdir, open, readdir, readFile, rename, rm, stat } from "node:fs/promises";
 import { basename, join } from "node:path";
+import { BLOCK_FORMATS } from "./dequantize.js";
 import { modelsDir } from "./home.js";
 import {
   GgmlType,
@@ -102,11 +103,12 @@ function floats(bytes: Uint8Array, at: number, t: GgufTensorInfo): Float32Array 
 function readRow(data: Uint8Array, type: number, o: number, nIn: number, row: Float64Array): void {
   const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
   if (type === GgmlType.Q8_0) {
+    const q8_0 = BLOCK_FORMATS.get(GgmlType.Q8_0)!;
+    const block = new Float32Array(32);
     const blocks = nIn / 32;
     for (let k = 0; k < blocks; k++) {
-      const at = (o * blocks + k) * 34;
-      const d = halfToFloat(view.getUint16(at, true));
-      for (let j = 0; j < 32; j++) row[k * 32 + j] = Math.fround(d * view.getInt8(at + 2 + j));
+      q8_0.read(data, (o * blocks + k) * 34, block);
+      row.set(block, k * 32);
     }
   } else if (type === GgmlType.F16)
     for (let i = 0; i < nIn; i++) row[i] = halfToFloat(view.getUint16(2 * (o * nIn + i), true));
@@ -172,8 +174,17 @@ export async function mergeAdapterGguf(
   destination: string,
   signal?: AbortSignal,
 ): Promise<{ merged: number }> {
+  return mergeAdapterBytes(modelPath, await readFile(adapterPath), destination, signal);
+}
+
+/** {@link mergeAdapterGguf} with the adapter file's bytes already read. */
+async function mergeAdapterBytes(
+  modelPath: string,
+  adapterBytes: Uint8Array,
+  destination: string,
+  signal?: AbortSignal,
+): Promise<{ merged: number }> {
   const { layout: model, size } = await readLayout(modelPath);
-  const adapterBytes = await readFile(adapterPath);
   const adapter = readGgufLayout(adapterBytes);
   const pairs = loraPairs(model, adapter);
   for (const t of model.tensors)
@@ -245,7 +256,7 @@ export async function mergedModelFile(
   await mkdir(directory, { recursive: true });
   const part = `${path}.${process.pid}-${randomBytes(4).toString("hex")}.part`;
   try {
-    await mergeAdapterGguf(modelPath, adapterPath, part);
+    await mergeAdapterBytes(modelPath, adapterBytes, part);
     await rename(part, path);
   } finally {
     await rm(part, { force: true });

@@ -1,8 +1,8 @@
 import { createHash } from "node:crypto";
 import { open, readFile } from "node:fs/promises";
-import { BLOCK_FORMATS, halfToFloat } from "./dequantize.js";
+import { BLOCK_FORMATS, GgmlType, halfToFloat } from "./dequantize.js";
 
-export { halfToFloat };
+export { GgmlType, halfToFloat };
 
 // Why the default model is served as Q8_0 made from the Q4_1 file: docs/decisions/092; Gemma's: 095
 
@@ -22,20 +22,6 @@ export { halfToFloat };
 
 /** The block formats tensors can be converted to. */
 export type RequantizeTarget = "Q8_0";
-
-/** ggml tensor types (`enum ggml_type`) this module sizes or writes. */
-export const GgmlType = {
-  F32: 0,
-  F16: 1,
-  Q4_0: 2,
-  Q4_1: 3,
-  Q5_0: 6,
-  Q5_1: 7,
-  Q8_0: 8,
-  Q4_K: 12,
-  Q6_K: 14,
-  BF16: 30,
-} as const;
 
 /** Bytes per block and values per block of each type in {@link GgmlType}, by type id. */
 const BLOCK: ReadonlyMap<number, { bytes: number; values: number }> = new Map<
