@@ -273,6 +273,7 @@ describe("training smoke test (tiny model)", () => {
       JSON.stringify([
         { name: "all", exclude: [], init: null, lr: 0.05 },
         { name: "without-mood", exclude: ["mood"], init: null, lr: 0.05 },
+        { name: "rank-8", exclude: [], init: null, lr: 0.05, args: "--rank 8 --alpha 16" },
       ]),
     );
     const out = join(work, "runs");
@@ -281,17 +282,99 @@ describe("training smoke test (tiny model)", () => {
       ...["--model", tiny, "--data", tokens, "--plan", plan, "--out", out],
       ...["--device", "cpu", "--max-steps", "2", "--train-args", "--layers 1 --batch-tokens 4096"],
     ]);
-    expect(log).toContain('gpu_runs: {"all": 8, "without-mood": 4}');
-    for (const [name, examples] of [
-      ["all", 8],
-      ["without-mood", 4],
+    expect(log).toContain('gpu_runs: {"all": 8, "without-mood": 4, "rank-8": 8}');
+    for (const [name, examples, rank] of [
+      ["all", 8, 16],
+      ["without-mood", 4, 16],
+      ["rank-8", 8, 8],
     ] as const) {
       const summary = JSON.parse(
         readFileSync(join(out, name, "adapter", "summary.json"), "utf8"),
-      ) as { examples: number; steps: number; lr: number };
-      expect(summary).toMatchObject({ examples, lr: 0.05 });
+      ) as { examples: number; steps: number; lr: number; rank: number };
+      expect(summary).toMatchObject({ examples, lr: 0.05, rank });
       expect(summary.steps).toBeGreaterThan(0);
       expect(existsSync(join(out, name, "adapter", "adapter_model.safetensors"))).toBe(true);
     }
+  }, 600_000);
+
+  it("carries a sparse base: unused embedding rows zeroed, the vocabulary term over the rest", async () => {
+    const tiny = join(work, "tiny.gguf");
+    const data = join(work, "sparse-items.jsonl");
+    writeFileSync(data, items.map((i) => JSON.stringify(i)).join("\n") + "\n");
+    const tokens = join(work, "sparse.tokens.jsonl");
+    await run("node", [
+      "dist/cli/main.js",
+      ...["render", "--model", tiny, "--data", data, "--split", "all", "--out", tokens],
+    ]);
+    const lines = readFileSync(tokens, "utf8").trim().split("\n");
+    writeFileSync(
+      tokens,
+      lines.map((l) => JSON.stringify({ ...JSON.parse(l), split: "fit" })).join("\n") + "\n",
+    );
+    const used = new Set<number>();
+    for (const l of lines) {
+      const e = JSON.parse(l) as { prefix: number[]; branch: number[]; labels: number[][] };
+      for (const t of [...e.prefix, ...e.branch, ...e.labels.flat()]) used.add(t);
+    }
+    const sparse = join(work, "sparse.gguf");
+    const rows = join(work, "rows.json");
+    await run(python, [
+      "training/sparse_base.py",
+      ...["--model", tiny, "--data", tokens, "--out", sparse, "--rows", rows],
+    ]);
+    expect(JSON.parse(readFileSync(rows, "utf8"))).toEqual([...used].sort((a, b) => a - b));
+    // Every kept row is the base's own, every other row is zero, and nothing else changed.
+    const check = await run(python, [
+      "-c",
+      [
+        "import sys, json, numpy as np",
+        "from gguf import GGUFReader",
+        "a, b = GGUFReader(sys.argv[1]), GGUFReader(sys.argv[2])",
+        "keep = json.load(open(sys.argv[3]))",
+        "ea = next(t for t in a.tensors if t.name == 'token_embd.weight').data",
+        "eb = next(t for t in b.tensors if t.name == 'token_embd.weight').data",
+        "drop = np.ones(len(ea), bool); drop[keep] = False",
+        "same = all(np.array_equal(x.data, y.data) for x, y in zip(a.tensors, b.tensors) if x.name != 'token_embd.weight')",
+        "print(json.dumps([bool(np.array_equal(ea[keep], eb[keep])), bool((eb[drop] == 0).all()), int(drop.sum()), same]))",
+      ].join("\n"),
+      ...[tiny, sparse, rows],
+    ]);
+    const [keptSame, droppedZero, dropped, restSame] = JSON.parse(check.trim()) as [
+      boolean,
+      boolean,
+      number,
+      boolean,
+    ];
+    expect({ keptSame, droppedZero, restSame }).toEqual({
+      keptSame: true,
+      droppedZero: true,
+      restSame: true,
+    });
+    expect(dropped).toBeGreaterThan(0);
+    const out = join(work, "sparse-adapter");
+    const log = await run(python, [
+      "training/train.py",
+      ...["--model", sparse, "--data", tokens, "--out", out, "--vocab-rows", rows],
+      ...["--max-steps", "2", "--lr", "0.05", "--threads", "1", "--layers", "1"],
+    ]);
+    expect(log).toContain(`vocab-rows: the full-vocabulary term over ${used.size} tokens`);
+    const summary = JSON.parse(readFileSync(join(out, "summary.json"), "utf8")) as {
+      steps: number;
+      final_loss_smoothed: number;
+    };
+    expect(summary.steps).toBe(2);
+    expect(Number.isFinite(summary.final_loss_smoothed)).toBe(true);
+    // The same run on the whole base: the rows zeroed are the rows the term leaves out, so the
+    // sparse base trains as the base does.
+    const whole = join(work, "whole-adapter");
+    await run(python, [
+      "training/train.py",
+      ...["--model", tiny, "--data", tokens, "--out", whole, "--vocab-rows", rows],
+      ...["--max-steps", "2", "--lr", "0.05", "--threads", "1", "--layers", "1"],
+    ]);
+    const wholeSummary = JSON.parse(readFileSync(join(whole, "summary.json"), "utf8")) as {
+      final_loss_smoothed: number;
+    };
+    expect(summary.final_loss_smoothed).toBeCloseTo(wholeSummary.final_loss_smoothed, 5);
   }, 600_000);
 });

@@ -11,7 +11,8 @@ The GGUF export and the calibration profile are done afterwards where Node and l
 Plan file (JSON): a list of runs, each
   {"name": "without-intents", "exclude": ["atis", "snips", "hwu64"], "init": null, "lr": 1.5e-3}
 `exclude` lists dataset names (the part of an example id before ':'), `init` an optional GGUF
-adapter to continue from, `lr` the run's peak learning rate.
+adapter to continue from, `lr` the run's peak learning rate, `args` optional further train.py
+arguments of that run alone (e.g. "--rank 32 --alpha 64"), after --train-args.
 
 Usage: python training/gpu_runs.py --model GGUF --data TOKENS.jsonl --plan PLAN.json --out DIR
                                    [--minutes M] [--device cuda] [--max-steps N] [--train-args "..."]
@@ -85,7 +86,7 @@ def main() -> None:
             cmd += ["--init-adapter", str(run["init"])]
         if a.max_steps:
             cmd += ["--max-steps", str(a.max_steps)]
-        cmd += shlex.split(a.train_args)
+        cmd += shlex.split(a.train_args) + shlex.split(run.get("args", ""))
         log = (folder / "train.log").open("w")
         procs.append((run["name"], subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), log))
     start = time.time()

@@ -180,7 +180,8 @@ def prepare(e: dict) -> None:
 
 
 def step_loss(model, embed_weight: torch.Tensor, batch: list[dict], ordinal: float, vocab: float,
-              cache: LowerCache | None = None, key: int = 0, teach: bool = False):
+              cache: LowerCache | None = None, key: int = 0, teach: bool = False,
+              vocab_rows: tuple[torch.Tensor, torch.Tensor] | None = None):
     """Mean loss of a batch: restricted-softmax cross-entropy at each branching gold-path node,
     the full-vocabulary cross-entropy of the gold token at every gold-path node (weight 1 where the
     node has a single candidate, `vocab` elsewhere: the readout chains full-softmax probabilities,
@@ -196,6 +197,10 @@ def step_loss(model, embed_weight: torch.Tensor, batch: list[dict], ordinal: flo
     With `teach`, nothing is learned: the branching nodes' restricted distributions are stored
     as each anchored example's `_teacher` (a list of probability tensors, one per node) and None
     is returned.
+
+    `vocab_rows` (token ids, and each vocabulary id's index among them) restricts the
+    full-vocabulary softmax to those tokens: a base carried with the embedding rows no example
+    uses zeroed (`training/sparse_base.py`) would otherwise put logit 0 on every zeroed row.
 
     All nodes of the batch are gathered into one matrix, so a step costs a fixed number of kernels
     whatever the batch holds (this matters on a GPU, where launches dominate at this model size)."""
@@ -219,7 +224,11 @@ def step_loss(model, embed_weight: torch.Tensor, batch: list[dict], ordinal: flo
     weight = torch.tensor(
         [1.0 if s else (0.0 if e["_anchor"] else vocab) for e in batch for s in e["_single"]], device=dev
     )
-    full = torch.log_softmax(h @ embed_weight.T, -1).gather(1, gold_tok[:, None])[:, 0]
+    if vocab_rows is None:
+        full = torch.log_softmax(h @ embed_weight.T, -1).gather(1, gold_tok[:, None])[:, 0]
+    else:
+        rows, index = vocab_rows
+        full = torch.log_softmax(h @ embed_weight[rows].T, -1).gather(1, index[gold_tok][:, None])[:, 0]
     total = -(weight * full).sum()
     # Branching nodes: softmax restricted to the candidates, padded to the widest node.
     offsets, at = [], 0
@@ -299,6 +308,9 @@ def main() -> None:
     ap.add_argument("--no-cache", action="store_true", help="recompute the frozen lower blocks every pass")
     ap.add_argument("--max-len", type=int, default=0, help="leave out examples longer than this (0: none)")
     ap.add_argument("--max-steps", type=int, default=0, help="stop after this many steps (0: no limit; smoke tests)")
+    ap.add_argument("--vocab-rows", type=Path,
+                    help="JSON list of token ids: the full-vocabulary term's softmax runs over these only "
+                    "(a base whose other embedding rows were zeroed to travel, training/sparse_base.py)")
     ap.add_argument("--init-adapter", type=Path, help="GGUF LoRA adapter to continue from (same rank, alpha and layers)")
     a = ap.parse_args()
 
@@ -329,6 +341,14 @@ def main() -> None:
     model = model.to(a.device)
     model.print_trainable_parameters()
     embed_weight = base.get_output_embeddings().weight.detach()
+    vocab_rows = None
+    if a.vocab_rows:
+        ids = sorted(set(json.loads(a.vocab_rows.read_text())))
+        rows = torch.tensor(ids, device=a.device)
+        index = torch.full((embed_weight.shape[0],), -1, dtype=torch.long, device=a.device)
+        index[rows] = torch.arange(len(ids), device=a.device)
+        vocab_rows = (rows, index)
+        print(f"vocab-rows: the full-vocabulary term over {len(ids)} tokens", flush=True)
 
     examples = load_examples(a.data)
     for e in examples:
@@ -355,7 +375,7 @@ def main() -> None:
         with torch.no_grad(), torch.autocast(torch.device(a.device).type, dtype=torch.bfloat16, enabled=a.bf16):
             for key, batch in enumerate(plan):
                 if any(e["_anchor"] for e in batch):
-                    step_loss(model, embed_weight, batch, a.ordinal, a.vocab, cache, key, teach=True)
+                    step_loss(model, embed_weight, batch, a.ordinal, a.vocab, cache, key, teach=True, vocab_rows=vocab_rows)
         print(f"teacher: {anchored} anchored examples in {time.time() - t1:.0f} s", flush=True)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=a.lr, weight_decay=0.0)
@@ -390,7 +410,7 @@ def main() -> None:
         for g in opt.param_groups:
             g["lr"] = lr_at(step)
         with torch.autocast(torch.device(a.device).type, dtype=torch.bfloat16, enabled=a.bf16):
-            loss = step_loss(model, embed_weight, batch, a.ordinal, a.vocab, cache, key)
+            loss = step_loss(model, embed_weight, batch, a.ordinal, a.vocab, cache, key, vocab_rows=vocab_rows)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
