@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The GPU recipe's runs on a lent accelerator that cannot reach a package index (docs/TRAINING.md,
-# docs/decisions/093-broad-mix-on-a-lent-gpu.md): assembles the base GGUF carried in parts,
-# installs the carried `gguf` wheel, runs every run of the plan side by side
-# (training/gpu_runs.py; the plan of decision 093 is training/plans/093-broad-mix.json, whose
-# `init` was the adapter shipped before it, c3) and packs the adapters, in fp16, two runs a
-# tarball, into $OUT. Rendering before and GGUF export after happen where Node is.
+# docs/decisions/093-broad-mix-on-a-lent-gpu.md): assembles the base GGUF carried in parts (or
+# the parts of its xz stream: a sparse base, training/sparse_base.py, decision 096), installs the
+# carried `gguf` wheel, runs every run of the plan side by side (training/gpu_runs.py; the plan of
+# decision 093 is training/plans/093-broad-mix.json, whose `init` was the adapter shipped before
+# it, c3) and packs the adapters, in fp16, two runs a tarball (one for adapters over 8 MB), into
+# $OUT. Rendering before and GGUF export after happen where Node is.
 #
 # Usage (on the accelerator, in the repository root):
 #   bash training/gpu_session.sh CARRY_DIR PARTS_GLOB SHA256 MINUTES [EXTRA]
