@@ -33,6 +33,31 @@ async function run(file: string, args: string[]): Promise<string> {
   return stdout;
 }
 
+/**
+ * Renders `rows` (evaluation items) on the tiny model with `decisiond render` and marks every
+ * example fit, as train.py accepts only fit rows.
+ * @returns the token file's path and its lines, as rendered
+ */
+async function renderFit(
+  rows: readonly unknown[],
+  name: string,
+): Promise<{ tokens: string; lines: string[] }> {
+  const data = join(work, `${name}.jsonl`);
+  writeFileSync(data, rows.map((i) => JSON.stringify(i)).join("\n") + "\n");
+  const tokens = join(work, `${name}.tokens.jsonl`);
+  const tiny = join(work, "tiny.gguf");
+  await run("node", [
+    "dist/cli/main.js",
+    ...["render", "--model", tiny, "--data", data, "--split", "all", "--out", tokens],
+  ]);
+  const lines = readFileSync(tokens, "utf8").trim().split("\n");
+  writeFileSync(
+    tokens,
+    lines.map((l) => JSON.stringify({ ...JSON.parse(l), split: "fit" })).join("\n") + "\n",
+  );
+  return { tokens, lines };
+}
+
 const items = [
   {
     id: "sst2:9001",
@@ -253,20 +278,9 @@ describe("training smoke test (tiny model)", () => {
 
   it("trains a plan's runs side by side, each without its datasets (gpu_runs.py)", async () => {
     const tiny = join(work, "tiny.gguf");
-    const data = join(work, "two-datasets.jsonl");
     // The same rows under a second dataset name, so one run can leave that dataset out.
     const rows = [...items, ...items.map((i) => ({ ...i, id: i.id.replace("sst2:", "mood:") }))];
-    writeFileSync(data, rows.map((i) => JSON.stringify(i)).join("\n") + "\n");
-    const tokens = join(work, "two-datasets.tokens.jsonl");
-    await run("node", [
-      "dist/cli/main.js",
-      ...["render", "--model", tiny, "--data", data, "--split", "all", "--out", tokens],
-    ]);
-    const lines = readFileSync(tokens, "utf8").trim().split("\n");
-    writeFileSync(
-      tokens,
-      lines.map((l) => JSON.stringify({ ...JSON.parse(l), split: "fit" })).join("\n") + "\n",
-    );
+    const { tokens } = await renderFit(rows, "two-datasets");
     const plan = join(work, "plan.json");
     writeFileSync(
       plan,
@@ -299,18 +313,7 @@ describe("training smoke test (tiny model)", () => {
 
   it("carries a sparse base: unused embedding rows zeroed, the vocabulary term over the rest", async () => {
     const tiny = join(work, "tiny.gguf");
-    const data = join(work, "sparse-items.jsonl");
-    writeFileSync(data, items.map((i) => JSON.stringify(i)).join("\n") + "\n");
-    const tokens = join(work, "sparse.tokens.jsonl");
-    await run("node", [
-      "dist/cli/main.js",
-      ...["render", "--model", tiny, "--data", data, "--split", "all", "--out", tokens],
-    ]);
-    const lines = readFileSync(tokens, "utf8").trim().split("\n");
-    writeFileSync(
-      tokens,
-      lines.map((l) => JSON.stringify({ ...JSON.parse(l), split: "fit" })).join("\n") + "\n",
-    );
+    const { tokens, lines } = await renderFit(items, "sparse");
     const used = new Set<number>();
     for (const l of lines) {
       const e = JSON.parse(l) as { prefix: number[]; branch: number[]; labels: number[][] };
