@@ -379,5 +379,24 @@ describe("training smoke test (tiny model)", () => {
       final_loss_smoothed: number;
     };
     expect(summary.final_loss_smoothed).toBeCloseTo(wholeSummary.final_loss_smoothed, 5);
+    // Rows from another render are refused before any step, not met as an index error later.
+    const fewer = join(work, "fewer-rows.json");
+    writeFileSync(fewer, JSON.stringify([...used].slice(0, 1)));
+    await expect(
+      run(python, [
+        "training/train.py",
+        ...[
+          "--model",
+          sparse,
+          "--data",
+          tokens,
+          "--out",
+          join(work, "refused"),
+          "--vocab-rows",
+          fewer,
+        ],
+        ...["--max-steps", "1", "--threads", "1", "--layers", "1"],
+      ]),
+    ).rejects.toThrow(/lacks tokens of example sst2:/);
   }, 600_000);
 });

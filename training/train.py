@@ -179,6 +179,12 @@ def prepare(e: dict) -> None:
     e["_anchor"] = bool(e.get("anchor"))
 
 
+def tokens_of(e: dict) -> set[int]:
+    """Every token a prepared example reads or is scored on: its sequence, its gold path and the
+    candidates of its branching nodes."""
+    return set(e["_seq"]) | set(e["_tok"]) | {t for _, c, _ in e["_branch"] for t in c}
+
+
 def step_loss(model, embed_weight: torch.Tensor, batch: list[dict], ordinal: float, vocab: float,
               cache: LowerCache | None = None, key: int = 0, teach: bool = False,
               vocab_rows: tuple[torch.Tensor, torch.Tensor] | None = None):
@@ -355,6 +361,12 @@ def main() -> None:
         e["_seq"], e["_nodes"] = nodes_of(e)
         prepare(e)
     examples = [e for e in examples if e["_branch"] and (not a.max_len or len(e["_seq"]) <= a.max_len)]
+    if vocab_rows is not None:
+        kept = set(ids)
+        missing = next((e["id"] for e in examples if not tokens_of(e) <= kept), None)
+        if missing is not None:
+            raise SystemExit(f"--vocab-rows {a.vocab_rows} lacks tokens of example {missing}: "
+                             "make the rows from the same render (training/sparse_base.py)")
     plan = batches(examples, a.batch_tokens, rng)
     total_steps = max(1, int(len(plan) * a.epochs))
     if a.max_steps:
