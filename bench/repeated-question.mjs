@@ -6,9 +6,12 @@
 // Reports per layout the median latency, and the mean evaluated and cached tokens per request
 // (the token counts do not depend on the machine's load; the times do).
 //
-// Usage: npm run build && node bench/repeated-question.mjs [--states 40] [--options 4|77]
-//                                                          [--threads N] [--json FILE]
-//                                                          [--model NAME|PATH] [--adapter PATH|none]
+// Options: up to 8 teams (workload.mjs), 77 (banking77's intents with their descriptions), or
+// 128 / 255 (jevcompat's `choice-options` shapes: `Billing` and `Queue 001`… with descriptions).
+//
+// Usage: npm run build && node bench/repeated-question.mjs [--states 40] [--options 4|77|128|255]
+//                                       [--layouts question-first,state-first] [--threads N]
+//                                       [--json FILE] [--model NAME|PATH] [--adapter PATH|none]
 import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
 import { parseArgs } from "node:util";
@@ -24,6 +27,7 @@ const { values: args } = parseArgs({
   options: {
     states: { type: "string", default: "40" },
     options: { type: "string", default: "4" },
+    layouts: { type: "string", default: "question-first,state-first" },
     threads: { type: "string" },
     model: { type: "string", default: "smollm2-135m-instruct" },
     adapter: { type: "string" },
@@ -32,15 +36,34 @@ const { values: args } = parseArgs({
 });
 const count = Number(args.states);
 const k = Number(args.options);
+/** jevcompat's many-option question (checks.py, `choice-options`) with `n` options. */
+const queues = (n) => ({
+  Billing: "Payments, invoices, refunds",
+  ...Object.fromEntries(
+    Array.from({ length: n - 1 }, (_, i) => [
+      `Queue ${String(i + 1).padStart(3, "0")}`,
+      `Tickets routed to queue ${i + 1}`,
+    ]),
+  ),
+});
+if (!(k <= TEAMS.length || [77, 128, 255].includes(k)))
+  throw new Error(`--options: up to ${TEAMS.length}, or 77, 128 or 255; got ${args.options}`);
 const criteria =
   k === 77
     ? BANKING77_DESCRIPTIONS
-    : Object.fromEntries(TEAMS.slice(0, k).map(([id, description]) => [id, description]));
+    : k > TEAMS.length
+      ? queues(k)
+      : Object.fromEntries(TEAMS.slice(0, k).map(([id, description]) => [id, description]));
 const question = {
   type: "choice",
-  instructions: "Which team should handle this ticket?",
+  instructions:
+    k > 77 ? "Which queue should this ticket go to?" : "Which team should handle this ticket?",
   options: Object.entries(criteria),
 };
+const layouts = args.layouts.split(",");
+for (const layout of layouts)
+  if (layout !== "question-first" && layout !== "state-first")
+    throw new Error(`--layouts: question-first or state-first, got ${layout}`);
 const SENTENCES = [
   "I was charged twice for my order and want the extra payment back.",
   "The app crashes every time I open the settings page on my phone.",
@@ -61,7 +84,7 @@ const engine = await openLlamaEngine({
   ...(args.threads ? { threads: Number(args.threads) } : {}),
 });
 const results = {};
-for (const layout of ["question-first", "state-first"]) {
+for (const layout of layouts) {
   const decider = new Decider(engine, { ...TUNED_READOUT, layout });
   // One untimed request: the first sight of the question (and of the prompt head).
   await decider.decide({ state: stateOf(-1), questions: [["team", question]] });
@@ -84,9 +107,10 @@ for (const layout of ["question-first", "state-first"]) {
     `${layout}: median ${median(ms).toFixed(0)} ms, ${(evaluated / count).toFixed(1)} tokens evaluated and ${(cached / count).toFixed(1)} cached per request (${k} options, ${count} states)`,
   );
 }
-console.log(
-  `ratio state-first / question-first: time ${(results["state-first"].medianMs / results["question-first"].medianMs).toFixed(2)}, evaluated tokens ${(results["state-first"].evaluatedTokensPerRequest / results["question-first"].evaluatedTokensPerRequest).toFixed(2)}`,
-);
+if (results["state-first"] && results["question-first"])
+  console.log(
+    `ratio state-first / question-first: time ${(results["state-first"].medianMs / results["question-first"].medianMs).toFixed(2)}, evaluated tokens ${(results["state-first"].evaluatedTokensPerRequest / results["question-first"].evaluatedTokensPerRequest).toFixed(2)}`,
+  );
 if (args.json) {
   mkdirSync(dirname(args.json), { recursive: true });
   writeFileSync(
