@@ -6,7 +6,7 @@
 // Reports per layout the median latency, and the mean evaluated and cached tokens per request
 // (the token counts do not depend on the machine's load; the times do).
 //
-// Options: up to 8 teams (workload.mjs), 77 (banking77's intents with their descriptions), or
+// Options: 2 to 8 teams (workload.mjs), 77 (banking77's intents with their descriptions), or
 // 128 / 255 (jevcompat's `choice-options` shapes: `Billing` and `Queue 001`… with descriptions).
 //
 // Usage: npm run build && node bench/repeated-question.mjs [--states 40] [--options 4|77|128|255]
@@ -46,8 +46,8 @@ const queues = (n) => ({
     ]),
   ),
 });
-if (!(k <= TEAMS.length || [77, 128, 255].includes(k)))
-  throw new Error(`--options: up to ${TEAMS.length}, or 77, 128 or 255; got ${args.options}`);
+if (!((Number.isInteger(k) && k >= 2 && k <= TEAMS.length) || [77, 128, 255].includes(k)))
+  throw new Error(`--options: 2 to ${TEAMS.length}, 77, 128 or 255; got ${args.options}`);
 const criteria =
   k === 77
     ? BANKING77_DESCRIPTIONS
