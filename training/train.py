@@ -204,9 +204,10 @@ def step_loss(model, embed_weight: torch.Tensor, batch: list[dict], ordinal: flo
     as each anchored example's `_teacher` (a list of probability tensors, one per node) and None
     is returned.
 
-    `vocab_rows` (token ids, and each vocabulary id's index among them) restricts the
-    full-vocabulary softmax to those tokens: a base carried with the embedding rows no example
-    uses zeroed (`training/sparse_base.py`) would otherwise put logit 0 on every zeroed row.
+    `vocab_rows` (the output embedding's rows of some token ids, and each vocabulary id's index
+    among them) restricts the full-vocabulary softmax to those tokens: a base carried with the
+    embedding rows no example uses zeroed (`training/sparse_base.py`) would otherwise put logit 0
+    on every zeroed row.
 
     All nodes of the batch are gathered into one matrix, so a step costs a fixed number of kernels
     whatever the batch holds (this matters on a GPU, where launches dominate at this model size)."""
@@ -233,8 +234,8 @@ def step_loss(model, embed_weight: torch.Tensor, batch: list[dict], ordinal: flo
     if vocab_rows is None:
         full = torch.log_softmax(h @ embed_weight.T, -1).gather(1, gold_tok[:, None])[:, 0]
     else:
-        rows, index = vocab_rows
-        full = torch.log_softmax(h @ embed_weight[rows].T, -1).gather(1, index[gold_tok][:, None])[:, 0]
+        kept_weight, index = vocab_rows
+        full = torch.log_softmax(h @ kept_weight.T, -1).gather(1, index[gold_tok][:, None])[:, 0]
     total = -(weight * full).sum()
     # Branching nodes: softmax restricted to the candidates, padded to the widest node.
     offsets, at = [], 0
@@ -353,7 +354,8 @@ def main() -> None:
         rows = torch.tensor(ids, device=a.device)
         index = torch.full((embed_weight.shape[0],), -1, dtype=torch.long, device=a.device)
         index[rows] = torch.arange(len(ids), device=a.device)
-        vocab_rows = (rows, index)
+        # The kept rows gathered once, not at every step.
+        vocab_rows = (embed_weight[rows], index)
         print(f"vocab-rows: the full-vocabulary term over {len(ids)} tokens", flush=True)
 
     examples = load_examples(a.data)
