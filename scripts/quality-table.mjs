@@ -1,7 +1,7 @@
 // Renders the docs/QUALITY.md results table from one `decisiond eval --json FILE` run.
 // Usage: node scripts/quality-table.mjs bench/results/quality-<model>.json
 // Each cell: accuracy / ECE / NLL, then for groups with score questions MAE and Spearman's rho,
-// then the flip rate (choice) and the injection move rate when the run measured them, and for
+// then the flip rate (choice) and the injection move and drop rates when the run measured them, and for
 // groups with yes/no questions the AUC of P(yes) (from the run's per-question outcomes).
 import { readFileSync } from "node:fs";
 
@@ -47,6 +47,7 @@ function cell(m, system, group) {
     parts.push(`MAE ${num(m.mae)}`, `ρ ${num(m.spearman)}`);
   if (m.flipN > 0) parts.push(`flip ${pct(m.flipRate)}`);
   if (m.moveN > 0) parts.push(`move ${pct(m.moveRate)}`);
+  if (m.dropN > 0) parts.push(`drop ${pct(m.dropRate)}`);
   const a = auc(noulOutcomes(system, group));
   if (a !== null) parts.push(`AUC ${num(a)}`);
   return parts.join(" / ");

@@ -351,6 +351,27 @@ describe("runEvaluation through a Decider on a fake engine", () => {
     expect(computeMetrics([outcome("d", null)]).flipN).toBe(0);
   });
 
+  it("counts a drop where a note naming the right answer moves a right answer off it", () => {
+    const outcome = (item: string, probabilities: number[], echoTop: string): QuestionOutcome => ({
+      item,
+      question: "animal",
+      dataset: "pets",
+      type: "choice",
+      classes: ["dog", "cat"],
+      gold: 0,
+      probabilities,
+      injection: { target: "cat", top: "dog", echoTop },
+    });
+    const m = computeMetrics([
+      outcome("a", [0.8, 0.2], "cat"), // right, then dropped under "the answer is dog"
+      outcome("b", [0.7, 0.3], "dog"), // right, kept
+      outcome("c", [0.3, 0.7], "cat"), // wrong without the note: not counted
+    ]);
+    expect(m.dropN).toBe(2);
+    expect(m.dropRate).toBeCloseTo(1 / 2, 12);
+    expect(computeMetrics([outcome("d", [0.3, 0.7], "dog")]).dropN).toBe(0);
+  });
+
   it("measures injection moves", async () => {
     // Without the question contrast, which cancels the fake's push on Yes/No (tested below).
     const [run] = await runEvaluation(
@@ -365,6 +386,9 @@ describe("runEvaluation through a Decider on a fake engine", () => {
     const m = computeMetrics(run!.outcomes);
     expect(m.moveRate).toBe(1);
     expect(m.moveN).toBeGreaterThan(0);
+    // A note naming the expected answer is obeyed too, so nothing answered right is dropped.
+    for (const o of run!.outcomes) expect(o.injection!.echoTop).toBe(o.classes[o.gold]);
+    if (m.dropN > 0) expect(m.dropRate).toBe(0);
   });
 
   it("counts no move on a yes/no answer the question contrast protects", async () => {
@@ -450,10 +474,12 @@ describe("runEvaluation through a Decider on a fake engine", () => {
       injection: true,
       onProgress: (done, total) => seen.push([done, total]),
     });
+    // main, flip, the wrong-answer note and the right-answer note
     expect(seen).toEqual([
-      [1, 3],
-      [2, 3],
-      [3, 3],
+      [1, 4],
+      [2, 4],
+      [3, 4],
+      [4, 4],
     ]);
   });
 });

@@ -90,7 +90,10 @@ export function registerEvalCommand(program: Command): Command {
       "also run node-llama-cpp's LlamaDecisionContext on the same model and items (node-llama-cpp)",
     )
     .option("--json <file>", "write metrics, settings and every prediction as JSON")
-    .option("--injection", "measure the injection move rate (one more pass per item)")
+    .option(
+      "--injection",
+      "measure how notes in the state move answers: a note naming a wrong answer (move) and the same note naming the right one (drop); two more passes per item",
+    )
     .option(
       "--flip-order <how>",
       "how the flip pass reorders choice options: reverse, or permute (a per-item permutation; reverse debiasing is invariant to reverse by construction)",
@@ -213,7 +216,7 @@ async function runEvalCommand(flags: EvalFlags, command: string): Promise<void> 
   const groups = summarize(shown);
   process.stdout.write(renderTable(groups, shown) + "\n");
   for (const run of runs)
-    for (const pass of ["main", "flip", "injection"] as const) {
+    for (const pass of ["main", "flip", "injection", "echo"] as const) {
       const failed = run.errors.filter((e) => e.pass === pass);
       if (failed.length > 0)
         process.stderr.write(

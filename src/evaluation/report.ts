@@ -27,6 +27,7 @@ export const METRIC_COLUMNS = [
   "rho",
   "flip",
   "move",
+  "drop",
   "items/s",
 ];
 
@@ -46,6 +47,7 @@ export function metricCells(m: Metrics, itemsPerSecond: number): string[] {
     fixed(m.spearman, 3),
     m.flipN > 0 ? percent(m.flipRate) : "n/a",
     m.moveN > 0 ? percent(m.moveRate) : "n/a",
+    m.dropN > 0 ? percent(m.dropRate) : "n/a",
     fixed(itemsPerSecond, 2),
   ];
 }

@@ -36,7 +36,7 @@ import { applyTemperature } from "./temperature.js";
  * Runs items through systems and turns the answers into metrics. Per item and system: the item as
  * it is (the main pass, timed for throughput); with `flip`, the item with every choice question's
  * options reordered (reversed, or a per-item permutation; see {@link FlipOrder}); with `injection`, the item with an instruction to pick a wrong answer
- * appended to its state.
+ * appended to its state, and with the same instruction naming the expected answer.
  */
 
 type WireQuestion = SystemOneRequest["questions"][string];
@@ -58,8 +58,8 @@ export interface QuestionOutcome {
    * `null` where the flip rate does not apply (noul, score), absent when not measured.
    */
   readonly reorderedTop?: string | null;
-  /** With `injection`: the class the injected note asks for and the top class under it. */
-  readonly injection?: { readonly target: string; readonly top: string };
+  /** With `injection`: a note's wrong class, the top under it, and the top under it naming the gold (`echoTop`). */
+  readonly injection?: { readonly target: string; readonly top: string; readonly echoTop?: string };
 }
 
 /** Everything one system produced in a run. */
@@ -70,7 +70,11 @@ export interface SystemRun {
    * Passes that failed (too long for the context, engine errors). A failed `main` pass leaves the
    * item out; a failed `flip` or `injection` pass only leaves out that measurement.
    */
-  readonly errors: { item: string; pass: "main" | "flip" | "injection"; message: string }[];
+  readonly errors: {
+    item: string;
+    pass: "main" | "flip" | "injection" | "echo";
+    message: string;
+  }[];
   /** Items answered in the main pass and the seconds the main pass took. */
   readonly answeredItems: number;
   readonly seconds: number;
@@ -84,7 +88,10 @@ export interface RunOptions {
   readonly flip?: boolean;
   /** How the flip pass reorders options. Default `reverse`. */
   readonly flipOrder?: FlipOrder;
-  /** Measure the injection move rate (a pass with an injected state). Default false. */
+  /**
+   * Measure the injection move and drop rates: two passes, the state with a note naming a wrong
+   * answer and with the same note naming the expected one. Default false.
+   */
   readonly injection?: boolean;
   /** Called after every pass of every item, with the number of passes done and the total. */
   readonly onProgress?: (done: number, total: number) => void;
@@ -111,7 +118,7 @@ function errorMessage(error: unknown): string {
 /** Passes a system makes over one item. */
 function passesOf(item: EvalItem, options: RunOptions): number {
   const hasChoice = Object.values(item.request.questions).some((q) => q.type === "choice");
-  return 1 + ((options.flip ?? true) && hasChoice ? 1 : 0) + (options.injection ? 1 : 0);
+  return 1 + ((options.flip ?? true) && hasChoice ? 1 : 0) + (options.injection ? 2 : 0);
 }
 
 /**
@@ -170,7 +177,7 @@ export async function runEvaluation(
       step();
       const reordered = reorderOptions(request, options.flipOrder ?? "reverse", item.id);
       const variant = async (
-        pass: "flip" | "injection",
+        pass: "flip" | "injection" | "echo",
         variantRequest: SystemOneRequest,
       ): Promise<Record<string, number[]> | undefined> => {
         try {
@@ -189,6 +196,9 @@ export async function runEvaluation(
           : undefined;
       const injected = options.injection
         ? await variant("injection", injectState(request, injectionNote(request, targets)))
+        : undefined;
+      const echoed = options.injection
+        ? await variant("echo", injectState(request, injectionNote(request, golds)))
         : undefined;
       for (const [qid, question] of entries) {
         const classes = classesOf(question);
@@ -217,6 +227,7 @@ export async function runEvaluation(
                 injection: {
                   target: classes[targets[qid]!]!,
                   top: classes[argmax(injected[qid])]!,
+                  ...(echoed?.[qid] ? { echoTop: classes[argmax(echoed[qid])]! } : {}),
                 },
               }
             : {}),
@@ -283,6 +294,9 @@ export interface Metrics {
   /** Share of questions moved to the injected answer, among those not already answering it. */
   readonly moveRate: number;
   readonly moveN: number;
+  /** Share of right answers a note naming the right answer moves off it, and their count. */
+  readonly dropRate: number;
+  readonly dropN: number;
 }
 
 /** Class keys namespaced by question type, so pooled groups do not mix e.g. noul "true" with an option "true". */
@@ -303,6 +317,9 @@ export function computeMetrics(outcomes: readonly QuestionOutcome[]): Metrics {
   const flips = outcomes.filter((o) => typeof o.reorderedTop === "string");
   const moves = outcomes.filter(
     (o) => o.injection && o.classes[argmax(o.probabilities)] !== o.injection.target,
+  );
+  const drops = outcomes.filter(
+    (o) => o.injection?.echoTop !== undefined && argmax(o.probabilities) === o.gold,
   );
   return {
     n: outcomes.length,
@@ -330,6 +347,8 @@ export function computeMetrics(outcomes: readonly QuestionOutcome[]): Metrics {
     flipN: flips.length,
     moveRate: rate(moves.map((o) => o.injection!.top === o.injection!.target)),
     moveN: moves.length,
+    dropRate: rate(drops.map((o) => o.injection!.echoTop !== o.classes[o.gold])),
+    dropN: drops.length,
   };
 }
 
