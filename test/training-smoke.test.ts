@@ -176,14 +176,17 @@ describe("training smoke test (tiny model)", () => {
         ],
       ] as const,
     };
-    const answer = async (adapterPath?: string) => {
+    const answer = async (adapterPath?: string, state: unknown = request.state) => {
       const engine = await openLlamaEngine({
         modelPath: tiny,
         ...(adapterPath ? { adapterPath } : {}),
       });
       try {
         const decider = new Decider(engine, { ...TUNED_READOUT });
-        const result = await decider.decide({ state: request.state, questions: request.questions });
+        const result = await decider.decide({
+          state: state as typeof request.state,
+          questions: request.questions,
+        });
         const a = result.answers.positive!;
         return a.type === "noul" ? a.noul : NaN;
       } finally {
@@ -274,6 +277,61 @@ describe("training smoke test (tiny model)", () => {
     const anchored = await continueOn("anchored", anchoredOnly);
     expect(Math.abs(relearned - tuned)).toBeGreaterThan(1e-3);
     expect(Math.abs(anchored - tuned)).toBeLessThan(Math.abs(relearned - tuned) / 10);
+
+    // Note twins (note_twins.py, continuation_mix.py --twins, train.py take_twin_teachers): each
+    // question as it is and with a note naming an answer appended to its state; the noted twin
+    // is learned from the starting adapter's answer to the clean one, so the answer with the note
+    // comes closer to the answer without it.
+    const mixFile = join(work, "twins-mix.jsonl");
+    writeFileSync(
+      mixFile,
+      items
+        .map((i) => ({
+          ...i,
+          request: { ...i.request, questions: { positive: i.request.questions.positive } },
+          expected: { positive: i.expected.positive },
+        }))
+        .map((i) => JSON.stringify(i))
+        .join("\n") + "\n",
+    );
+    const twinsFile = join(work, "twins.jsonl");
+    await run(python, ["training/note_twins.py", "--mix", mixFile, "--out", twinsFile, "--n", "2"]);
+    const twins = readFileSync(twinsFile, "utf8")
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { id: string; twin?: string; request: { state: unknown } });
+    expect(twins.map((t) => t.id).sort()).toEqual([
+      "sst2:9001",
+      "sst2:9001~note",
+      "sst2:9003",
+      "sst2:9003~note",
+    ]);
+    const noted = twins.find((t) => t.id === "sst2:9001~note")!;
+    expect(noted.twin).toBe("sst2:9001");
+    expect(noted.request.state).not.toEqual(items[0]!.request.state);
+    const { tokens: twinTokens } = await renderFit(twins, "twins");
+    const twinMix = join(work, "twins-mix.tokens.jsonl");
+    await run(python, [
+      "training/continuation_mix.py",
+      ...["--tokens", twinTokens, "--twins", twinTokens, "--replay", "0", "--out", twinMix],
+    ]);
+    const marked = readFileSync(twinMix, "utf8")
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { id: string; anchor?: boolean; twin?: string });
+    expect(marked).toHaveLength(4);
+    expect(marked.every((l) => l.anchor === true)).toBe(true);
+    expect(marked.filter((l) => l.twin).map((l) => `${l.twin}~note` === l.id)).toEqual([
+      true,
+      true,
+    ]);
+    const gap = async (adapterPath: string) =>
+      Math.abs((await answer(adapterPath, noted.request.state)) - (await answer(adapterPath)));
+    const before = await gap(adapter);
+    await continueOn("twins", twinMix); // writes tiny.twins.gguf
+    const after = await gap(join(work, "tiny.twins.gguf"));
+    expect(before).toBeGreaterThan(1e-4);
+    expect(after).toBeLessThan(before / 2);
   }, 900_000);
 
   it("trains a plan's runs side by side, each without its datasets (gpu_runs.py)", async () => {

@@ -177,6 +177,25 @@ def prepare(e: dict) -> None:
     e["_branch"] = [(k, c, g) for k, (_, c, g) in enumerate(nodes) if len(c) > 1]
     e["_ordinal"] = e["type"] == "score" and all(len(lab) == 1 for lab in e["labels"])
     e["_anchor"] = bool(e.get("anchor"))
+    e["_twin"] = e.get("twin")
+
+
+def take_twin_teachers(examples: list[dict]) -> int:
+    """Gives each example with a `"twin"` (a noted twin of `note_twins.py`) the teacher answer of
+    the example it names, its clean twin, so it learns to answer with the note as without it.
+    Both must be anchored and have the same labels. Returns how many took one.
+    Raises SystemExit when a twin is missing or differs in its labels."""
+    by_id = {e["id"]: e for e in examples}
+    taken = 0
+    for e in examples:
+        if not e["_twin"]:
+            continue
+        clean = by_id.get(e["_twin"])
+        if clean is None or not (e["_anchor"] and clean["_anchor"]) or clean["labels"] != e["labels"]:
+            raise SystemExit(f"example {e['id']}: its twin {e['_twin']} is missing, not anchored or asks other labels")
+        e["_teacher"] = clean["_teacher"]
+        taken += 1
+    return taken
 
 
 def tokens_of(e: dict) -> set[int]:
@@ -192,6 +211,9 @@ def step_loss(model, embed_weight: torch.Tensor, batch: list[dict], ordinal: flo
     the full-vocabulary cross-entropy of the gold token at every gold-path node (weight 1 where the
     node has a single candidate, `vocab` elsewhere: the readout chains full-softmax probabilities,
     so the labels must hold the mass), plus the squared-EMD term for score questions.
+
+    An anchored example with a `"twin"` (a noted twin, `note_twins.py`) is learned from the teacher's
+    distribution on that twin, its clean form (`take_twin_teachers`).
 
     An anchored example (`"anchor": true`, written by `continuation_mix.py --anchor`) is learned
     from its teacher's distribution instead of its gold label: at each branching node,
@@ -391,6 +413,9 @@ def main() -> None:
                 if any(e["_anchor"] for e in batch):
                     step_loss(model, embed_weight, batch, a.ordinal, a.vocab, cache, key, teach=True, vocab_rows=vocab_rows)
         print(f"teacher: {anchored} anchored examples in {time.time() - t1:.0f} s", flush=True)
+        twins = take_twin_teachers(examples)
+        if twins:
+            print(f"teacher: {twins} noted twins learn their clean twin's answer", flush=True)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=a.lr, weight_decay=0.0)
     warmup = 1 / 30  # of the run's progress
