@@ -68,7 +68,7 @@ export interface SystemRun {
   readonly outcomes: QuestionOutcome[];
   /**
    * Passes that failed (too long for the context, engine errors). A failed `main` pass leaves the
-   * item out; a failed `flip` or `injection` pass only leaves out that measurement.
+   * item out; a failed `flip`, `injection` or `echo` pass only leaves out that measurement.
    */
   readonly errors: {
     item: string;
