@@ -334,17 +334,21 @@ describe("runEvaluation through a Decider on a fake engine", () => {
     }
   });
 
+  /** A two-option choice outcome whose gold is "dog", with `fields` over its defaults. */
+  const petOutcome = (item: string, fields: Partial<QuestionOutcome>): QuestionOutcome => ({
+    item,
+    question: "animal",
+    dataset: "pets",
+    type: "choice",
+    classes: ["dog", "cat"],
+    gold: 0,
+    probabilities: [0.8, 0.2],
+    ...fields,
+  });
+
   it("counts a flip where the reordered pass's top class differs from the main pass's", () => {
-    const outcome = (item: string, reorderedTop: string | null): QuestionOutcome => ({
-      item,
-      question: "animal",
-      dataset: "pets",
-      type: "choice",
-      classes: ["dog", "cat"],
-      gold: 0,
-      probabilities: [0.8, 0.2],
-      reorderedTop,
-    });
+    const outcome = (item: string, reorderedTop: string | null) =>
+      petOutcome(item, { reorderedTop });
     const m = computeMetrics([outcome("a", "dog"), outcome("b", "cat"), outcome("c", "dog")]);
     expect(m.flipN).toBe(3);
     expect(m.flipRate).toBeCloseTo(1 / 3, 12);
@@ -352,16 +356,8 @@ describe("runEvaluation through a Decider on a fake engine", () => {
   });
 
   it("counts a drop where a note naming the right answer moves a right answer off it", () => {
-    const outcome = (item: string, probabilities: number[], echoTop: string): QuestionOutcome => ({
-      item,
-      question: "animal",
-      dataset: "pets",
-      type: "choice",
-      classes: ["dog", "cat"],
-      gold: 0,
-      probabilities,
-      injection: { target: "cat", top: "dog", echoTop },
-    });
+    const outcome = (item: string, probabilities: number[], echoTop: string) =>
+      petOutcome(item, { probabilities, injection: { target: "cat", top: "dog", echoTop } });
     const m = computeMetrics([
       outcome("a", [0.8, 0.2], "cat"), // right, then dropped under "the answer is dog"
       outcome("b", [0.7, 0.3], "dog"), // right, kept
