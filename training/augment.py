@@ -106,6 +106,17 @@ def steer(state, target: str, rng: random.Random):
     return f"{state[:cut]}{note}{sep}{state[cut:]}"
 
 
+def note_answers(question: dict) -> list[str]:
+    """What a steering note may name for a question (request form): its option ids, Yes or No,
+    or one of its levels, as a number or as its text (the two forms a user would write)."""
+    if question["type"] == "choice":
+        return list(question["criteria"])
+    if question["type"] == "noul":
+        return ["Yes", "No"]
+    levels = question["criteria"]
+    return [str(i) for i in range(len(levels))] + [str(level) for level in levels if level]
+
+
 def objectify(state, rng: random.Random):
     """A string state as an object, as structured callers send it."""
     if not isinstance(state, str):
@@ -138,15 +149,15 @@ class Builder:
         self.items: list[dict] = []
         self.count: dict[str, int] = {}
 
-    def add(self, source_id: str, state, qid: str, question: dict, expected, answers: list[str] | None):
-        """One item; a fifth of them get a steering note naming one of `answers` drawn uniformly,
-        the right one as often as any other, so the note tells nothing about the answer
-        (docs/decisions/097-notes-name-any-answer.md)."""
+    def add(self, source_id: str, state, qid: str, question: dict, expected):
+        """One item; a fifth of them get a steering note naming one of `note_answers(question)`
+        drawn uniformly, the right one as often as any other, so the note tells nothing about the
+        answer (docs/decisions/097-notes-name-any-answer.md)."""
         n = self.count.get(source_id, 0)
         self.count[source_id] = n + 1
         sep = "-" if "#" in source_id else "#"
-        if answers and self.rng.random() < 0.2:
-            state = steer(state, self.rng.choice(answers), self.rng)
+        if self.rng.random() < 0.2:
+            state = steer(state, self.rng.choice(note_answers(question)), self.rng)
         if isinstance(state, str) and self.rng.random() < 0.15:
             state = objectify(state, self.rng)
         self.items.append(
@@ -174,16 +185,16 @@ class Builder:
             u = rng.choice(UNCLEAR)
             if u not in dict(opts):
                 opts.insert(rng.randint(0, len(opts)), (u, "None of the other options fits" if keep else None))
-        self.add(sid, state, qid, choice_q(instr, opts), gold_key, [k for k, _ in opts])
+        self.add(sid, state, qid, choice_q(instr, opts), gold_key)
 
     def noul(self, sid, state, qid, instr, answer: bool, t=None, f=None):
         rng = self.rng
         if rng.random() < 0.5:
             t, f = None, None
-        self.add(sid, state, qid, noul_q(instr, t, f), answer, ["Yes", "No"])
+        self.add(sid, state, qid, noul_q(instr, t, f), answer)
 
     def score(self, sid, state, qid, instr, levels, level):
-        self.add(sid, state, qid, score_q(instr, levels), level, [str(i) for i in range(len(levels))])
+        self.add(sid, state, qid, score_q(instr, levels), level)
 
 
 def renamed(rng, names: dict[str, list[str]], gold: str, descriptions: dict[str, str]):

@@ -232,7 +232,7 @@ def add_canonical(b, row: dict, rng: random.Random) -> None:
         keep = True if any(v for _, v in opts) else False
         b.choice(row["id"], row["request"]["state"], qid, q["instructions"], opts, y, unclear=False, keep_desc=keep)
     elif q["type"] == "noul":
-        b.add(row["id"], row["request"]["state"], qid, q, y, ["Yes", "No"])
+        b.add(row["id"], row["request"]["state"], qid, q, y)
     else:
         b.score(row["id"], row["request"]["state"], qid, q["instructions"], list(q["criteria"]), y)
 

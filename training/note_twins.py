@@ -19,26 +19,13 @@ import json
 import random
 from pathlib import Path
 
-from augment import STEER, steer
-
-NOUL_ANSWERS = ["Yes", "No"]
+from augment import STEER, note_answers, steer
 
 
 def has_note(state) -> bool:
     """Whether a state already carries one of `augment.py`'s steering notes."""
     text = json.dumps(state)
     return any(template.split("{x}")[0] in text for template in STEER)
-
-
-def answers_of(question: dict) -> list[str]:
-    """What a note may name for a question: its option ids, Yes/No, or its levels (as numbers or as
-    their texts, the two forms a user would write)."""
-    if question["type"] == "choice":
-        return list(question["criteria"])
-    if question["type"] == "noul":
-        return NOUL_ANSWERS
-    levels = question["criteria"]
-    return [str(i) for i in range(len(levels))] + [str(level) for level in levels if level]
 
 
 def main() -> None:
@@ -59,7 +46,7 @@ def main() -> None:
                 **e,
                 "id": f"{e['id']}~note",
                 "twin": e["id"],
-                "request": {**e["request"], "state": steer(e["request"]["state"], rng.choice(answers_of(question)), rng)},
+                "request": {**e["request"], "state": steer(e["request"]["state"], rng.choice(note_answers(question)), rng)},
             }
             f.write(json.dumps(e) + "\n")
             f.write(json.dumps(noted) + "\n")

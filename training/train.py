@@ -212,15 +212,14 @@ def step_loss(model, embed_weight: torch.Tensor, batch: list[dict], ordinal: flo
     node has a single candidate, `vocab` elsewhere: the readout chains full-softmax probabilities,
     so the labels must hold the mass), plus the squared-EMD term for score questions.
 
-    An anchored example with a `"twin"` (a noted twin, `note_twins.py`) is learned from the teacher's
-    distribution on that twin, its clean form (`take_twin_teachers`).
-
     An anchored example (`"anchor": true`, written by `continuation_mix.py --anchor`) is learned
     from its teacher's distribution instead of its gold label: at each branching node,
     cross-entropy against the restricted softmax the initial adapter gave there (`e["_teacher"]`),
     with no full-vocabulary gold term and no EMD term, so replay keeps the adapter's answers, not
     the labels' (learning without forgetting, Li and Hoiem 2016, arXiv 1606.09282). Its
-    single-candidate nodes (the rest of a multi-token label) keep their full-vocabulary term.
+    single-candidate nodes (the rest of a multi-token label) keep their full-vocabulary term. A
+    noted twin (`"twin"`, `note_twins.py`) is learned the same way from the teacher's distribution
+    on the clean twin it names (`take_twin_teachers`).
 
     With `teach`, nothing is learned: the branching nodes' restricted distributions are stored
     as each anchored example's `_teacher` (a list of probability tensors, one per node) and None
@@ -410,7 +409,8 @@ def main() -> None:
         model.eval()
         with torch.no_grad(), torch.autocast(torch.device(a.device).type, dtype=torch.bfloat16, enabled=a.bf16):
             for key, batch in enumerate(plan):
-                if any(e["_anchor"] for e in batch):
+                # A noted twin's own teacher answer is replaced by its clean twin's: no pass for it.
+                if any(e["_anchor"] and not e["_twin"] for e in batch):
                     step_loss(model, embed_weight, batch, a.ordinal, a.vocab, cache, key, teach=True, vocab_rows=vocab_rows)
         print(f"teacher: {anchored} anchored examples in {time.time() - t1:.0f} s", flush=True)
         twins = take_twin_teachers(examples)
