@@ -35,6 +35,7 @@ const unit = [
   "test/requantize.test.ts",
   "test/serve-lock.test.ts",
   "test/slow-bodies.test.ts",
+  "test/training-plans.test.ts",
 ];
 
 export default defineConfig({

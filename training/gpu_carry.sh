@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Packs what a lent GPU session carries (docs/TRAINING.md, "A lent GPU, step by step"): a call
+# carries at most 64 MiB with the working tree, so the SmolLM2 base (98.4 MB, near-incompressible
+# nibbles) travels in two parts over two calls on the same warm machine (decision 093).
+#
+# Usage (here, in the repository root):
+#   bash training/gpu_carry.sh prepare PLAN.json [INIT.gguf ...]
+#       the `cuda` recipe's mix (augment.py, `decisiond render`) in xz, the plan, the `gguf` wheel,
+#       the plan's further start adapters (paths in the plan: .gpu-carry/run/<file name>) and the
+#       base in two parts: .gpu-carry/base-1/part.aa (first call), .gpu-carry/run/part.ab (second)
+#   bash training/gpu_carry.sh aside    moves bench/results/ (36 MB, tracked) out of the tree the
+#                                       calls copy, to .gpu-carry/results-aside
+#   bash training/gpu_carry.sh back     puts it back (run it before any commit)
+# `prepare` prints the two `run` calls and the sizes they carry.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+carry=.gpu-carry
+case "${1:-}" in
+  aside)
+    [ -d "$carry/results-aside" ] && { echo "gpu_carry: already aside" >&2; exit 1; }
+    mkdir -p "$carry" && mv bench/results "$carry/results-aside" && echo "bench/results moved aside"
+    exit 0 ;;
+  back)
+    [ -d "$carry/results-aside" ] || { echo "gpu_carry: nothing aside" >&2; exit 1; }
+    mv "$carry/results-aside" bench/results && echo "bench/results back"
+    exit 0 ;;
+  prepare) shift ;;
+  *) sed -n 2,15p "$0" >&2; exit 2 ;;
+esac
+plan="${1:?a plan file, e.g. training/plans/098-notes-fixed.json}"
+shift
+py="$(bash training/setup.sh)"
+npm run build --silent
+cli="node dist/cli/main.js"
+base="$($cli pull smollm2-135m-instruct 2>/dev/null | tail -1)"
+# the Q4_1 file the catalogue downloads, not the Q8_0 made from it: training reads the original
+base="$(dirname "$base")/SmolLM2-135M-Instruct.Q4_1.gguf"
+data=.decisiond-train/smollm2-135m-instruct/data
+mkdir -p "$data" "$carry/base-1" "$carry/run"
+while read -r d; do
+  [ -f "$data/$d.jsonl" ] || $cli eval convert --dataset "$d" --out "$data/$d.jsonl" 2>/dev/null
+done < <($cli eval datasets)
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+# The `cuda` recipe's mix, as training/run.sh --device cuda makes it.
+(cd training && "$py" augment.py --data-dir "$root/$data" --out "$work/train.jsonl" \
+  --calibration-out "$work/calibration" --broad --scale 3 --repeat 2 --first-scale 0.5 --banking-full 150)
+$cli render --model "$base" --data "$work/train.jsonl" --split fit --out "$work/train.tokens.jsonl"
+xz -T2 -6 -c "$work/train.tokens.jsonl" > "$carry/run/train.tokens.jsonl.xz"
+cp "$plan" "$carry/run/plan.json"
+for init in "$@"; do cp "$init" "$carry/run/"; done
+rm -f "$carry"/run/gguf-*.whl
+"$py" -m pip download --quiet --no-deps --only-binary :all: -d "$carry/run" "$(grep '^gguf==' training/requirements.txt)"
+# Split so that the first call's part and the tree stay under 64 MiB.
+half=$((54500 * 1000))
+head -c "$half" "$base" > "$carry/base-1/part.aa"
+tail -c +"$((half + 1))" "$base" > "$carry/run/part.ab"
+sha="$(sha256sum "$base" | cut -d' ' -f1)"
+tree="$(git ls-files -z | while IFS= read -r -d '' f; do [ -f "$f" ] && echo "$f"; done | tr '\n' '\0' | du -cb --files0-from=- | tail -1 | cut -f1)"
+echo "tree $((tree / 1000000)) MB (bench/results aside: bash training/gpu_carry.sh aside), first call +$(du -b "$carry/base-1" | cut -f1 | awk '{print int($1/1e6)}') MB, second +$(du -b "$carry/run" | cut -f1 | awk '{print int($1/1e6)}') MB; 64 MiB is 67.1 MB"
+cat <<EOF
+first call:  carry [".gpu-carry/base-1"], command: mkdir -p /root/base && cp .gpu-carry/base-1/part.aa /root/base/ && nvidia-smi -L
+second call: carry [".gpu-carry/run"], command: bash training/gpu_session.sh .gpu-carry/run '/root/base/part.aa .gpu-carry/run/part.ab' $sha 6.5
+EOF
