@@ -57,8 +57,11 @@ half=$((54500 * 1000))
 head -c "$half" "$base" > "$carry/base-1/part.aa"
 tail -c +"$((half + 1))" "$base" > "$carry/run/part.ab"
 sha="$(sha256sum "$base" | cut -d' ' -f1)"
-tree="$(git ls-files -z | while IFS= read -r -d '' f; do [ -f "$f" ] && echo "$f"; done | tr '\n' '\0' | du -cb --files0-from=- | tail -1 | cut -f1)"
-echo "tree $((tree / 1000000)) MB (bench/results aside: bash training/gpu_carry.sh aside), first call +$(du -b "$carry/base-1" | cut -f1 | awk '{print int($1/1e6)}') MB, second +$(du -b "$carry/run" | cut -f1 | awk '{print int($1/1e6)}') MB; 64 MiB is 67.1 MB"
+tree="$(git ls-files -z | { while IFS= read -r -d '' f; do if [ -f "$f" ]; then printf '%s\0' "$f"; fi; done; } | du -cb --files0-from=- | tail -1 | cut -f1)"
+results="$(du -sb bench/results 2>/dev/null | cut -f1)" || results=0
+mb() { echo $(($1 / 1000000)); }
+echo "tree $(mb "$tree") MB, bench/results $(mb "${results:-0}") MB of it (\`aside\` takes it out);" \
+  "first call +$(mb "$(du -sb "$carry/base-1" | cut -f1)") MB, second +$(mb "$(du -sb "$carry/run" | cut -f1)") MB; 64 MiB is 67.1 MB"
 cat <<EOF
 first call:  carry [".gpu-carry/base-1"], command: mkdir -p /root/base && cp .gpu-carry/base-1/part.aa /root/base/ && nvidia-smi -L
 second call: carry [".gpu-carry/run"], command: bash training/gpu_session.sh .gpu-carry/run '/root/base/part.aa .gpu-carry/run/part.ab' $sha 6.5
