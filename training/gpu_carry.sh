@@ -5,9 +5,10 @@
 #
 # Usage (here, in the repository root):
 #   bash training/gpu_carry.sh prepare PLAN.json [INIT.gguf ...]
-#       the `cuda` recipe's mix (augment.py, `decisiond render`) in xz, the plan, the `gguf` wheel,
-#       the plan's further start adapters (paths in the plan: .gpu-carry/run/<file name>) and the
-#       base in two parts: .gpu-carry/base-1/part.aa (first call), .gpu-carry/run/part.ab (second)
+#       the `cuda` recipe's mix (`run.sh --device cuda --render-only`, in .decisiond-train/gpu) in
+#       xz, the plan, the `gguf` wheel, the plan's further start adapters (paths in the plan:
+#       .gpu-carry/run/<file name>) and the base in two parts: .gpu-carry/base-1/part.aa (first
+#       call), .gpu-carry/run/part.ab (second)
 #   bash training/gpu_carry.sh aside    moves bench/results/ (36 MB, tracked) out of the tree the
 #                                       calls copy, to .gpu-carry/results-aside
 #   bash training/gpu_carry.sh back     puts it back (run it before any commit)
@@ -26,28 +27,19 @@ case "${1:-}" in
     mv "$carry/results-aside" bench/results && echo "bench/results back"
     exit 0 ;;
   prepare) shift ;;
-  *) sed -n 2,15p "$0" >&2; exit 2 ;;
+  *) sed -n "2,/^# .prepare. prints/p" "$0" >&2; exit 2 ;;
 esac
 plan="${1:?a plan file, e.g. training/plans/098-notes-fixed.json}"
 shift
 py="$(bash training/setup.sh)"
-npm run build --silent
-cli="node dist/cli/main.js"
-base="$($cli pull smollm2-135m-instruct 2>/dev/null | tail -1)"
+# The `cuda` recipe's mix, rendered by the recipe itself (run.sh builds dist/ on the way).
+mix=.decisiond-train/gpu
+bash training/run.sh --device cuda --render-only --out "$mix"
+base="$(node dist/cli/main.js pull smollm2-135m-instruct 2>/dev/null | tail -1)"
 # the Q4_1 file the catalogue downloads, not the Q8_0 made from it: training reads the original
 base="$(dirname "$base")/SmolLM2-135M-Instruct.Q4_1.gguf"
-data=.decisiond-train/smollm2-135m-instruct/data
-mkdir -p "$data" "$carry/base-1" "$carry/run"
-while read -r d; do
-  [ -f "$data/$d.jsonl" ] || $cli eval convert --dataset "$d" --out "$data/$d.jsonl" 2>/dev/null
-done < <($cli eval datasets)
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-# The `cuda` recipe's mix, as training/run.sh --device cuda makes it.
-(cd training && "$py" augment.py --data-dir "$root/$data" --out "$work/train.jsonl" \
-  --calibration-out "$work/calibration" --broad --scale 3 --repeat 2 --first-scale 0.5 --banking-full 150)
-$cli render --model "$base" --data "$work/train.jsonl" --split fit --out "$work/train.tokens.jsonl"
-xz -T2 -6 -c "$work/train.tokens.jsonl" > "$carry/run/train.tokens.jsonl.xz"
+mkdir -p "$carry/base-1" "$carry/run"
+xz -T2 -6 -c "$mix/train.tokens.jsonl" > "$carry/run/train.tokens.jsonl.xz"
 cp "$plan" "$carry/run/plan.json"
 for init in "$@"; do cp "$init" "$carry/run/"; done
 rm -f "$carry"/run/gguf-*.whl

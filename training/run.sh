@@ -5,6 +5,7 @@
 # Usage: npm run train -- [--model NAME|PATH] [--device cpu|cuda] [--minutes M] [--exclude DATASET]...
 #                         [--exclude-group GROUP]... [--init-adapter ADAPTER.gguf|none]
 #                         [--merge-with ADAPTER.gguf] [--score-labels numbers|levels] [--lr LR] [--out DIR]
+#                         [--render-only]
 #   --model    base GGUF (catalogue name or path; default smollm2-135m-instruct)
 #   --device   cpu (default): the 2-core recipe, the broad mix of issue 48 (39 datasets, issue 30's ten
 #              at 0.4 of their rows) for one pass, continuing the shipped adapter, 75 minutes;
@@ -27,10 +28,12 @@
 #              other work shares the machine (two spinning PyTorch threads stall behind any third process)
 #   --out      work folder (default .decisiond-train/<model>); the adapter lands in adapters/
 #              and its profile in profiles/ only for a full run (no --exclude)
+#   --render-only  stop after the mix is rendered to OUT/train.tokens.jsonl (what a lent GPU
+#              session carries: training/gpu_carry.sh)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
-model=smollm2-135m-instruct device=cpu minutes="" lr="" out="" mergeWith="" scoreLabels=numbers init="" threads="" excludes=() groups=()
+model=smollm2-135m-instruct device=cpu minutes="" lr="" out="" mergeWith="" renderOnly="" scoreLabels=numbers init="" threads="" excludes=() groups=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --model) model="$2"; shift 2 ;;
@@ -44,6 +47,7 @@ while [ $# -gt 0 ]; do
     --threads) threads="$2"; shift 2 ;;
     --merge-with) mergeWith="$(realpath "$2")"; shift 2 ;;
     --score-labels) scoreLabels="$2"; shift 2 ;;
+    --render-only) renderOnly=1; shift ;;
     *) echo "train: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -78,6 +82,7 @@ done < <($cli eval datasets)
 (cd training && "$py" augment.py --data-dir "$root/$out/data" --out "$root/$out/train.jsonl" \
   --calibration-out "$root/$out/calibration" "${mix[@]}" ${excludes[@]/#/--exclude })
 $cli render --model "$modelPath" --data "$out/train.jsonl" --split fit --score-labels "$scoreLabels" --out "$out/train.tokens.jsonl"
+[ -n "$renderOnly" ] && { echo "train: rendered $out/train.tokens.jsonl"; exit 0; }
 "$py" training/train.py --model "$modelPath" --data "$out/train.tokens.jsonl" --out "$out/adapter" \
   --minutes "$minutes" --layers 18 --max-len 2048 "${fit[@]}" ${lr:+--lr "$lr"} ${threads:+--threads "$threads"} "${initFlags[@]}"
 "$py" training/plot_loss.py --csv "$out/adapter/loss.csv" --out "$out/adapter/loss.png"
