@@ -67,7 +67,7 @@ def main() -> None:
         other = [i for i, e in enumerate(examples) if e["type"] != "score"]
     if a.focus_limit and len(focus) > a.focus_limit:
         focus = rng.sample(focus, a.focus_limit)
-    budget = a.replay * (sum(tokens_of(json.loads(line)) for line in focus) + sum(tokens_of(json.loads(line)) for line in twins))
+    budget = a.replay * sum(tokens_of(json.loads(line)) for line in focus + twins)
 
     def replayed(line: str) -> str:
         """A replayed question's line, marked to be learned from the initial adapter with --anchor."""
