@@ -90,9 +90,11 @@ export interface RunOptions {
   readonly flipOrder?: FlipOrder;
   /**
    * Measure the injection move and drop rates: two passes, the state with a note naming a wrong
-   * answer and with the same note naming the expected one. Default false.
+   * answer and with the same note naming the expected one (`injectionNote`'s template, default
+   * perturb.ts `DEFAULT_INJECTION_NOTE`). Default false.
    */
   readonly injection?: boolean;
+  readonly injectionNote?: string;
   /** Called after every pass of every item, with the number of passes done and the total. */
   readonly onProgress?: (done: number, total: number) => void;
   readonly signal?: AbortSignal;
@@ -194,12 +196,10 @@ export async function runEvaluation(
         (options.flip ?? true) && entries.some(([, q]) => q.type === "choice")
           ? await variant("flip", reordered)
           : undefined;
-      const injected = options.injection
-        ? await variant("injection", injectState(request, injectionNote(request, targets)))
-        : undefined;
-      const echoed = options.injection
-        ? await variant("echo", injectState(request, injectionNote(request, golds)))
-        : undefined;
+      const noted = (answers: Record<string, number>) =>
+        injectState(request, injectionNote(request, answers, options.injectionNote));
+      const injected = options.injection ? await variant("injection", noted(targets)) : undefined;
+      const echoed = options.injection ? await variant("echo", noted(golds)) : undefined;
       for (const [qid, question] of entries) {
         const classes = classesOf(question);
         const probabilities = main[qid]!;
