@@ -4,11 +4,14 @@
 # nibbles) travels in two parts over two calls on the same warm machine (decision 093).
 #
 # Usage (here, in the repository root):
-#   bash training/gpu_carry.sh prepare PLAN.json [INIT.gguf ...]
+#   bash training/gpu_carry.sh prepare PLAN.json [INIT ...]
 #       the `cuda` recipe's mix (`run.sh --device cuda --render-only`, in .decisiond-train/gpu) in
 #       xz, the plan, the `gguf` wheel, the plan's further start adapters (paths in the plan:
 #       .gpu-carry/run/<file name>) and the base in two parts: .gpu-carry/base-1/part.aa (first
-#       call), .gpu-carry/run/part.ab (second)
+#       call), .gpu-carry/run/part.ab (second). An INIT is a file, or NAME=REVISION:PATH, an
+#       adapter this repository once shipped, taken from git as .gpu-carry/run/NAME (a session
+#       starts on a fresh machine: only what git holds is there), e.g.
+#       c3.gguf=9bad9e8:adapters/smollm2-135m-instruct.decision.gguf
 #   bash training/gpu_carry.sh aside    moves bench/results/ (36 MB, tracked) out of the tree the
 #                                       calls copy, to .gpu-carry/results-aside
 #   bash training/gpu_carry.sh back     puts it back (run it before any commit)
@@ -41,7 +44,16 @@ base="$(dirname "$base")/SmolLM2-135M-Instruct.Q4_1.gguf"
 mkdir -p "$carry/base-1" "$carry/run"
 xz -T2 -6 -c "$mix/train.tokens.jsonl" > "$carry/run/train.tokens.jsonl.xz"
 cp "$plan" "$carry/run/plan.json"
-for init in "$@"; do cp "$init" "$carry/run/"; done
+for init in "$@"; do
+  case "$init" in
+    *=*:*) git show "${init#*=}" > "$carry/run/${init%%=*}" ;;
+    *) cp "$init" "$carry/run/" ;;
+  esac
+done
+# A start adapter the plan names and nobody carries would stop its run on the device.
+"$py" -c 'import json, os, sys
+missing = [r["init"] for r in json.load(open(sys.argv[1])) if r.get("init") and not os.path.isfile(r["init"])]
+sys.exit(f"gpu_carry: the plan starts from {missing}: pass them as INIT" if missing else 0)' "$plan"
 rm -f "$carry"/run/gguf-*.whl
 "$py" -m pip download --quiet --no-deps --only-binary :all: -d "$carry/run" "$(grep '^gguf==' training/requirements.txt)"
 # Split so that the first call's part and the tree stay under 64 MiB.
