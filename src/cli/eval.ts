@@ -56,10 +56,6 @@ interface ConvertFlags {
 }
 
 /**
- * Adds `eval` (run an evaluation in-process: engine + Decider, no HTTP) and `eval convert` (make
- * evaluation files from the datasets).
- */
-/**
  * `--injection-note`'s value: a note that names its answer through `{answer}`.
  * @throws {@link InvalidArgumentError} when it has no `{answer}`.
  */
@@ -71,6 +67,10 @@ function injectionTemplate(value: string): string {
   return value;
 }
 
+/**
+ * Adds `eval` (run an evaluation in-process: engine + Decider, no HTTP) and `eval convert` (make
+ * evaluation files from the datasets).
+ */
 export function registerEvalCommand(program: Command): Command {
   const evalCommand = readoutOptions(program.command("eval"))
     .description(
@@ -190,6 +190,7 @@ export function registerEvalCommand(program: Command): Command {
 
 async function runEvalCommand(flags: EvalFlags, command: string): Promise<void> {
   const debias = flags.debias ?? ["off"];
+  const injection = (flags.injection ?? false) || flags.injectionNote !== undefined;
   if (flags.baseline !== undefined && flags.baseline !== BASELINE_SYSTEM)
     throw new Error(`unknown baseline "${flags.baseline}": the one baseline is node-llama-cpp`);
   const items = loadItems(flags.data ?? [], flags.split, flags.limit);
@@ -217,7 +218,7 @@ async function runEvalCommand(flags: EvalFlags, command: string): Promise<void> 
     runs = await runEvaluation(items, systems, {
       flip: flags.flip,
       flipOrder: flags.flipOrder,
-      injection: (flags.injection ?? false) || flags.injectionNote !== undefined,
+      injection,
       ...(flags.injectionNote !== undefined ? { injectionNote: flags.injectionNote } : {}),
       onProgress: (done, total) => bar.update(done, total),
     });
@@ -263,7 +264,7 @@ async function runEvalCommand(flags: EvalFlags, command: string): Promise<void> 
         baseline: flags.baseline ?? null,
         flip: flags.flip,
         flipOrder: flags.flipOrder,
-        injection: (flags.injection ?? false) || flags.injectionNote !== undefined,
+        injection,
         injectionNote: flags.injectionNote ?? null,
       },
       systems: shown.map((r) => ({
