@@ -306,9 +306,8 @@ def step_loss(model, embed_weight: torch.Tensor, batch: list[dict], ordinal: flo
 
 def bf16_computed(device: str) -> bool:
     """Whether `device` computes bfloat16 matrix products natively: any CUDA GPU, or a CPU on which
-    oneDNN does (AVX-512 or AMX). On an AVX2-only CPU PyTorch emulates them: one step of 1,024
-    tokens through SmolLM2-135M took 166 s under bfloat16 autocast against 8 s in float32
-    (docs/decisions/099-no-bfloat16-on-avx2.md)."""
+    oneDNN does (AVX-512 or AMX). On an AVX2-only CPU PyTorch emulates them, many times slower
+    than float32 (measured in docs/decisions/099-no-bfloat16-on-avx2.md)."""
     if torch.device(device).type != "cpu":
         return True
     try:
@@ -356,8 +355,8 @@ def main() -> None:
     ap.add_argument("--init-adapter", type=Path, help="GGUF LoRA adapter to continue from (same rank, alpha and layers)")
     a = ap.parse_args()
     if a.bf16 and not bf16_computed(a.device):
-        print("bf16: this CPU has no AVX-512, so PyTorch would emulate bfloat16 (20 times slower than "
-              "float32 here): training in float32", flush=True)
+        print("bf16: this CPU has no native bfloat16 (AVX-512 or AMX), and PyTorch would emulate it "
+              "many times slower than float32: training in float32", flush=True)
         a.bf16 = False
 
     torch.manual_seed(a.seed)
