@@ -12,6 +12,7 @@
 // Usage: npm run build && node bench/repeated-question.mjs [--states 40] [--options 4|77|128|255]
 //                                       [--layouts question-first,state-first] [--threads N]
 //                                       [--json FILE] [--model NAME|PATH] [--adapter PATH|none]
+//                                       [--label-chain parting|full] (docs/decisions/101)
 import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
 import { parseArgs } from "node:util";
@@ -32,8 +33,12 @@ const { values: args } = parseArgs({
     model: { type: "string", default: "smollm2-135m-instruct" },
     adapter: { type: "string" },
     json: { type: "string" },
+    "label-chain": { type: "string", default: "parting" },
   },
 });
+const labelChain = args["label-chain"];
+if (labelChain !== "parting" && labelChain !== "full")
+  throw new Error(`--label-chain: parting or full, got ${labelChain}`);
 const count = Number(args.states);
 const k = Number(args.options);
 /** jevcompat's many-option question (checks.py, `choice-options`) with `n` options. */
@@ -85,7 +90,7 @@ const engine = await openLlamaEngine({
 });
 const results = {};
 for (const layout of layouts) {
-  const decider = new Decider(engine, { ...TUNED_READOUT, layout });
+  const decider = new Decider(engine, { ...TUNED_READOUT, layout, labelChain });
   // One untimed request: the first sight of the question (and of the prompt head).
   await decider.decide({ state: stateOf(-1), questions: [["team", question]] });
   const ms = [];
@@ -104,7 +109,7 @@ for (const layout of layouts) {
     cachedTokensPerRequest: cached / count,
   };
   console.log(
-    `${layout}: median ${median(ms).toFixed(0)} ms, ${(evaluated / count).toFixed(1)} tokens evaluated and ${(cached / count).toFixed(1)} cached per request (${k} options, ${count} states)`,
+    `${layout}: median ${median(ms).toFixed(0)} ms, ${(evaluated / count).toFixed(1)} tokens evaluated and ${(cached / count).toFixed(1)} cached per request (${k} options, ${count} states, labels read ${labelChain === "full" ? "to their end" : "to their parting token"})`,
   );
 }
 if (results["state-first"] && results["question-first"])
@@ -116,7 +121,7 @@ if (args.json) {
   writeFileSync(
     args.json,
     JSON.stringify(
-      { date: new Date().toISOString(), options: k, states: count, results },
+      { date: new Date().toISOString(), options: k, states: count, labelChain, results },
       null,
       1,
     ) + "\n",

@@ -4,6 +4,7 @@ import {
   choiceLabels,
   readTrie,
   scoreLabels,
+  toPartingTokens,
   trieBranch,
   triePositions,
 } from "../src/decision/labels.js";
@@ -38,6 +39,41 @@ describe("labels", () => {
     expect(lp[0]).toBeCloseTo(Math.log(0.5), 12);
     expect(lp[1]).toBeCloseTo(Math.log(0.25 * 0.6), 12);
     expect(lp[2]).toBeCloseTo(Math.log(0.25 * 0.2), 12);
+  });
+
+  it("cuts each label at the token where it parts from the others", () => {
+    // [5,6,7] and [5,8,9] part at 6 and 8; [1,2,3] parts from both at 1; [5,8,4] keeps 4.
+    const full = buildLabelTrie([
+      [5, 6, 7],
+      [5, 8, 9],
+      [1, 2, 3],
+      [5, 8, 4],
+    ]);
+    const cut = toPartingTokens(full);
+    expect(cut).toEqual({
+      tokens: [5, 1],
+      next: [{ tokens: [6, 8], next: [0, { tokens: [9, 4], next: [1, 3] }] }, 2],
+    });
+    expect(triePositions(cut)).toBe(3);
+    expect(triePositions(full)).toBe(6);
+    // The chain read to the parting token: P(5)·P(6|5) for label 0, P(1) for label 2.
+    const lp = readTrie(
+      cut,
+      {
+        logprobs: [Math.log(0.7), Math.log(0.3)],
+        children: [
+          { logprobs: [Math.log(0.5), Math.log(0.5)], children: [{ logprobs: [0, -Infinity] }] },
+        ],
+      },
+      4,
+    );
+    expect(lp[0]).toBeCloseTo(Math.log(0.35), 12);
+    expect(lp[1]).toBeCloseTo(Math.log(0.35), 12);
+    expect(lp[2]).toBeCloseTo(Math.log(0.3), 12);
+    expect(lp[3]).toBe(-Infinity);
+    // A trie whose labels part at their last tokens is unchanged.
+    const flat = buildLabelTrie([[1], [2, 3], [2, 4]]);
+    expect(toPartingTokens(flat)).toEqual(flat);
   });
 
   it("refuses ambiguous labels", () => {

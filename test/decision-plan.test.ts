@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { LabelTokenizer, labelStyleOf } from "../src/decision/label-style.js";
-import { NOUL_LABELS } from "../src/decision/labels.js";
+import { NOUL_LABELS, type LabelTrie } from "../src/decision/labels.js";
 import type { DeciderOptions } from "../src/decision/options.js";
-import { ordersOf, planRequest, scoreRequestOf, usageOf } from "../src/decision/plan.js";
+import { ordersOf, planRequest, scoreRequestOf, usageOf, type Plan } from "../src/decision/plan.js";
 import { preparePrompt } from "../src/decision/prepare.js";
 import { QUESTION_TYPES } from "../src/decision/questions/index.js";
 import { renderStateBlock, SYSTEM_MESSAGE } from "../src/decision/prompt.js";
@@ -13,6 +13,7 @@ import {
   StateTooLongError,
 } from "../src/decision/state.js";
 import type { DecisionRequest, Question } from "../src/decision/types.js";
+import { branchTotalTokens } from "../src/engine/types.js";
 import { FakeEngine } from "./support/fake-engine.js";
 
 const TOPIC: Question = {
@@ -350,29 +351,65 @@ describe("the prompt layout (docs/decisions/087)", () => {
 });
 
 describe("word labels whose tokens begin one another", () => {
-  it("are read to the end of the turn", async () => {
-    const engine = new FakeEngine();
-    const wash: Question = {
-      type: "choice",
-      instructions: "Which service?",
-      options: [
-        ["red car", null],
-        ["red car wash", null],
-        ["blue van", null],
-      ],
-    };
-    const plan = await planRequest(request([["service", wash]]), await plannerOf(engine));
-    const end = (await engine.tokenize("</user><assistant>"))[0]!;
-    const labels = plan.questions[0]!.views[0]!.trie;
+  const wash: Question = {
+    type: "choice",
+    instructions: "Which service?",
+    options: [
+      ["red car", null],
+      ["red car wash", null],
+      ["blue van", null],
+    ],
+  };
+  /** Each label's token path in the plan's trie, by label index. */
+  const pathsOf = (plan: Plan) => {
     const paths: number[][] = [];
-    const walk = (node: typeof labels, path: number[]) =>
+    const walk = (node: LabelTrie, path: number[]) =>
       node.next.forEach((next, i) =>
         typeof next === "number"
-          ? paths.push([...path, node.tokens[i]!])
+          ? (paths[next] = [...path, node.tokens[i]!])
           : walk(next, [...path, node.tokens[i]!]),
       );
-    walk(labels, []);
+    walk(plan.questions[0]!.views[0]!.trie, []);
+    return paths;
+  };
+
+  it("are read to the end of the turn with labelChain full", async () => {
+    const engine = new FakeEngine();
+    const plan = await planRequest(
+      request([["service", wash]]),
+      await plannerOf(engine, { labelChain: "full" }),
+    );
+    const end = (await engine.tokenize("</user><assistant>"))[0]!;
+    const paths = pathsOf(plan);
     expect(paths).toHaveLength(3);
     for (const path of paths) expect(path.at(-1)).toBe(end);
+  });
+
+  it("are read to their parting tokens by default, the end of the turn where it parts them", async () => {
+    const engine = new FakeEngine();
+    const fullPlan = await planRequest(
+      request([["service", wash]]),
+      await plannerOf(engine, { labelChain: "full" }),
+    );
+    const full = pathsOf(fullPlan);
+    const plan = await planRequest(request([["service", wash]]), await plannerOf(engine));
+    const paths = pathsOf(plan);
+    const end = (await engine.tokenize("</user><assistant>"))[0]!;
+    // Each label read to its shortest prefix that no other label begins with: "red car" and
+    // "red car wash" part after "red car" (one ends the turn, the other goes on), "blue van" at
+    // its first word.
+    const parting = full.map((path, i) => {
+      const others = full.filter((_, j) => j !== i);
+      const k = path.findIndex((_, n) =>
+        others.every((o) => o.slice(0, n + 1).join() !== path.slice(0, n + 1).join()),
+      );
+      return path.slice(0, k + 1);
+    });
+    expect(paths).toEqual(parting);
+    expect(paths.map((p) => p.length).sort()).toEqual([1, 3, 3]);
+    expect(paths.filter((p) => p.at(-1) === end)).toHaveLength(1);
+    expect(branchTotalTokens(plan.branches[0]!)).toBeLessThan(
+      branchTotalTokens(fullPlan.branches[0]!),
+    );
   });
 });

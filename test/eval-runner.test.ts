@@ -92,12 +92,24 @@ function fakeEngine(
     return score;
   };
 
+  /**
+   * The complete labels a path read only to its parting token stands for (the readout's default,
+   * decisions/101): the ids and Yes/No words it begins, else the path itself.
+   */
+  const complete = (path: string): string[] => {
+    const word = path.trim();
+    const words = [...ids, "Yes", "No"].filter((w) => w.startsWith(word) && w !== word);
+    return word === "" || words.length === 0 || [...ids, "Yes", "No"].includes(word)
+      ? [path]
+      : words.map((w) => path + w.slice(word.length));
+  };
+
   /** Complete labels under a branch: the candidate paths, children keyed by their one token. */
   const leaves = (branch: ScoreBranch, path: string): string[] =>
     branch.candidates.flatMap((token) => {
       const child = branch.children?.find((c) => c.tokens.length === 1 && c.tokens[0] === token);
       const next = path + String.fromCodePoint(token);
-      return child ? leaves(child, next) : [next];
+      return child ? leaves(child, next) : complete(next);
     });
 
   const scoreNode = (
@@ -110,7 +122,9 @@ function fakeEngine(
     const under = branch.candidates.map((token) => {
       const child = branch.children?.find((c) => c.tokens.length === 1 && c.tokens[0] === token);
       const next = path + String.fromCodePoint(token);
-      return lse((child ? leaves(child, next) : [next]).map((l) => labelScore(prefix, body, l)));
+      return lse(
+        (child ? leaves(child, next) : complete(next)).map((l) => labelScore(prefix, body, l)),
+      );
     });
     const total = lse(under);
     const logprobs = under.map((u) => u - total - (root ? Math.log(2) : 0));

@@ -98,6 +98,11 @@ export function readoutOptions(command: Command): Command {
       "--layout <layout>",
       "a one-question request's question after the state (state-first, the default) or before it (question-first); docs/decisions/087",
       oneOf<"state-first" | "question-first">("state-first", "question-first"),
+    )
+    .option(
+      "--label-chain <reach>",
+      "how far a label of several tokens is read: parting (the default) or full (docs/decisions/101)",
+      oneOf<"parting" | "full">("parting", "full"),
     );
 }
 

@@ -76,6 +76,7 @@ export interface ReadoutFlags {
   examples?: "on" | "off";
   questionContrast?: "on" | "off";
   layout?: "state-first" | "question-first";
+  labelChain?: "parting" | "full";
 }
 
 /**
@@ -93,6 +94,7 @@ export function readoutOf(flags: ReadoutFlags): ReadoutSettings {
     examples: onOrOff(flags.examples),
     questionContrast: onOrOff(flags.questionContrast),
     layout: flags.layout,
+    labelChain: flags.labelChain,
   };
   return Object.fromEntries(Object.entries(settings).filter(([, value]) => value !== undefined));
 }
@@ -169,6 +171,12 @@ export function readoutServeOptions(): Option[] {
       "where a one-question request's question is written: state-first (default) or question-first, before the state, so one question asked of many states comes from the prefix cache (docs/decisions/087)",
       "DECISIOND_LAYOUT",
       oneOf<"state-first" | "question-first">("state-first", "question-first"),
+    ),
+    envOption(
+      "--label-chain <reach>",
+      "how far a label of several tokens is read: parting (default), to the token where it parts from the others, or full, to its end (docs/decisions/101)",
+      "DECISIOND_LABEL_CHAIN",
+      oneOf<"parting" | "full">("parting", "full"),
     ),
   ];
 }

@@ -66,6 +66,8 @@ export function registerRenderCommand(program: Command): Command {
           ...(flags.scoreLabels ? { scoreLabels: flags.scoreLabels } : {}),
           debias: "off",
           layout,
+          // Training reads every label to its end, the tokens after its parting one included.
+          labelChain: "full",
         });
       const questionFirst = deciderFor("question-first");
       const stateFirst = deciderFor("state-first");

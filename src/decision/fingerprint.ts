@@ -34,7 +34,8 @@ export async function promptFingerprint(
   // Both layouts, whichever the settings serve: an adapter is trained on both (render --layout
   // mixed) and a server may serve either, so the format is both renderings.
   for (const [request, layout] of PROBES.flatMap((r) => LAYOUTS.map((l) => [r, l] as const))) {
-    const options = { ...settings, layout };
+    // How far labels are read is the readout's, not the format's: the tries are hashed whole.
+    const options = { ...settings, layout, labelChain: "full" as const };
     const plan = await planRequest(request, { model, prepared, labels, options });
     hash.update(
       JSON.stringify({

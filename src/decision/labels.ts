@@ -3,8 +3,9 @@ import type { ScoreBranch, Token } from "../engine/types.js";
 /**
  * Option labels: the short strings the model answers with at the answer position. Each label is
  * tokenized as it appears after the answer cue; labels whose token sequences share a first token
- * form a trie, and the probability of a multi-token label is the exact chain
- * P(t₁)·P(t₂|t₁)·…, read from child branches. Fixed-width labels are prefix-free as strings, so
+ * form a trie, and the probability of a multi-token label is the chain P(t₁)·P(t₂|t₁)·…, read
+ * from child branches: to its last token (`labelChain: "full"`) or to the token where it parts
+ * from the other labels ({@link toPartingTokens}, the default). Fixed-width labels are prefix-free as strings, so
  * no label's token sequence can be a proper prefix of another's and the chain needs no
  * end-of-label token.
  */
@@ -66,6 +67,32 @@ export function buildLabelTrie(sequences: readonly (readonly Token[])[]): LabelT
   return root;
 }
 
+// Why a label is read only to its parting token: docs/decisions/101-labels-read-to-their-parting-token.md
+/**
+ * The trie cut at each label's parting token: every subtree that holds one label becomes that
+ * label, so a label is read up to the token where it parts from every other label of the
+ * question (P(t₁)·…·P(t_k), t_k its parting token) and not past it. Its remaining tokens are the
+ * only way to finish what the model has begun; reading them costs a decode position each.
+ * @returns a new trie; `trie` is unchanged
+ * @example
+ * ```ts
+ * toPartingTokens(buildLabelTrie([[5, 6, 7], [5, 8, 9]])); // → { tokens: [5], next: [{ tokens: [6, 8], next: [0, 1] }] }
+ * ```
+ */
+export function toPartingTokens(trie: LabelTrie): LabelTrie {
+  const only = (node: LabelTrie): number | undefined => {
+    if (node.next.length !== 1) return undefined;
+    const next = node.next[0]!;
+    return typeof next === "number" ? next : only(next);
+  };
+  return {
+    tokens: trie.tokens,
+    next: trie.next.map((next) =>
+      typeof next === "number" ? next : (only(next) ?? toPartingTokens(next)),
+    ),
+  };
+}
+
 /**
  * The engine branch that reads a trie: `tokens` are evaluated, the trie's first tokens are the
  * candidates, and every inner node becomes a child branch of one token.
@@ -89,7 +116,8 @@ export function triePositions(trie: LabelTrie): number {
 
 /**
  * Label log-probabilities from the engine's answer for a {@link trieBranch}: for each label, the
- * sum of the log-probabilities along its token path (exact chained probability).
+ * sum of the log-probabilities along its token path in the trie (to the parting token in a
+ * {@link toPartingTokens} trie, else to its end).
  * @param logprobsAt - returns the candidate log-probabilities for a node, in `node.tokens` order,
  *   and the child readers in the order of the node's inner entries.
  */

@@ -61,6 +61,14 @@ export interface DeciderOptions {
    * choice it would subtract the evidence itself. Default on.
    */
   readonly questionContrast?: boolean;
+  // Why the parting token by default: docs/decisions/101-labels-read-to-their-parting-token.md
+  /**
+   * How far a label of several tokens is read. `parting` (default): to the token where it parts
+   * from the question's other labels; its probability is the chain of its tokens up to there.
+   * `full`: to its last token (and the end-of-turn token where one label begins another), the
+   * exact chain of the whole label. The same for labels that part at their last token.
+   */
+  readonly labelChain?: "parting" | "full";
   /** Longest option id, in tokens, answered as its own label. Default 8. */
   readonly maxWordLabelTokens?: number;
   // Why a cap, and why twice the context: docs/decisions/081-one-request-cannot-hold-the-model.md
@@ -94,6 +102,7 @@ export type ReadoutSettings = Pick<
   | "systemMessage"
   | "maxWordLabelTokens"
   | "layout"
+  | "labelChain"
 >;
 
 /**

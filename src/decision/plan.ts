@@ -6,7 +6,13 @@ import {
   type Token,
 } from "../engine/types.js";
 import { labelStyleOf, type LabelTokenizer, type PromptModel } from "./label-style.js";
-import { buildLabelTrie, trieBranch, triePositions, type LabelTrie } from "./labels.js";
+import {
+  buildLabelTrie,
+  toPartingTokens,
+  trieBranch,
+  triePositions,
+  type LabelTrie,
+} from "./labels.js";
 import type { DeciderOptions } from "./options.js";
 import type { PreparedPrompt } from "./prepare.js";
 import { renderQuestion } from "./prompt.js";
@@ -85,7 +91,13 @@ export interface Planner {
   readonly types?: QuestionTypes;
   readonly options: Pick<
     DeciderOptions,
-    "debias" | "labels" | "maxWordLabelTokens" | "questionContrast" | "maxRequestTokens" | "layout"
+    | "debias"
+    | "labels"
+    | "maxWordLabelTokens"
+    | "questionContrast"
+    | "maxRequestTokens"
+    | "layout"
+    | "labelChain"
   >;
 }
 
@@ -158,7 +170,8 @@ export async function planRequest<Q extends QuestionShape = Question>(
           ...(await labels.tokensOf(label, style.cue, prepared, signal)),
           ...style.end,
         ]);
-      const trie = buildLabelTrie(labelTokens);
+      const full = buildLabelTrie(labelTokens);
+      const trie = options.labelChain === "full" ? full : toPartingTokens(full);
       branches.push(trieBranch(tokens, trie));
       deepest = Math.max(deepest, tokens.length + trieDepth(trie) - 1);
       views.push({ order, trie });

@@ -78,7 +78,8 @@ export function oursSystem(
       (readout.scoreLabels === "levels" ? "[levels]" : "") +
       (readout.contentFree === false ? "[no-cf]" : "") +
       (readout.examples === false ? "[no-examples]" : "") +
-      (readout.questionContrast === false ? "[no-contrast]" : ""),
+      (readout.questionContrast === false ? "[no-contrast]" : "") +
+      (readout.labelChain === "full" ? "[full-chain]" : ""),
     async answer(request) {
       const result = await decider.decide(toDecisionRequest(request));
       const out: SystemAnswers = {};
