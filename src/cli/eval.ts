@@ -261,6 +261,8 @@ async function runEvalCommand(flags: EvalFlags, command: string): Promise<void> 
         contentFree: flags.contentFree ?? null,
         examples: flags.examples ?? null,
         questionContrast: flags.questionContrast ?? null,
+        layout: flags.layout ?? null,
+        labelChain: flags.labelChain ?? null,
         baseline: flags.baseline ?? null,
         flip: flags.flip,
         flipOrder: flags.flipOrder,
