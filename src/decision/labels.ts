@@ -5,9 +5,9 @@ import type { ScoreBranch, Token } from "../engine/types.js";
  * tokenized as it appears after the answer cue; labels whose token sequences share a first token
  * form a trie, and the probability of a multi-token label is the chain P(t₁)·P(t₂|t₁)·…, read
  * from child branches: to its last token (`labelChain: "full"`) or to the token where it parts
- * from the other labels ({@link toPartingTokens}, the default). Fixed-width labels are prefix-free as strings, so
- * no label's token sequence can be a proper prefix of another's and the chain needs no
- * end-of-label token.
+ * from the other labels ({@link toPartingTokens}, the default). Fixed-width labels are
+ * prefix-free as strings, so no label's token sequence can be a proper prefix of another's and
+ * the chain needs no end-of-label token.
  */
 
 /** Letters used as single-character labels for up to 26 options. */

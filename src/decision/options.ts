@@ -66,7 +66,7 @@ export interface DeciderOptions {
    * How far a label of several tokens is read. `parting` (default): to the token where it parts
    * from the question's other labels; its probability is the chain of its tokens up to there.
    * `full`: to its last token (and the end-of-turn token where one label begins another), the
-   * exact chain of the whole label. The same for labels that part at their last token.
+   * exact chain of the whole label. Labels that part at their last token read the same either way.
    */
   readonly labelChain?: "parting" | "full";
   /** Longest option id, in tokens, answered as its own label. Default 8. */
