@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { LabelTokenizer, labelStyleOf } from "../src/decision/label-style.js";
-import { NOUL_LABELS, type LabelTrie } from "../src/decision/labels.js";
+import { NOUL_LABELS } from "../src/decision/labels.js";
 import type { DeciderOptions } from "../src/decision/options.js";
 import { ordersOf, planRequest, scoreRequestOf, usageOf, type Plan } from "../src/decision/plan.js";
 import { preparePrompt } from "../src/decision/prepare.js";
@@ -14,6 +14,7 @@ import {
 } from "../src/decision/state.js";
 import type { DecisionRequest, Question } from "../src/decision/types.js";
 import { branchTotalTokens } from "../src/engine/types.js";
+import { labelSequences } from "../src/evaluation/render.js";
 import { FakeEngine } from "./support/fake-engine.js";
 
 const TOPIC: Question = {
@@ -361,17 +362,8 @@ describe("word labels whose tokens begin one another", () => {
     ],
   };
   /** Each label's token path in the plan's trie, by label index. */
-  const pathsOf = (plan: Plan) => {
-    const paths: number[][] = [];
-    const walk = (node: LabelTrie, path: number[]) =>
-      node.next.forEach((next, i) =>
-        typeof next === "number"
-          ? (paths[next] = [...path, node.tokens[i]!])
-          : walk(next, [...path, node.tokens[i]!]),
-      );
-    walk(plan.questions[0]!.views[0]!.trie, []);
-    return paths;
-  };
+  const pathsOf = (plan: Plan) =>
+    labelSequences(plan.questions[0]!.views[0]!.trie, plan.questions[0]!.labelCount);
 
   it("are read to the end of the turn with labelChain full", async () => {
     const engine = new FakeEngine();

@@ -98,8 +98,9 @@ function fakeEngine(
    */
   const complete = (path: string): string[] => {
     const word = path.trim();
-    const words = [...ids, "Yes", "No"].filter((w) => w.startsWith(word) && w !== word);
-    return word === "" || words.length === 0 || [...ids, "Yes", "No"].includes(word)
+    const known = [...ids, "Yes", "No"];
+    const words = known.filter((w) => w.startsWith(word) && w !== word);
+    return word === "" || words.length === 0 || known.includes(word)
       ? [path]
       : words.map((w) => path + w.slice(word.length));
   };
