@@ -8,6 +8,7 @@
 // Usage: npm run build && node bench/call-cost.mjs [--depth 1800] [--runs 15]
 //                                                  [--threads N (default: physical cores)]
 //                                                  [--model NAME|PATH] [--adapter PATH|none]
+//                                                  [--kv f16|f32|K/V (the KV cache's type; f16)]
 import { parseArgs } from "node:util";
 import { getLlama, LlamaLogLevel } from "node-llama-cpp";
 import { resolveModel } from "../dist/evaluation/model.js";
@@ -21,6 +22,7 @@ const { values: args } = parseArgs({
     threads: { type: "string" },
     model: { type: "string", default: "smollm2-135m-instruct" },
     adapter: { type: "string" },
+    kv: { type: "string", default: "f16" },
   },
 });
 const depth = Number(args.depth);
@@ -34,6 +36,8 @@ const context = await model.createContext({
   contextSize: 8192,
   batchSize: 1024,
   sequences: 2,
+  experimentalKvCacheKeyType: args.kv.toUpperCase().split("/")[0],
+  experimentalKvCacheValueType: args.kv.toUpperCase().split("/").at(-1),
   // As the engine does (engine/llama/index.ts): without it, node-llama-cpp's default took 3 s a
   // call on this 2-vCPU machine.
   threads: args.threads ? Number(args.threads) : llama.cpuMathCores,

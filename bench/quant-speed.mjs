@@ -9,7 +9,8 @@
 //          [--settings "threads=2,batch=1024,fa=auto;threads=1"] [--json OUT.json]
 // A setting is comma-separated key=value: threads (default llama.cpuMathCores), batch (tokens
 // per decode call, which node-llama-cpp also makes the micro-batch; default 1024, as the engine)
-// and fa (flash attention: auto, on, off; default auto, as the engine).
+// fa (flash attention: auto, on, off; default auto, as the engine) and kv (the KV cache's type,
+// f16, as the engine, or f32, q8_0; K/V, e.g. f32/f16, gives keys and values apart).
 import { writeFileSync } from "node:fs";
 import { loadavg } from "node:os";
 import { basename } from "node:path";
@@ -41,6 +42,7 @@ const settings = (args.settings || `threads=${llama.cpuMathCores}`).split(";").m
     threads: Number(kv.threads ?? llama.cpuMathCores),
     batch: Number(kv.batch ?? 1024),
     fa: kv.fa === "on" ? true : kv.fa === "off" ? false : "auto",
+    kv: (kv.kv ?? "f16").toUpperCase().split("/"),
   };
 });
 
@@ -62,6 +64,8 @@ for (const file of files) {
       batchSize: setting.batch,
       threads: setting.threads,
       flashAttention: setting.fa,
+      experimentalKvCacheKeyType: setting.kv[0],
+      experimentalKvCacheValueType: setting.kv[1] ?? setting.kv[0],
       ...(adapter ? { lora: { adapters: [{ filePath: adapter }] } } : {}),
     });
     cells.push({
