@@ -34,6 +34,7 @@ const unit = [
   "test/request-validator.test.ts",
   "test/requantize.test.ts",
   "test/serve-lock.test.ts",
+  "test/silent-connections.test.ts",
   "test/slow-bodies.test.ts",
   "test/training-plans.test.ts",
 ];

@@ -12,6 +12,7 @@ import { decisionHooks } from "./decision-hooks.js";
 import { installErrorHandler, notFound } from "./error-handler.js";
 import { installJsonScan } from "./json-scan.js";
 import { requireLoopbackHost } from "./host.js";
+import { boundSilentConnections } from "./silent-connections.js";
 import { requestLogFields } from "./request-log.js";
 import { declareRequestState } from "./request-state.js";
 import { JSON_CONTENT_TYPE, parseJsonBody, unacceptableCharset } from "./json.js";
@@ -99,6 +100,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
 
   if (options.loopbackHostOnly ?? options.gate === undefined) requireLoopbackHost(app);
   app.server.on("connect", refuseConnect);
+  boundSilentConnections(app, options.silentConnectionsPerAddress);
   installEarlyReplies(app, bodyLimit);
   installBodyDeadline(app, requestTimeout);
   installDecompression(app, bodyLimit);

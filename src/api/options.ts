@@ -71,6 +71,11 @@ export interface AppOptions {
    */
   readonly requestTimeoutMs?: number;
   /**
+   * Connections one remote address may hold open before sending a request; more are closed as
+   * they open. Default 1,024 (`SILENT_CONNECTIONS_PER_ADDRESS`, ./silent-connections.ts).
+   */
+  readonly silentConnectionsPerAddress?: number;
+  /**
    * Answer only requests whose Host header names loopback (./host.ts): for a server without
    * authentication, against DNS rebinding. Default: on when there is no gate.
    */
