@@ -537,6 +537,55 @@ describe("errors in OpenAI's shape on /v1/decisions only", () => {
     });
   });
 
+  it("says what is wrong: an empty label or id, an output or images of the wrong type", async () => {
+    const scored = {
+      ...valid,
+      questions: [
+        { type: "score", instructions: "How?", levels: [{ label: "" }, { label: "high" }] },
+      ],
+    };
+    expect(await errorOf(scored, 400)).toMatchObject({
+      param: "questions[0].levels[0].label",
+      message: expect.stringMatching(/should not be empty/),
+    });
+    const output = {
+      ...valid,
+      input: [
+        { type: "function_call", call_id: "c", name: "f", arguments: "{}" },
+        { type: "function_call_output", call_id: "c", output: 5 },
+      ],
+    };
+    expect(await errorOf(output, 400)).toMatchObject({
+      param: "input[1].output",
+      message: expect.stringMatching(/a string or a list of/),
+    });
+    /** /v1/systemone's 422 details for `questions` (and more of the body). */
+    const detailsOf = async (body: Record<string, unknown>) => {
+      const reply = await post(app, "/v1/systemone", { model: "stub-1", state: "x", ...body });
+      expect(reply.statusCode, reply.body).toBe(422);
+      return reply.json().detail as { loc: unknown[]; msg: string }[];
+    };
+    const noul = { type: "noul", instructions: "Is it?" };
+    expect(await detailsOf({ questions: { "": noul } })).toEqual([
+      expect.objectContaining({
+        loc: ["body", "questions", ""],
+        msg: expect.stringMatching(/Question ids should not be empty/),
+      }),
+    ]);
+    const options = { type: "choice", criteria: { "": null, a: null } };
+    expect(await detailsOf({ questions: { c: options } })).toEqual([
+      expect.objectContaining({ msg: "Option ids should not be empty" }),
+    ]);
+    const sides = { type: "noul", criteria: { true: null } };
+    expect((await detailsOf({ questions: { n: sides } }))[0]!.msg).toMatch(
+      /describe 'true' or 'false'/,
+    );
+    // A string where a list of one image goes: that error, not also the list's length.
+    const images = await detailsOf({ images: "data:image/png;base64,xx", questions: { n: noul } });
+    expect(images).toEqual([expect.objectContaining({ loc: ["body", "images"] })]);
+    expect(images[0]!.msg).toMatch(/expected array/);
+  });
+
   it("leaves /v1/systemone's error shapes as they were", async () => {
     const reply = await post(app, "/v1/systemone", "{not json");
     expect(reply.statusCode).toBe(422);

@@ -144,17 +144,22 @@ const Message = z.discriminatedUnion(
 
 const ItemStatus = z.enum(["in_progress", "completed", "incomplete"]).nullable().optional();
 const itemId = z.string().nullable().optional();
-const callId = z.string({ error: required("Input should be a string") }).min(1);
+const callId = z
+  .string({ error: required("Input should be a string") })
+  .min(1, "Call ids should not be empty");
 
 /** A tool output: text, or text and image parts. */
-const ToolOutput = z.union([
-  z.string(),
-  z.array(
-    z.discriminatedUnion("type", [InputTextPart, InputImagePart], {
-      error: partError("'input_text' or 'input_image'"),
-    }),
-  ),
-]);
+const ToolOutput = z.union(
+  [
+    z.string(),
+    z.array(
+      z.discriminatedUnion("type", [InputTextPart, InputImagePart], {
+        error: partError("'input_text' or 'input_image'"),
+      }),
+    ),
+  ],
+  { error: "Input should be a string or a list of 'input_text' and 'input_image' parts" },
+);
 
 const FunctionCall = z.object({
   type: z.literal("function_call"),
@@ -261,7 +266,9 @@ const ScoreQuestion = z.object({
   levels: z
     .array(
       z.object({
-        label: z.string({ error: required("Input should be a string") }).min(1),
+        label: z
+          .string({ error: required("Input should be a string") })
+          .min(1, "Level labels should not be empty"),
         description,
       }),
       { error: required("Input should be an array of levels") },
@@ -279,7 +286,9 @@ export const DecisionQuestionSchema = z.discriminatedUnion(
 
 /** The request body of `POST /v1/decisions`. */
 export const DecisionsRequestSchema = z.object({
-  model: z.string({ error: required("Input should be a string") }).min(1),
+  model: z
+    .string({ error: required("Input should be a string") })
+    .min(1, "Model names should not be empty"),
   input: z.union(
     [z.string(), z.array(DecisionInputItemSchema).min(1, "Input should not be an empty list")],
     { error: required("Input should be a string or an array of input items") },

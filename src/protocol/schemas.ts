@@ -117,7 +117,8 @@ const NoulQuestionSchema = withExtra(
         ctx.addIssue({
           code: "custom",
           path: ["instructions"],
-          message: "A noul question needs instructions or criteria",
+          message:
+            "A noul question needs instructions, or criteria that describe 'true' or 'false'",
         });
     }),
   {
@@ -174,7 +175,7 @@ export const SystemOneRequestSchema = z.object({
     .string({
       error: (i) => (i.input === undefined ? "Field required" : "Input should be a string"),
     })
-    .min(1),
+    .min(1, "Model names should not be empty"),
   state: JsonValue,
   questions: withExtra(
     z

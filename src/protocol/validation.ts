@@ -32,7 +32,8 @@ function issueType(issue: z.core.$ZodIssue): string {
 
 /**
  * Zod issues as 422 details with `loc` = ["body", ...path]. A discriminated-union miss is
- * reported at the question's `type`, and unions of text report one message, not one per branch.
+ * reported at the question's `type`, unions of text report one message, not one per branch, and
+ * a value of the wrong type only that (not also its schema's checks).
  * @param issues - from a failed `safeParse` (parsed with `reportInput: true`, so a missing field
  *   reads "Field required")
  * @returns one detail per issue, in zod's order
@@ -43,7 +44,15 @@ function issueType(issue: z.core.$ZodIssue): string {
  * ```
  */
 export function detailsFromZod(issues: readonly z.core.$ZodIssue[]): ValidationDetail[] {
-  return issues.map((issue) => {
+  // A value of the wrong type gets that one error: zod also runs the checks of its schema (an
+  // array's length on a string) and would report them at the same place.
+  const mistyped = new Set(
+    issues.filter((i) => i.code === "invalid_type").map((i) => JSON.stringify(i.path)),
+  );
+  const kept = issues.filter(
+    (i) => i.code === "invalid_type" || !mistyped.has(JSON.stringify(i.path)),
+  );
+  return kept.map((issue) => {
     const path = issue.path.map((p) => (typeof p === "symbol" ? String(p) : p));
     const discriminator =
       issue.code === "invalid_union" &&
@@ -55,7 +64,12 @@ export function detailsFromZod(issues: readonly z.core.$ZodIssue[]): ValidationD
         ...path,
         ...(discriminator && path[path.length - 1] !== "type" ? ["type"] : []),
       ],
-      msg: missing ? "Field required" : issue.message,
+      // A bad key (an empty question or option id) says what its own check says.
+      msg: missing
+        ? "Field required"
+        : issue.code === "invalid_key"
+          ? (issue.issues[0]?.message ?? issue.message)
+          : issue.message,
       type: discriminator ? "union_tag_invalid" : issueType(issue),
     };
   });
