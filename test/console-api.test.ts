@@ -294,6 +294,11 @@ describe("validation", () => {
     await bad("POST", "/console/api/keys", { lable: "typo" }, ["body"]);
     await bad("POST", "/console/api/keys/abc/revoke", undefined, ["path", "id"]);
     await bad("POST", "/console/api/keys/0/revoke", undefined, ["path", "id"]);
+    // What Number() would read as a key id, but is not one written in digits.
+    for (const id of ["1e3", "0x10", "%207", "1.0", "99999999999999999"])
+      expect(
+        (await bad("POST", `/console/api/keys/${id}/revoke`, undefined, ["path", "id"]))[0]!.msg,
+      ).toMatch(/whole number/);
     await bad("GET", "/console/api/usage?days=0", undefined, ["query", "days"]);
     await bad("GET", "/console/api/usage?days=367", undefined, ["query", "days"]);
     await bad("GET", "/console/api/usage?days=2.5", undefined, ["query", "days"]);

@@ -54,11 +54,18 @@ export const UsageQuery = z.strictObject({
 
 /** `/console/api/keys/:id/…`. */
 export const KeyParams = z.strictObject({
-  id: z.coerce
-    .number()
-    .int("A key id is a whole number")
-    .positive("A key id is a whole number ≥ 1")
-    .max(Number.MAX_SAFE_INTEGER),
+  // Digits only: `Number()` would also read `1e3`, `0x10` or ` 7` as a key id.
+  id: z
+    .string()
+    .regex(/^[0-9]{1,16}$/, "A key id is a whole number ≥ 1, in digits")
+    .transform(Number)
+    .pipe(
+      z
+        .number()
+        .int("A key id is a whole number")
+        .positive("A key id is a whole number ≥ 1")
+        .max(Number.MAX_SAFE_INTEGER, "A key id is a whole number ≥ 1, in digits"),
+    ),
 });
 
 /**
