@@ -597,6 +597,17 @@ describe("errors in OpenAI's shape on /v1/decisions only", () => {
     });
     expect(big.statusCode).toBe(413);
     expect(big.json().detail.error_type).toBe("request_too_large");
+    // Every refusal names its request, as the 401s and 500s do (OPERATIONS.md).
+    const unknown = await app.inject({ method: "GET", url: "/v1/nothing" });
+    const typed = await post(app, "/v1/systemone", "x", { "content-type": "text/plain" });
+    for (const [reply, status] of [
+      [big, 413],
+      [unknown, 404],
+      [typed, 415],
+    ] as const) {
+      expect(reply.statusCode).toBe(status);
+      expect(reply.json().detail.request_id).toBe(reply.headers["x-request-id"]);
+    }
   });
 
   it("lists the models for both SDKs in one body, and documents the route", async () => {

@@ -45,7 +45,7 @@ export interface ErrorHandlerOptions {
  */
 export function installErrorHandler(app: FastifyInstance, options: ErrorHandlerOptions): void {
   app.setNotFoundHandler((request, reply) => {
-    void reply.code(404).send(notFound(request).body);
+    void reply.code(404).send(withRequestId(notFound(request).body, request.id));
   });
 
   app.setErrorHandler((error: FastifyError, request, reply) => {
@@ -59,10 +59,10 @@ export function installErrorHandler(app: FastifyInstance, options: ErrorHandlerO
         .send(withRequestId(known.body, request.id));
       return;
     }
-    // Fastify's own refusals carry no request id, as Fastify answers them.
+    // Fastify's own refusals (size, media type), in the same shape and with the same id.
     const refused = fastifyClientError(error, options.bodyLimit);
     if (refused) {
-      void reply.code(refused.statusCode).send(refused.body);
+      void reply.code(refused.statusCode).send(withRequestId(refused.body, request.id));
       return;
     }
     request.log.error({ err: error }, "internal fault");
@@ -159,7 +159,7 @@ function fastifyClientError(error: FastifyError, bodyLimit: number): HttpError |
 }
 
 /** An error body with the request id added to its `detail` object (422 lists are left as they are). */
-function withRequestId(body: unknown, requestId: string): unknown {
+export function withRequestId(body: unknown, requestId: string): unknown {
   if (typeof body === "object" && body !== null) {
     const detail = (body as { detail?: unknown }).detail;
     if (typeof detail === "object" && detail !== null && !Array.isArray(detail))
