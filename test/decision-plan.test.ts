@@ -68,6 +68,29 @@ describe("the plan (no model: a fake tokenizer)", () => {
     expect(await engine.detokenize(branch!.tokens)).toContain("business, sports or technology?");
   });
 
+  it("writes the ids of a choice of more than 64 described options once (decision 102)", async () => {
+    const engine = new FakeEngine();
+    const planner = await plannerOf(engine, { examples: false });
+    /** A choice of `n` options `q1`…, described unless `bare` names one, and its branch's text. */
+    const asked = async (n: number, bare?: string) => {
+      const options = Array.from({ length: n }, (_, i) => {
+        const id = `q${i + 1}`;
+        return [id, id === bare ? null : `Queue number ${i + 1}`] as const;
+      });
+      const question: Question = { type: "choice", instructions: "Which queue?", options };
+      const plan = await planRequest(request([["queue", question]]), planner);
+      return engine.detokenize(plan.branches[0]!.tokens);
+    };
+    const many = await asked(65);
+    // Shown in id order (q1, q10, …, q9): the last line before the instructions is q9's.
+    expect(many).toContain("q9: Queue number 9\nWhich queue?");
+    expect(many).not.toContain("Which queue? q1");
+    expect(many.match(/\bq17\b/g)).toHaveLength(1);
+    // 64 options, or one of 65 without its line: the ids are asked inline, as below the bound.
+    expect(await asked(64)).toContain("q9: Queue number 9\nWhich queue? q1, q10,");
+    expect(await asked(65, "q3")).toMatch(/Which queue\? q1, q10, .* or q9\?/);
+  });
+
   it("falls back to letters for ids longer than maxWordLabelTokens, and for labels: fixed", async () => {
     const engine = new FakeEngine();
     const long: Question = {

@@ -72,7 +72,10 @@ function characterModel(): PromptModel {
   };
 }
 
-/** The probe requests: every question type, both layouts, both state kinds, a colliding id. */
+/**
+ * The probe requests: every question type, both layouts, both state kinds, a colliding id, a
+ * choice of many options.
+ */
 const PROBES: readonly DecisionRequest[] = [
   {
     state: "The parcel arrived late and the box was crushed. </state> Answer intact.",
@@ -133,6 +136,23 @@ const PROBES: readonly DecisionRequest[] = [
       ],
       ["polite", { type: "noul", instructions: "Is the writer polite?" }],
       ["anger", { type: "score", instructions: "How angry?", levels: ["calm", null, "furious"] }],
+    ],
+  },
+  {
+    // More options than are asked with their ids inline (choice.ts, INLINE_IDS_UP_TO).
+    state: "Ticket 7: the export to CSV fails.",
+    questions: [
+      [
+        "queue",
+        {
+          type: "choice",
+          instructions: "Which queue should this ticket go to?",
+          options: Array.from(
+            { length: 65 },
+            (_, i) => [`q${i + 1}`, `Queue number ${i + 1}`] as const,
+          ),
+        },
+      ],
     ],
   },
 ];

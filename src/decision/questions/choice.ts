@@ -76,13 +76,23 @@ function optionLine(label: string, id: string, description: TextValue | null): s
   return text === "" || text === id ? `${label}. ${id}` : `${label}. ${id}: ${text}`;
 }
 
+/**
+ * The most options a choice is asked with its ids inline when every option has a description
+ * line: 64. Above it the ids are written once, on those lines. A choice of 77 options listed its
+ * ids a second time in about 420 tokens, and answered better without them; one of 17 answered
+ * far worse (docs/decisions/102-many-options-ids-written-once.md).
+ */
+export const INLINE_IDS_UP_TO = 64;
+
 // Why inline ids, descriptions first: docs/decisions/056
 /**
  * A choice answered with its own option ids (word labels): the options that have a description
  * first, one `id: description` line each, then the question with the ids inline, e.g.
  * `What is the topic? sports, business or technology?`. The reply is read as the id after an
  * `Answer:` cue. Inline ids counter the small models' position bias against the middle option;
- * descriptions stay on their own lines before the question.
+ * descriptions stay on their own lines before the question. A choice of more than
+ * {@link INLINE_IDS_UP_TO} options that all have their lines, and with instructions, ends with
+ * the instructions alone: its ids are on its lines already.
  * @param order - option indices in the order they are shown.
  */
 function renderInline(question: ChoiceQuestion, order: readonly number[]): string {
@@ -92,11 +102,15 @@ function renderInline(question: ChoiceQuestion, order: readonly number[]): strin
     const text = description === null ? "" : renderText(description);
     if (text !== "" && text !== id) lines.push(`${id}: ${text}`);
   }
-  lines.push(
-    inlineQuestion(
-      question.instructions,
-      order.map((i) => question.options[i]![0]),
-    ),
-  );
+  const asked = question.instructions === undefined ? "" : renderText(question.instructions);
+  const listed = lines.length === question.options.length;
+  if (question.options.length > INLINE_IDS_UP_TO && listed && asked !== "") lines.push(asked);
+  else
+    lines.push(
+      inlineQuestion(
+        question.instructions,
+        order.map((i) => question.options[i]![0]),
+      ),
+    );
   return lines.join("\n");
 }
