@@ -9,7 +9,7 @@ import { clientErrorHandler, refuseConnect } from "./client-error.js";
 import { installDecompression } from "./decompress.js";
 import { installEarlyReplies } from "./early-reply.js";
 import { decisionHooks } from "./decision-hooks.js";
-import { installErrorHandler, notFound, withRequestId } from "./error-handler.js";
+import { installErrorHandler, notFoundBody } from "./error-handler.js";
 import { installJsonScan } from "./json-scan.js";
 import { requireLoopbackHost } from "./host.js";
 import { boundSilentConnections } from "./silent-connections.js";
@@ -83,8 +83,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     reply.header("x-request-id", request.id);
     reply.header("x-typesafe-request-id", request.id);
     // An unknown route is answered before its body is read: no upload, decompression or parse.
-    if (request.is404)
-      return reply.code(404).send(withRequestId(notFound(request).body, request.id));
+    if (request.is404) return reply.code(404).send(notFoundBody(request));
   });
 
   // W3C Server-Timing `app`: milliseconds from the request's arrival to its response being

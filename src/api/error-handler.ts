@@ -45,7 +45,7 @@ export interface ErrorHandlerOptions {
  */
 export function installErrorHandler(app: FastifyInstance, options: ErrorHandlerOptions): void {
   app.setNotFoundHandler((request, reply) => {
-    void reply.code(404).send(withRequestId(notFound(request).body, request.id));
+    void reply.code(404).send(notFoundBody(request));
   });
 
   app.setErrorHandler((error: FastifyError, request, reply) => {
@@ -71,9 +71,10 @@ export function installErrorHandler(app: FastifyInstance, options: ErrorHandlerO
   });
 }
 
-/** The 404 of a request to no route. */
-export function notFound(request: FastifyRequest): ApiError {
-  return new ApiError(Errors.routeNotFound, [request.method, pathOf(request.url)]);
+/** The body of the 404 of a request to no route, naming the request's id as every error body does. */
+export function notFoundBody(request: FastifyRequest): unknown {
+  const error = new ApiError(Errors.routeNotFound, [request.method, pathOf(request.url)]);
+  return withRequestId(error.body, request.id);
 }
 
 /**
@@ -159,7 +160,7 @@ function fastifyClientError(error: FastifyError, bodyLimit: number): HttpError |
 }
 
 /** An error body with the request id added to its `detail` object (422 lists are left as they are). */
-export function withRequestId(body: unknown, requestId: string): unknown {
+function withRequestId(body: unknown, requestId: string): unknown {
   if (typeof body === "object" && body !== null) {
     const detail = (body as { detail?: unknown }).detail;
     if (typeof detail === "object" && detail !== null && !Array.isArray(detail))
