@@ -155,7 +155,7 @@ function leadTiledEnd(branches: readonly ScoreBranch[]): number {
 }
 
 /** Where a branch resumes with the lead (evaluated by its map, see kernelAlignedLead) in place. */
-function afterLead(branch: ScoreBranch, lead: number): number {
+export function afterLead(branch: ScoreBranch, lead: number): number {
   return resumePoint(lead, Infinity, branch.tokens.length);
 }
 

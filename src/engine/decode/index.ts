@@ -16,7 +16,9 @@
  * @packageDocumentation
  */
 export { sharedStart } from "./branch-schedule.js";
+export { prefixTiledEnd } from "./kernel-split.js";
 export {
+  branchAfterLead,
   planDecode,
   prefixCallsFrom,
   type DecodeLimits,

@@ -1,4 +1,5 @@
 import {
+  afterLead,
   branchCallSizes,
   leadCallSizes,
   scheduleBranches,
@@ -101,6 +102,22 @@ export function planDecode(
       })),
     ),
   };
+}
+
+/**
+ * Branch `index` of a request planned as the first of a lane's run: right after the common lead
+ * of `lead` tokens. For a run resumed part way, in a later turn, on a sequence that holds the
+ * prefix and the lead again but not the branch before it.
+ */
+export function branchAfterLead(
+  request: Pick<ScoreRequest, "branches">,
+  index: number,
+  lead: number,
+  batchSize: number,
+): PlannedBranch {
+  const branch = request.branches[index]!;
+  const shared = afterLead(branch, lead);
+  return { index, shared, calls: branchCallSizes(branch, shared, batchSize) };
 }
 
 /**

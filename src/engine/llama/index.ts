@@ -6,14 +6,21 @@ import {
   type Token as LlamaToken,
 } from "node-llama-cpp";
 import { basename } from "node:path";
-import { planDecode, prefixCallsFrom, type DecodePlan } from "../decode/index.js";
+import {
+  branchAfterLead,
+  planDecode,
+  type DecodePlan,
+  type PlannedBranch,
+} from "../decode/index.js";
 import { chatTemplateOf } from "./chat.js";
 import { evaluateCalls, runLanes, type DecodeTally } from "./lanes.js";
 import { DEFAULT_PREFIX_CACHE_BYTES, usableLlama, type LlamaEngineOptions } from "./setup.js";
 import { commonPrefixLength, PrefixSnapshotCache } from "./prefix-cache.js";
+import { PrefixSequence } from "./prefix-sequence.js";
 import { SerialQueue } from "../serial-queue.js";
 import {
   contextOverflowOf,
+  type BranchScore,
   type ChatTemplate,
   type Engine,
   type EngineCounters,
@@ -30,13 +37,6 @@ export { DEFAULT_PREFIX_CACHE_BYTES, gpuIsUsable, type LlamaEngineOptions } from
 export { SerialQueue } from "../serial-queue.js";
 export { commonPrefixLength };
 
-/**
- * A snapshot is loaded only when it holds at least this many more prefix tokens than sequence 0
- * already shares with the request: loading replaces the whole sequence, so a gain of a few tokens
- * is not worth a copy of all of them.
- */
-const MIN_SNAPSHOT_GAIN = 32;
-
 // Why write behind, and why 10 ms: docs/decisions/055
 /**
  * Milliseconds after a request before the engine writes the snapshot of the prefix it just read
@@ -45,6 +45,22 @@ const MIN_SNAPSHOT_GAIN = 32;
  * and the client's wake-up.
  */
 export const SNAPSHOT_WRITE_DELAY_MS = 10;
+
+/**
+ * What a request has done over its turns with the model: a long prefix may give the model up
+ * between decode calls to requests waiting ({@link LlamaEngine.score}) and resume later.
+ */
+interface Progress {
+  /** Prefix tokens taken over from the KV cache in the first turn (not from its own parked part). */
+  cachedPrefixTokens: number | undefined;
+  /** Tokens evaluated so far, over all turns. */
+  evaluatedTokens: number;
+  /** Scores of the branches earlier turns ran, by index; absent before the branches start. */
+  scores?: (BranchScore | undefined)[];
+}
+
+/** What a turn returns when it gave the model up before its prefix was done. */
+const YIELDED = Symbol("yielded");
 
 /** node-llama-cpp's sequence with the KV-copy method its own LlamaDecisionContext uses. */
 type CopyableSequence = LlamaContextSequence & {
@@ -69,6 +85,12 @@ type CopyableSequence = LlamaContextSequence & {
  * Sequence 0 keeps the last prefix, so a request whose prefix starts like the previous one only
  * evaluates the tokens that differ; older prefixes come back from the {@link PrefixSnapshotCache}.
  *
+ * One request runs at a time, in arrival order, but a long one does not hold the model for the
+ * requests behind it: between the decode calls of its prefix, and between its branches on one
+ * lane, when another request waits, it parks its prefix (or the part evaluated) in the prefix
+ * cache and queues again behind the waiting ones, and resumes from there when its turn comes,
+ * with the same logits (docs/decisions/103). Without a prefix cache it runs to its end.
+ *
  * Every prefix, lead and branch is cut into decode calls by its own length (kernel-split.ts), and
  * tokens in the KV cache are taken over only as far as they were cut alike, so on the CPU with one
  * sequence a branch's logits are the same to the bit alone, beside other branches, and after any
@@ -76,13 +98,11 @@ type CopyableSequence = LlamaContextSequence & {
  */
 export class LlamaEngine implements Engine {
   private readonly queue = new SerialQueue();
+  /** Requests queued for a turn that has not started yet. */
+  private waitingRequests = 0;
+  /** Sequence 0 and the prefix it holds. */
+  private readonly prefix: PrefixSequence;
   private closed = false;
-  /**
-   * Length of the prefix whose call map (kernel-split.ts) sequence 0's tokens were evaluated by:
-   * the number of tokens it holds, or `undefined` when an evaluation broke off and they are not
-   * known to follow one map (then none is taken over or saved).
-   */
-  private prefixMapLength: number | undefined = 0;
   /** The pending write-behind of sequence 0's prefix (see {@link scheduleSnapshotWrite}). */
   private snapshotTimer: ReturnType<typeof setTimeout> | undefined;
   readonly counters: EngineCounters = {
@@ -104,7 +124,9 @@ export class LlamaEngine implements Engine {
     private readonly branchSequences: readonly LlamaContextSequence[],
     /** Snapshots of earlier prefixes; `undefined` when turned off. */
     readonly prefixCache: PrefixSnapshotCache | undefined,
-  ) {}
+  ) {
+    this.prefix = new PrefixSequence(prefixSequence, batchSize, prefixCache);
+  }
 
   /** Loads the model and creates its context. @throws when the file is missing or not a GGUF. */
   static async open(options: LlamaEngineOptions): Promise<LlamaEngine> {
@@ -172,14 +194,28 @@ export class LlamaEngine implements Engine {
       return Promise.reject(new Error(`model ${this.model.id} does not accept images`));
     const overflow = contextOverflowOf(request, this.model.contextSize);
     if (overflow) return Promise.reject(overflow);
-    // A request that comes before the write-behind takes its place: its restorePrefix writes
+    // A request that comes before the write-behind takes its place: its prefix.restore writes
     // the snapshot only if it drops the prefix.
     this.cancelSnapshotWrite();
-    return this.queue.run(async () => {
-      const result = await this.scoreNow(request, signal);
-      this.scheduleSnapshotWrite();
-      return result;
-    });
+    return this.takeTurns(request, signal);
+  }
+
+  /**
+   * Queues `request` for the model until a turn finishes it: a turn that gives the model up to
+   * waiting requests ({@link PrefixSequence.evaluate}) queues the next one behind them.
+   */
+  private async takeTurns(request: ScoreRequest, signal?: AbortSignal): Promise<ScoreResult> {
+    const progress: Progress = { cachedPrefixTokens: undefined, evaluatedTokens: 0 };
+    for (;;) {
+      this.waitingRequests++;
+      const turn = await this.queue.run(async () => {
+        this.waitingRequests--;
+        const result = await this.scoreNow(request, progress, signal);
+        if (result !== YIELDED) this.scheduleSnapshotWrite();
+        return result;
+      });
+      if (turn !== YIELDED) return turn;
+    }
   }
 
   /**
@@ -195,7 +231,7 @@ export class LlamaEngine implements Engine {
   /**
    * Write-behind: {@link SNAPSHOT_WRITE_DELAY_MS} after a request, sequence 0's prefix is saved
    * to the prefix cache, so the next request with another state does not wait for that write
-   * (which {@link LlamaEngine.restorePrefix} would otherwise do first). A request arriving sooner
+   * (which {@link PrefixSequence.restore} would otherwise do first). A request arriving sooner
    * cancels it and writes inline.
    */
   private scheduleSnapshotWrite(): void {
@@ -208,7 +244,7 @@ export class LlamaEngine implements Engine {
   /** Drops the waiting timer and queues the write-behind now. */
   private startSnapshotWrite(): void {
     this.cancelSnapshotWrite();
-    void this.queue.run(() => this.writeSnapshot());
+    void this.queue.run(() => (this.closed ? Promise.resolve() : this.prefix.saveSnapshot()));
   }
 
   private cancelSnapshotWrite(): void {
@@ -217,37 +253,38 @@ export class LlamaEngine implements Engine {
     this.snapshotTimer = undefined;
   }
 
-  /** Saves sequence 0's tokens to the prefix cache (nothing if already there); never throws. */
-  private async writeSnapshot(): Promise<void> {
-    if (this.closed || !this.prefixCache) return;
-    if (this.prefixMapLength !== this.prefixSequence.contextTokens.length) return;
-    try {
-      await this.prefixCache.save(this.prefixSequence);
-    } catch {
-      // A snapshot that cannot be written is not cached; the next request works without it.
-    }
-  }
-
   /**
-   * Executes the request's {@link DecodePlan}: the prefix into sequence 0 from what it holds, the
-   * common lead on top, a copy for each further lane, then every lane's branches (lanes.ts).
+   * One turn of a request: executes its {@link DecodePlan}, the prefix into sequence 0 from what
+   * it holds, the common lead on top, a copy for each further lane, then every lane's branches
+   * (lanes.ts).
+   * @param progress - what earlier turns of this request did; updated
+   * @returns the result, or {@link YIELDED} when the turn gave the model up part way (its prefix,
+   *   or the part evaluated, parked in the prefix cache)
    */
-  private async scoreNow(request: ScoreRequest, signal?: AbortSignal): Promise<ScoreResult> {
+  private async scoreNow(
+    request: ScoreRequest,
+    progress: Progress,
+    signal?: AbortSignal,
+  ): Promise<ScoreResult | typeof YIELDED> {
     if (this.closed) throw new Error("the engine is closed");
     signal?.throwIfAborted();
     const prefix = request.prefix as LlamaToken[];
-    const common = await this.restorePrefix(prefix);
+    const held = await this.prefix.restore(prefix);
     // Take over only what was cut into calls as this prefix cuts itself (kernel-split.ts).
-    const plan = planDecode(
-      request,
-      { shared: common, length: this.prefixMapLength },
-      { lanes: this.parallelBranches, batchSize: this.batchSize },
-    );
+    const plan = planDecode(request, held, {
+      lanes: this.parallelBranches,
+      batchSize: this.batchSize,
+    });
+    const turn = await this.prefix.evaluate(prefix, plan, () => this.waitingRequests > 0, signal);
+    // Tokens taken over from the request's own parked part count as evaluated, in the turn that
+    // evaluated them.
+    const firstTurn = progress.cachedPrefixTokens === undefined;
+    progress.cachedPrefixTokens ??= turn.cached;
+    progress.evaluatedTokens += turn.evaluated;
+    this.counters.prefixTokensEvaluated += turn.evaluated;
+    if (firstTurn) this.counters.prefixTokensCached += turn.cached;
+    if (turn.yielded) return YIELDED;
     const tally: DecodeTally = { evaluatedTokens: 0, counters: this.counters };
-    const cachedPrefixTokens = await this.evaluatePrefix(prefix, plan, signal);
-    tally.evaluatedTokens += prefix.length - cachedPrefixTokens;
-    this.counters.prefixTokensEvaluated += prefix.length - cachedPrefixTokens;
-    this.counters.prefixTokensCached += cachedPrefixTokens;
 
     // Tokens every branch starts with are evaluated once, into sequence 0 on top of the prefix.
     const lead = request.branches[0]?.tokens.slice(0, plan.lead.length) ?? [];
@@ -257,44 +294,49 @@ export class LlamaEngine implements Engine {
       this.counters.branchTokensEvaluated += lead.length;
     }
     const sequences = await this.forkLanes(prefix, lead, plan, tally);
+    // With one lane (the CPU's), a request waiting gets the model between two branches.
+    const lanes = progress.scores ? [this.restOfRun(request, plan, progress.scores)] : plan.lanes;
+    const giveWay =
+      lanes.length === 1 && this.prefixCache ? () => this.waitingRequests > 0 : undefined;
     const scores = await runLanes(
       sequences,
       request.branches,
-      plan.lanes,
+      lanes,
       prefix.length,
       tally,
       signal,
+      giveWay,
     );
+    progress.evaluatedTokens += tally.evaluatedTokens;
+    const all = progress.scores ?? new Array<BranchScore | undefined>(request.branches.length);
+    for (let i = 0; i < all.length; i++) all[i] ??= scores[i];
+    if (all.includes(undefined)) {
+      // Sequence 0 holds exactly the prefix again: parked, the next turn takes it over whole.
+      progress.scores = all;
+      await this.prefix.park();
+      return YIELDED;
+    }
     this.counters.requests++;
-    return { branches: scores, evaluatedTokens: tally.evaluatedTokens, cachedPrefixTokens };
+    return {
+      branches: all as BranchScore[],
+      evaluatedTokens: progress.evaluatedTokens,
+      cachedPrefixTokens: progress.cachedPrefixTokens,
+    };
   }
 
   /**
-   * Evaluates the prefix into sequence 0 from the plan's resume point.
-   * @param signal - checked between decode calls; an aborted prefix is left with no call map, so
-   *   the next request evaluates its prefix from the start and no snapshot is written of it
-   * @returns the prefix tokens taken over from the KV cache
-   * @throws the signal's reason when aborted
+   * The branches of a one-lane plan's run that an earlier turn did not score, the first of them
+   * planned from the lead (the branch before it is no longer in the KV cache).
    */
-  private async evaluatePrefix(
-    prefix: readonly LlamaToken[],
+  private restOfRun(
+    request: ScoreRequest,
     plan: DecodePlan,
-    signal?: AbortSignal,
-  ): Promise<number> {
-    const { resume } = plan.prefix;
-    await this.prefixSequence.adaptStateToTokens(prefix.slice(0, resume), false);
-    const cached = this.prefixSequence.nextTokenIndex;
-    if (cached < prefix.length) {
-      this.prefixMapLength = undefined;
-      // A sequence that kept other than the planned tokens resumes from what it kept.
-      const calls =
-        cached === resume
-          ? plan.prefix.calls
-          : prefixCallsFrom(cached, prefix.length, this.batchSize);
-      await evaluateCalls(this.prefixSequence, prefix, cached, calls, signal);
-    }
-    this.prefixMapLength = prefix.length;
-    return cached;
+    scores: readonly (BranchScore | undefined)[],
+  ): PlannedBranch[] {
+    const rest = plan.lanes[0]!.filter(({ index }) => scores[index] === undefined);
+    return rest.map((branch, k) =>
+      k === 0 ? branchAfterLead(request, branch.index, plan.lead.length, this.batchSize) : branch,
+    );
   }
 
   /**
@@ -326,38 +368,6 @@ export class LlamaEngine implements Engine {
       }
     }
     return [this.prefixSequence, ...helpers];
-  }
-
-  /**
-   * Puts the best available start of `prefix` into sequence 0: what sequence 0 already shares
-   * with it, or a snapshot from the prefix cache sharing more. Before sequence 0 drops tokens it
-   * holds, they are saved to the cache.
-   * @returns how many tokens of `prefix` sequence 0 now holds.
-   */
-  private async restorePrefix(prefix: readonly LlamaToken[]): Promise<number> {
-    const sequence = this.prefixSequence;
-    const shared = commonPrefixLength(sequence.contextTokens, prefix);
-    const cache = this.prefixCache;
-    if (!cache) return shared;
-    if (
-      shared < sequence.contextTokens.length &&
-      this.prefixMapLength === sequence.contextTokens.length
-    )
-      await cache.save(sequence);
-    const match = cache.find(prefix, shared + MIN_SNAPSHOT_GAIN);
-    if (!match) return shared;
-    try {
-      // A snapshot holds a whole prefix evaluated by its own call map.
-      const tokens = await cache.load(sequence, match.key);
-      if (!tokens) return shared;
-      this.prefixMapLength = tokens.length;
-      return commonPrefixLength(tokens, prefix);
-    } catch {
-      // A snapshot that cannot be read back is dropped; the sequence is evaluated from scratch.
-      cache.delete(match.key);
-      this.prefixMapLength = undefined;
-      return 0;
-    }
   }
 
   async close(): Promise<void> {

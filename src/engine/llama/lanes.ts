@@ -236,7 +236,9 @@ async function evaluateBranch(
  * next request may use the sequences); a lane stops at its first failure, the others at their
  * next branch. At the end every sequence holds exactly the prefix again.
  * @param prefixLength - tokens of the prefix, which every sequence keeps
- * @returns the score of every branch, in request order
+ * @param giveWay - asked before each branch but a lane's first: `true` stops the lane there (the
+ *   engine passes it with one lane, to give the model up to a request waiting)
+ * @returns the score of every branch, in request order; a hole for each branch not run
  * @throws the first lane's failure; the signal's reason when aborted
  */
 export async function runLanes(
@@ -246,15 +248,16 @@ export async function runLanes(
   prefixLength: number,
   tally: DecodeTally,
   signal?: AbortSignal,
-): Promise<BranchScore[]> {
-  const scores: BranchScore[] = new Array<BranchScore>(branches.length);
+  giveWay?: () => boolean,
+): Promise<(BranchScore | undefined)[]> {
+  const scores = new Array<BranchScore | undefined>(branches.length);
   let failed = false;
   const settled = await Promise.allSettled(
     lanes.map(async (run, lane) => {
       const sequence = sequences[lane]!;
       try {
-        for (const { index, shared, calls } of run) {
-          if (failed) return;
+        for (const [k, { index, shared, calls }] of run.entries()) {
+          if (failed || (k > 0 && giveWay?.())) return;
           // Keep the tokens this branch shares with the lane's previous one, drop the rest.
           if (sequence.nextTokenIndex > prefixLength + shared)
             await sequence.eraseContextTokenRanges([

@@ -1,0 +1,154 @@
+import type { LlamaContextSequence, Token as LlamaToken } from "node-llama-cpp";
+import {
+  prefixCallsFrom,
+  prefixTiledEnd,
+  type DecodePlan,
+  type HeldPrefix,
+} from "../decode/index.js";
+import { commonPrefixLength, type PrefixSnapshotCache } from "./prefix-cache.js";
+import type { Token } from "../types.js";
+
+/**
+ * Sequence 0 of the in-process engine and the prefix it holds: what it shares with a request's
+ * prefix, snapshots of earlier prefixes in and out of the {@link PrefixSnapshotCache}, and the
+ * prefix's evaluation one decode call at a time, which may stop between calls and park what it
+ * has evaluated (docs/decisions/103).
+ */
+
+/**
+ * A snapshot is loaded only when it holds at least this many more prefix tokens than sequence 0
+ * already shares with the request: loading replaces the whole sequence, so a gain of a few tokens
+ * is not worth a copy of all of them.
+ */
+const MIN_SNAPSHOT_GAIN = 32;
+
+/** What {@link PrefixSequence.evaluate} did. */
+export interface PrefixTurn {
+  /** Prefix tokens taken over from what the sequence held. */
+  readonly cached: number;
+  /** Prefix tokens evaluated. */
+  readonly evaluated: number;
+  /** Whether it stopped before the end of the prefix, with the part evaluated parked. */
+  readonly yielded: boolean;
+}
+
+export class PrefixSequence {
+  /**
+   * Length of the prefix whose call map (kernel-split.ts) the sequence's tokens were evaluated by:
+   * the number of tokens it holds, or `undefined` when a decode call failed part way and they are
+   * not known to follow one map (then none is taken over or saved). A prefix of at least 64 tokens
+   * is tiled whole, so the part of it held after each of its calls counts as a prefix of that
+   * length evaluated by its own map.
+   */
+  private mapLength: number | undefined = 0;
+
+  /**
+   * @param sequence - the KV-cache sequence prefixes are evaluated into
+   * @param batchSize - most tokens one decode call takes
+   * @param cache - snapshots of earlier prefixes; `undefined` when turned off
+   */
+  constructor(
+    readonly sequence: LlamaContextSequence,
+    private readonly batchSize: number,
+    private readonly cache: PrefixSnapshotCache | undefined,
+  ) {}
+
+  /**
+   * Puts the best available start of `prefix` into the sequence: what it already shares with it,
+   * or a snapshot from the prefix cache sharing more. Before the sequence drops tokens it holds,
+   * they are saved to the cache.
+   * @returns what the sequence now holds of `prefix`, as `planDecode` takes it
+   */
+  async restore(prefix: readonly Token[]): Promise<HeldPrefix> {
+    const sequence = this.sequence;
+    const shared = commonPrefixLength(sequence.contextTokens, prefix);
+    const held = (count: number): HeldPrefix => ({ shared: count, length: this.mapLength });
+    const cache = this.cache;
+    if (!cache) return held(shared);
+    if (shared < sequence.contextTokens.length && this.isWhole()) await cache.save(sequence);
+    const match = cache.find(prefix, shared + MIN_SNAPSHOT_GAIN);
+    if (!match) return held(shared);
+    try {
+      // A snapshot holds a whole prefix evaluated by its own call map.
+      const tokens = await cache.load(sequence, match.key);
+      if (!tokens) return held(shared);
+      this.mapLength = tokens.length;
+      return held(commonPrefixLength(tokens, prefix));
+    } catch {
+      // A snapshot that cannot be read back is dropped; the sequence is evaluated from scratch.
+      cache.delete(match.key);
+      this.mapLength = undefined;
+      return held(0);
+    }
+  }
+
+  /**
+   * Evaluates `prefix` into the sequence from the plan's resume point, one decode call at a time.
+   * Between calls, when `giveWay()` says another request waits and the prefix cache is on, it
+   * parks the part evaluated so far there and stops; the request's next turn takes that part over
+   * as it would another request's prefix. Every call of a prefix of at least 64 tokens is tiled
+   * (kernel-split.ts), so the part is the same to the bit as a whole prefix of its length.
+   * @param signal - checked between decode calls; an aborted prefix leaves the calls made so far
+   *   in the sequence, which the next request may take over
+   * @throws the signal's reason when aborted
+   */
+  async evaluate(
+    prefix: readonly Token[],
+    plan: DecodePlan,
+    giveWay: () => boolean,
+    signal?: AbortSignal,
+  ): Promise<PrefixTurn> {
+    const { resume } = plan.prefix;
+    await this.sequence.adaptStateToTokens(prefix.slice(0, resume) as LlamaToken[], false);
+    const cached = this.sequence.nextTokenIndex;
+    let at = cached;
+    if (at < prefix.length) {
+      // A sequence that kept other than the planned tokens resumes from what it kept.
+      const calls =
+        cached === resume
+          ? plan.prefix.calls
+          : prefixCallsFrom(cached, prefix.length, this.batchSize);
+      const tiled = prefixTiledEnd(prefix.length) === prefix.length;
+      for (const [index, size] of calls.entries()) {
+        if (index > 0 && tiled && giveWay() && (await this.park()))
+          return { cached, evaluated: at - cached, yielded: true };
+        signal?.throwIfAborted();
+        this.mapLength = undefined;
+        await this.sequence.evaluateWithoutGeneratingNewTokens(
+          prefix.slice(at, at + size) as LlamaToken[],
+        );
+        at += size;
+        if (tiled) this.mapLength = at;
+      }
+    }
+    this.mapLength = prefix.length;
+    return { cached, evaluated: at - cached, yielded: false };
+  }
+
+  /** Saves the sequence's tokens to the prefix cache (nothing if already there); never throws. */
+  async saveSnapshot(): Promise<void> {
+    if (!this.cache || !this.isWhole()) return;
+    try {
+      await this.cache.save(this.sequence);
+    } catch {
+      // A snapshot that cannot be written is not cached; the next request works without it.
+    }
+  }
+
+  /** Whether the sequence holds tokens evaluated by one call map, all of them. */
+  private isWhole(): boolean {
+    return this.mapLength === this.sequence.contextTokens.length;
+  }
+
+  /**
+   * Saves what the sequence holds (a prefix, or the part of one evaluated so far) to the prefix
+   * cache, so that the request can give the model up and take it over in its next turn.
+   * @returns whether it is in the cache (a snapshot over the cache's budget is not); never throws
+   */
+  async park(): Promise<boolean> {
+    if (!this.cache || !this.isWhole()) return false;
+    await this.saveSnapshot();
+    const tokens = this.sequence.contextTokens as Token[];
+    return this.cache.find(tokens, tokens.length) !== undefined;
+  }
+}

@@ -1,0 +1,174 @@
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { Decider } from "../src/decision/decide.js";
+import { scoreRequestOf } from "../src/decision/plan.js";
+import type { DecisionRequest } from "../src/decision/types.js";
+import type { ScoreRequest, ScoreResult } from "../src/engine/types.js";
+import { openLlamaEngine, type LlamaEngine } from "../src/engine/llama/index.js";
+import type { Service } from "../src/service/build.js";
+import { postJson, startTestService } from "./support/service.js";
+import { TOPIC_QUESTIONS } from "./support/questions.js";
+
+/**
+ * A long request does not hold the model for the requests behind it (docs/decisions/103): between
+ * the decode calls of its prefix, and between its branches, it gives the model up to a request
+ * waiting, parks what it has evaluated in the prefix cache, and answers afterwards as it would
+ * have alone, to the bit.
+ */
+
+const LONG: DecisionRequest = {
+  state: "The striker scored twice as United beat City in the league final. ".repeat(150),
+  questions: TOPIC_QUESTIONS,
+};
+const SHORT: DecisionRequest = {
+  state: "Shares of the chip maker fell after its quarterly results.",
+  questions: TOPIC_QUESTIONS,
+};
+
+/**
+ * Runs `use` on an engine of the real model (decode calls of at most 512 tokens, so a state of a
+ * few thousand tokens takes several), closed after.
+ * @param prefixCacheBytes - 0 for none; the default cache otherwise
+ */
+async function withEngine<T>(
+  use: (engine: LlamaEngine) => Promise<T>,
+  prefixCacheBytes?: number,
+): Promise<T> {
+  const engine = await openLlamaEngine({
+    modelPath: inject("modelPath"),
+    contextSize: 4096,
+    batchSize: 512,
+    ...(prefixCacheBytes === undefined ? {} : { prefixCacheBytes }),
+  });
+  try {
+    return await use(engine);
+  } finally {
+    await engine.close();
+  }
+}
+
+/** Scores `requests` sent at once; the order in which they were answered, by index. */
+async function answeredOrder(
+  engine: LlamaEngine,
+  requests: readonly ScoreRequest[],
+): Promise<{ order: number[]; results: ScoreResult[] }> {
+  const order: number[] = [];
+  const results = await Promise.all(
+    requests.map((request, index) =>
+      engine.score(request).then((result) => {
+        order.push(index);
+        return result;
+      }),
+    ),
+  );
+  return { order, results };
+}
+
+describe("a long prefix gives the model up between its decode calls", () => {
+  let long: ScoreRequest;
+  let short: ScoreRequest;
+  let alone: ScoreResult;
+  beforeAll(async () => {
+    // The long request's answer on a cold engine with nothing waiting, for comparison.
+    await withEngine(async (engine) => {
+      const decider = new Decider(engine, { contentFree: false });
+      long = scoreRequestOf(await decider.plan(LONG));
+      short = scoreRequestOf(await decider.plan(SHORT));
+      alone = await engine.score(long);
+    }, 0);
+    expect(long.prefix.length).toBeGreaterThan(3 * 512);
+  });
+
+  it("answers a short request sent behind it first, and itself as alone, to the bit", async () => {
+    await withEngine(async (engine) => {
+      const { order, results } = await answeredOrder(engine, [long, short]);
+      expect(order).toEqual([1, 0]);
+      const [turned] = results;
+      expect(engine.prefixCache!.stats.loaded).toBeGreaterThanOrEqual(1);
+      expect(turned!.branches).toEqual(alone.branches);
+      // Its own parked part is not a cache hit: usage is that of the cold request.
+      expect(turned!.cachedPrefixTokens).toBe(0);
+      expect(turned!.evaluatedTokens).toBe(alone.evaluatedTokens);
+      expect(engine.counters.prefixTokensCached).toBe(results[1]!.cachedPrefixTokens);
+    });
+  });
+
+  it("holds the model to its end without a prefix cache to park in", async () => {
+    await withEngine(async (engine) => {
+      const { order, results } = await answeredOrder(engine, [long, short]);
+      expect(order).toEqual([0, 1]);
+      expect(results[0]!.branches).toEqual(alone.branches);
+    }, 0);
+  });
+});
+
+describe("a request of many questions gives the model up between its branches", () => {
+  it("answers a short request sent behind it first, and itself as alone, to the bit", async () => {
+    const options: [string, string][] = Array.from({ length: 24 }, (_, i) => [
+      `team_${i + 1}`,
+      `Tickets about product area number ${i + 1}, its invoices, outages and upgrades`,
+    ]);
+    const wide: DecisionRequest = {
+      state: SHORT.state,
+      questions: ["Which team owns this?", "Which team should answer?", "Who fixes it?"].map(
+        (instructions, i) => [`q${i}`, { type: "choice", instructions, options }],
+      ),
+    };
+    let request!: ScoreRequest;
+    let short!: ScoreRequest;
+    let alone!: ScoreResult;
+    await withEngine(async (cold) => {
+      const decider = new Decider(cold, { contentFree: false });
+      request = scoreRequestOf(await decider.plan(wide));
+      short = scoreRequestOf(await decider.plan({ ...SHORT, state: "Another short one." }));
+      alone = await cold.score(request);
+    }, 0);
+    expect(request.branches.length).toBe(3);
+    await withEngine(async (engine) => {
+      const { order, results } = await answeredOrder(engine, [request, short]);
+      expect(order).toEqual([1, 0]);
+      expect(results[0]!.branches).toEqual(alone.branches);
+      expect(results[0]!.cachedPrefixTokens).toBe(0);
+    });
+  });
+});
+
+describe("two clients of the real server", () => {
+  let service: Service;
+  beforeAll(async () => {
+    service = await startTestService({ contextSize: 4096 });
+  });
+  afterAll(async () => {
+    await service?.close();
+  });
+
+  const TOPIC = {
+    type: "choice",
+    instructions: "What is the topic of the text?",
+    criteria: { sports: null, business: null, technology: null },
+  };
+
+  it("answers a short request sent while a long one runs before the long one", async () => {
+    const finished: string[] = [];
+    const send = (name: string, state: string) =>
+      postJson(`${service.url}/v1/systemone`, {
+        model: "jev-latest",
+        state,
+        questions: { topic: TOPIC },
+      }).then((reply) => {
+        finished.push(name);
+        return reply;
+      });
+    const long = send("long", LONG.state as string);
+    // The short one arrives while the long one's prefix is being evaluated.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const short = send("short", SHORT.state as string);
+    const [longReply, shortReply] = await Promise.all([long, short]);
+    expect(longReply.status).toBe(200);
+    expect(shortReply.status).toBe(200);
+    expect(finished).toEqual(["short", "long"]);
+    expect(longReply.body.usage.input_tokens).toBeGreaterThan(2 * 1024);
+    // Asked again alone (its prefix from the cache), the long request answers the same.
+    const again = await send("again", LONG.state as string);
+    expect(again.body.answers).toEqual(longReply.body.answers);
+  });
+});
