@@ -467,6 +467,18 @@ describe("errors in OpenAI's shape on /v1/decisions only", () => {
       questions: [{ ...valid.questions[0], choices: [{ value: "true" }, { value: true }] }],
     };
     expect((await errorOf(typed, 400)).message).toMatch(/read the same to the model/);
+    // "café" as one code point and as "e" with a combining accent: one id, two spellings.
+    const forms = {
+      ...valid,
+      questions: [
+        { ...valid.questions[0], choices: [{ value: "caf\u00e9" }, { value: "cafe\u0301" }] },
+      ],
+    };
+    expect(await errorOf(forms, 400)).toMatchObject({
+      param: "questions[0].choices[1].value",
+      code: "duplicate_choice",
+      message: expect.stringMatching(/same text in two Unicode forms/),
+    });
     expect(
       await errorOf({ ...valid, questions: [{ type: "boolean", instructions: "x" }] }, 400),
     ).toMatchObject({
@@ -537,7 +549,7 @@ describe("errors in OpenAI's shape on /v1/decisions only", () => {
     });
   });
 
-  it("says what is wrong: an empty label or id, an output or images of the wrong type", async () => {
+  it("says what is wrong: an empty label or id, ids in two Unicode forms, an output or images of the wrong type", async () => {
     const scored = {
       ...valid,
       questions: [
@@ -575,6 +587,16 @@ describe("errors in OpenAI's shape on /v1/decisions only", () => {
     const options = { type: "choice", criteria: { "": null, a: null } };
     expect(await detailsOf({ questions: { c: options } })).toEqual([
       expect.objectContaining({ msg: "Option ids should not be empty" }),
+    ]);
+    const forms = {
+      type: "choice",
+      criteria: { "caf\u00e9": null, tea: null, "cafe\u0301": null },
+    };
+    expect(await detailsOf({ questions: { c: forms } })).toEqual([
+      expect.objectContaining({
+        loc: ["body", "questions", "c", "criteria", "cafe\u0301"],
+        msg: expect.stringMatching(/same text in two Unicode forms/),
+      }),
     ]);
     const sides = { type: "noul", criteria: { true: null } };
     expect((await detailsOf({ questions: { n: sides } }))[0]!.msg).toMatch(

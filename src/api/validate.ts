@@ -2,6 +2,7 @@ import { Ajv, type ValidateFunction } from "ajv";
 import { validationError, type ValidationDetail } from "../protocol/errors.js";
 import { requestJsonSchema } from "../protocol/json-schema.js";
 import { SystemOneRequestSchema, type SystemOneRequest } from "../protocol/schemas.js";
+import { sameTextIds } from "../protocol/option-ids.js";
 import { detailsFromZod } from "../protocol/validation.js";
 import { jsonShapeProblems } from "./json-shape.js";
 import type { ServedModel } from "./options.js";
@@ -82,6 +83,7 @@ export function validateRequest(
     ];
   if (details.length > 0) throw validationError(details);
   const body = raw as SystemOneRequest;
+  optionIdProblems(body);
   const model = byName.get(body.model);
   if (!model)
     throw validationError([
@@ -94,6 +96,24 @@ export function validateRequest(
   const name = answeredName(model, body.model);
   mediaProblems(body, model, name);
   return { body, model, name };
+}
+
+/** @throws {@link HttpError} 422 when a choice has two option ids that are the same text. */
+function optionIdProblems(body: SystemOneRequest): void {
+  for (const [id, question] of Object.entries(body.questions)) {
+    if (question.type !== "choice") continue;
+    const ids = Object.keys(question.criteria);
+    const same = sameTextIds(ids);
+    if (!same) continue;
+    const [earlier, later] = same.map((i) => ids[i]!);
+    throw validationError([
+      {
+        loc: ["body", "questions", id, "criteria", later!],
+        msg: `Option ids ${JSON.stringify(earlier)} and ${JSON.stringify(later)} are the same text in two Unicode forms; use one of them`,
+        type: "value_error",
+      },
+    ]);
+  }
 }
 
 /** @throws {@link HttpError} 422 when the body sends both media, or media the model does not take. */

@@ -1,3 +1,4 @@
+import { sameTextKey } from "./option-ids.js";
 import type {
   ChoiceValue,
   DecisionInputItem,
@@ -346,16 +347,18 @@ function systemOneQuestion(
             param,
             "invalid_value",
           );
-        const earlier = seen.get(id);
-        if (earlier !== undefined)
+        const earlier = seen.get(sameTextKey(id));
+        if (earlier !== undefined) {
+          const other = question.choices[earlier]!.value;
           throw invalid(
-            typeof choice.value === typeof question.choices[earlier]!.value
+            other === choice.value
               ? `each choice must be unique; ${JSON.stringify(choice.value)} is also choice ${earlier}`
-              : `${JSON.stringify(choice.value)} and choice ${earlier}'s ${JSON.stringify(question.choices[earlier]!.value)} read the same to the model; use one of them`,
+              : `${JSON.stringify(choice.value)} and choice ${earlier}'s ${JSON.stringify(other)} ${typeof choice.value === typeof other ? "are the same text in two Unicode forms" : "read the same to the model"}; use one of them`,
             param,
             "duplicate_choice",
           );
-        seen.set(id, j);
+        }
+        seen.set(sameTextKey(id), j);
         // A plain assignment is safe: "__proto__", the one id it would not store, was refused above.
         criteria[id] = choice.description ? choice.description : null;
       });
