@@ -89,6 +89,10 @@ describe("a long prefix gives the model up between its decode calls", () => {
       expect(turned!.cachedPrefixTokens).toBe(0);
       expect(turned!.evaluatedTokens).toBe(alone.evaluatedTokens);
       expect(engine.counters.prefixTokensCached).toBe(results[1]!.cachedPrefixTokens);
+      // The cache keeps the two prefixes; the parked part went once taken over.
+      await engine.idle();
+      expect(engine.prefixCache!.size).toBe(2);
+      expect(engine.prefixCache!.find(long.prefix)!.shared).toBe(long.prefix.length);
     });
   });
 

@@ -6,17 +6,13 @@ import {
   type Token as LlamaToken,
 } from "node-llama-cpp";
 import { basename } from "node:path";
-import {
-  branchAfterLead,
-  planDecode,
-  type DecodePlan,
-  type PlannedBranch,
-} from "../decode/index.js";
+import { planDecode, type DecodePlan } from "../decode/index.js";
 import { chatTemplateOf } from "./chat.js";
 import { evaluateCalls, runLanes, type DecodeTally } from "./lanes.js";
 import { DEFAULT_PREFIX_CACHE_BYTES, usableLlama, type LlamaEngineOptions } from "./setup.js";
 import { commonPrefixLength, PrefixSnapshotCache } from "./prefix-cache.js";
 import { PrefixSequence } from "./prefix-sequence.js";
+import { restOfRun, YIELDED, type Progress } from "./turns.js";
 import { SerialQueue } from "../serial-queue.js";
 import {
   contextOverflowOf,
@@ -45,22 +41,6 @@ export { commonPrefixLength };
  * and the client's wake-up.
  */
 export const SNAPSHOT_WRITE_DELAY_MS = 10;
-
-/**
- * What a request has done over its turns with the model: a long prefix may give the model up
- * between decode calls to requests waiting ({@link LlamaEngine.score}) and resume later.
- */
-interface Progress {
-  /** Prefix tokens taken over from the KV cache in the first turn (not from its own parked part). */
-  cachedPrefixTokens: number | undefined;
-  /** Tokens evaluated so far, over all turns. */
-  evaluatedTokens: number;
-  /** Scores of the branches earlier turns ran, by index; absent before the branches start. */
-  scores?: (BranchScore | undefined)[];
-}
-
-/** What a turn returns when it gave the model up before its prefix was done. */
-const YIELDED = Symbol("yielded");
 
 /** node-llama-cpp's sequence with the KV-copy method its own LlamaDecisionContext uses. */
 type CopyableSequence = LlamaContextSequence & {
@@ -244,7 +224,9 @@ export class LlamaEngine implements Engine {
   /** Drops the waiting timer and queues the write-behind now. */
   private startSnapshotWrite(): void {
     this.cancelSnapshotWrite();
-    void this.queue.run(() => (this.closed ? Promise.resolve() : this.prefix.saveSnapshot()));
+    void this.queue.run(async () => {
+      if (!this.closed) await this.prefix.saveSnapshot();
+    });
   }
 
   private cancelSnapshotWrite(): void {
@@ -270,6 +252,10 @@ export class LlamaEngine implements Engine {
     signal?.throwIfAborted();
     const prefix = request.prefix as LlamaToken[];
     const held = await this.prefix.restore(prefix);
+    // A part of the prefix parked by the last turn is in sequence 0 now, or of no more use: a
+    // later turn parks a longer one, and the write-behind saves the whole prefix.
+    if (progress.parkedPart !== undefined) this.prefixCache?.delete(progress.parkedPart);
+    progress.parkedPart = undefined;
     // Take over only what was cut into calls as this prefix cuts itself (kernel-split.ts).
     const plan = planDecode(request, held, {
       lanes: this.parallelBranches,
@@ -283,7 +269,10 @@ export class LlamaEngine implements Engine {
     progress.evaluatedTokens += turn.evaluated;
     this.counters.prefixTokensEvaluated += turn.evaluated;
     if (firstTurn) this.counters.prefixTokensCached += turn.cached;
-    if (turn.yielded) return YIELDED;
+    if (turn.parked !== undefined) {
+      progress.parkedPart = turn.parked;
+      return YIELDED;
+    }
     const tally: DecodeTally = { evaluatedTokens: 0, counters: this.counters };
 
     // Tokens every branch starts with are evaluated once, into sequence 0 on top of the prefix.
@@ -295,7 +284,9 @@ export class LlamaEngine implements Engine {
     }
     const sequences = await this.forkLanes(prefix, lead, plan, tally);
     // With one lane (the CPU's), a request waiting gets the model between two branches.
-    const lanes = progress.scores ? [this.restOfRun(request, plan, progress.scores)] : plan.lanes;
+    const lanes = progress.scores
+      ? [restOfRun(request, plan, progress.scores, this.batchSize)]
+      : plan.lanes;
     const giveWay =
       lanes.length === 1 && this.prefixCache ? () => this.waitingRequests > 0 : undefined;
     const scores = await runLanes(
@@ -313,7 +304,7 @@ export class LlamaEngine implements Engine {
     if (all.includes(undefined)) {
       // Sequence 0 holds exactly the prefix again: parked, the next turn takes it over whole.
       progress.scores = all;
-      await this.prefix.park();
+      await this.prefix.saveSnapshot();
       return YIELDED;
     }
     this.counters.requests++;
@@ -322,21 +313,6 @@ export class LlamaEngine implements Engine {
       evaluatedTokens: progress.evaluatedTokens,
       cachedPrefixTokens: progress.cachedPrefixTokens,
     };
-  }
-
-  /**
-   * The branches of a one-lane plan's run that an earlier turn did not score, the first of them
-   * planned from the lead (the branch before it is no longer in the KV cache).
-   */
-  private restOfRun(
-    request: ScoreRequest,
-    plan: DecodePlan,
-    scores: readonly (BranchScore | undefined)[],
-  ): PlannedBranch[] {
-    const rest = plan.lanes[0]!.filter(({ index }) => scores[index] === undefined);
-    return rest.map((branch, k) =>
-      k === 0 ? branchAfterLead(request, branch.index, plan.lead.length, this.batchSize) : branch,
-    );
   }
 
   /**

@@ -91,19 +91,23 @@ export class PrefixSnapshotCache {
   }
 
   /**
-   * Writes a snapshot of `sequence` (all its tokens). A snapshot larger than the whole budget is
-   * not kept.
+   * Writes a snapshot of `sequence` (all its tokens), unless one of them is held already. A
+   * snapshot larger than the whole budget is not kept.
+   * @returns the snapshot's key, or `undefined` when the sequence is empty or the snapshot was not
+   *   kept
    */
-  async save(sequence: LlamaContextSequence): Promise<void> {
+  async save(sequence: LlamaContextSequence): Promise<string | undefined> {
     const tokens = [...sequence.contextTokens] as Token[];
-    if (tokens.length === 0) return;
+    if (tokens.length === 0) return undefined;
     const key = keyOf(tokens);
-    if (this.entries.has(key)) return;
+    if (this.entries.has(key)) return key;
     const path = join(this.directory, `${++this.counter}.kv`);
     const { fileSize } = await sequence.saveStateToFile(path);
     this.stats.saved++;
     this.entries.set(key, { tokens, path, bytes: fileSize });
-    if (!this.entries.has(key)) await unlink(path).catch(() => undefined);
+    if (this.entries.has(key)) return key;
+    await unlink(path).catch(() => undefined);
+    return undefined;
   }
 
   /**

@@ -28,8 +28,11 @@ export interface PrefixTurn {
   readonly cached: number;
   /** Prefix tokens evaluated. */
   readonly evaluated: number;
-  /** Whether it stopped before the end of the prefix, with the part evaluated parked. */
-  readonly yielded: boolean;
+  /**
+   * The prefix cache's key of the part evaluated when it stopped before the end of the prefix,
+   * parked there; `undefined` when it went to the end.
+   */
+  readonly parked: string | undefined;
 }
 
 export class PrefixSequence {
@@ -110,8 +113,8 @@ export class PrefixSequence {
           : prefixCallsFrom(cached, prefix.length, this.batchSize);
       const tiled = prefixTiledEnd(prefix.length) === prefix.length;
       for (const [index, size] of calls.entries()) {
-        if (index > 0 && tiled && giveWay() && (await this.park()))
-          return { cached, evaluated: at - cached, yielded: true };
+        const parked = index > 0 && tiled && giveWay() ? await this.saveSnapshot() : undefined;
+        if (parked) return { cached, evaluated: at - cached, parked };
         signal?.throwIfAborted();
         this.mapLength = undefined;
         await this.sequence.evaluateWithoutGeneratingNewTokens(
@@ -122,33 +125,27 @@ export class PrefixSequence {
       }
     }
     this.mapLength = prefix.length;
-    return { cached, evaluated: at - cached, yielded: false };
+    return { cached, evaluated: at - cached, parked: undefined };
   }
 
-  /** Saves the sequence's tokens to the prefix cache (nothing if already there); never throws. */
-  async saveSnapshot(): Promise<void> {
-    if (!this.cache || !this.isWhole()) return;
+  /**
+   * Saves the sequence's tokens to the prefix cache (nothing if already there): a prefix after a
+   * request, or what a request parks to give the model up (the prefix, or the part of it evaluated
+   * so far) and take over in its next turn. Never throws.
+   * @returns the snapshot's key, `undefined` when none was kept (no cache, or one over its budget)
+   */
+  async saveSnapshot(): Promise<string | undefined> {
+    if (!this.cache || !this.isWhole()) return undefined;
     try {
-      await this.cache.save(this.sequence);
+      return await this.cache.save(this.sequence);
     } catch {
       // A snapshot that cannot be written is not cached; the next request works without it.
+      return undefined;
     }
   }
 
   /** Whether the sequence holds tokens evaluated by one call map, all of them. */
   private isWhole(): boolean {
     return this.mapLength === this.sequence.contextTokens.length;
-  }
-
-  /**
-   * Saves what the sequence holds (a prefix, or the part of one evaluated so far) to the prefix
-   * cache, so that the request can give the model up and take it over in its next turn.
-   * @returns whether it is in the cache (a snapshot over the cache's budget is not); never throws
-   */
-  async park(): Promise<boolean> {
-    if (!this.cache || !this.isWhole()) return false;
-    await this.saveSnapshot();
-    const tokens = this.sequence.contextTokens as Token[];
-    return this.cache.find(tokens, tokens.length) !== undefined;
   }
 }

@@ -1,0 +1,41 @@
+import { branchAfterLead, type DecodePlan, type PlannedBranch } from "../decode/index.js";
+import type { BranchScore, ScoreRequest } from "../types.js";
+
+/**
+ * A request's turns with the in-process engine's model: a long request gives the model up to
+ * requests waiting, between the decode calls of its prefix or between its branches, and resumes
+ * in a later turn (docs/decisions/103). What one turn leaves for the next.
+ */
+
+/** What a request has done over its turns so far. */
+export interface Progress {
+  /** Prefix tokens taken over from the KV cache in the first turn (not from its own parked part). */
+  cachedPrefixTokens: number | undefined;
+  /** Tokens evaluated so far, over all turns. */
+  evaluatedTokens: number;
+  /** The prefix cache's key of the part of the prefix the last turn parked, if it stopped there. */
+  parkedPart?: string | undefined;
+  /** Scores of the branches earlier turns ran, by index; absent before the branches start. */
+  scores?: (BranchScore | undefined)[];
+}
+
+/** What a turn returns when it gave the model up before the request was done. */
+export const YIELDED = Symbol("yielded");
+
+/**
+ * The branches of a one-lane plan's run that earlier turns did not score, the first of them
+ * planned from the common lead (the branch before it is no longer in the KV cache).
+ * @param scores - by branch index, `undefined` where not scored yet
+ * @returns the rest of lane 0's run, in its order
+ */
+export function restOfRun(
+  request: ScoreRequest,
+  plan: DecodePlan,
+  scores: readonly (BranchScore | undefined)[],
+  batchSize: number,
+): PlannedBranch[] {
+  const rest = plan.lanes[0]!.filter(({ index }) => scores[index] === undefined);
+  return rest.map((branch, k) =>
+    k === 0 ? branchAfterLead(request, branch.index, plan.lead.length, batchSize) : branch,
+  );
+}
