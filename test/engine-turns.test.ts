@@ -3,6 +3,7 @@ import { Decider } from "../src/decision/decide.js";
 import { scoreRequestOf } from "../src/decision/plan.js";
 import type { DecisionRequest } from "../src/decision/types.js";
 import type { ScoreRequest, ScoreResult } from "../src/engine/types.js";
+import { planDecode } from "../src/engine/decode/index.js";
 import { openLlamaEngine, type LlamaEngine } from "../src/engine/llama/index.js";
 import type { Service } from "../src/service/build.js";
 import { postJson, startTestService } from "./support/service.js";
@@ -132,6 +133,13 @@ describe("a request of many questions gives the model up between its branches", 
       expect(order).toEqual([1, 0]);
       expect(results[0]!.branches).toEqual(alone.branches);
       expect(results[0]!.cachedPrefixTokens).toBe(0);
+      // The options every question lists come first: a lead the next turn took back, not
+      // evaluated again (a branch after the turn starts from the lead, a few tokens more).
+      const { lead } = planDecode(request, { shared: 0, length: 0 }, { lanes: 1, batchSize: 512 });
+      expect(lead.length).toBeGreaterThan(64);
+      const extra = results[0]!.evaluatedTokens - alone.evaluatedTokens;
+      expect(extra).toBeGreaterThanOrEqual(0);
+      expect(extra).toBeLessThan(lead.length);
     });
   });
 });

@@ -12,7 +12,7 @@ import { evaluateCalls, runLanes, type DecodeTally } from "./lanes.js";
 import { DEFAULT_PREFIX_CACHE_BYTES, usableLlama, type LlamaEngineOptions } from "./setup.js";
 import { commonPrefixLength, PrefixSnapshotCache } from "./prefix-cache.js";
 import { PrefixSequence } from "./prefix-sequence.js";
-import { restOfRun, YIELDED, type Progress } from "./turns.js";
+import { dropParked, restOfRun, YIELDED, type Progress } from "./turns.js";
 import { SerialQueue } from "../serial-queue.js";
 import {
   contextOverflowOf,
@@ -238,10 +238,11 @@ export class LlamaEngine implements Engine {
   /**
    * One turn of a request: executes its {@link DecodePlan}, the prefix into sequence 0 from what
    * it holds, the common lead on top, a copy for each further lane, then every lane's branches
-   * (lanes.ts).
+   * (lanes.ts). A turn after one that stopped between two branches takes the prefix and the lead
+   * back whole and runs the branches left.
    * @param progress - what earlier turns of this request did; updated
    * @returns the result, or {@link YIELDED} when the turn gave the model up part way (its prefix,
-   *   or the part evaluated, parked in the prefix cache)
+   *   or the part evaluated, or the prefix and the lead, parked in the prefix cache)
    */
   private async scoreNow(
     request: ScoreRequest,
@@ -251,33 +252,37 @@ export class LlamaEngine implements Engine {
     if (this.closed) throw new Error("the engine is closed");
     signal?.throwIfAborted();
     const prefix = request.prefix as LlamaToken[];
-    const held = await this.prefix.restore(prefix);
-    // A part of the prefix parked by the last turn is in sequence 0 now, or of no more use: a
-    // later turn parks a longer one, and the write-behind saves the whole prefix.
-    if (progress.parkedPart !== undefined) this.prefixCache?.delete(progress.parkedPart);
-    progress.parkedPart = undefined;
-    // Take over only what was cut into calls as this prefix cuts itself (kernel-split.ts).
-    const plan = planDecode(request, held, {
-      lanes: this.parallelBranches,
-      batchSize: this.batchSize,
-    });
-    const turn = await this.prefix.evaluate(prefix, plan, () => this.waitingRequests > 0, signal);
-    // Tokens taken over from the request's own parked part count as evaluated, in the turn that
-    // evaluated them.
-    const firstTurn = progress.cachedPrefixTokens === undefined;
-    progress.cachedPrefixTokens ??= turn.cached;
-    progress.evaluatedTokens += turn.evaluated;
-    this.counters.prefixTokensEvaluated += turn.evaluated;
-    if (firstTurn) this.counters.prefixTokensCached += turn.cached;
-    if (turn.parked !== undefined) {
-      progress.parkedPart = turn.parked;
-      return YIELDED;
-    }
+    const limits = { lanes: this.parallelBranches, batchSize: this.batchSize };
     const tally: DecodeTally = { evaluatedTokens: 0, counters: this.counters };
-
-    // Tokens every branch starts with are evaluated once, into sequence 0 on top of the prefix.
+    const withLead = progress.parkedWithLead ? progress.parked : undefined;
+    const tookBack =
+      withLead !== undefined && (await this.prefix.takeBackWithLead(withLead, prefix.length));
+    const held = tookBack ? undefined : await this.prefix.restore(prefix);
+    // What the last turn parked is in sequence 0 now, or of no more use: a later turn parks more,
+    // and the write-behind saves the whole prefix.
+    dropParked(progress, this.prefixCache);
+    let plan: DecodePlan;
+    if (!held) {
+      plan = planDecode(request, { shared: prefix.length, length: prefix.length }, limits);
+    } else {
+      // Take over only what was cut into calls as this prefix cuts itself (kernel-split.ts).
+      plan = planDecode(request, held, limits);
+      const turn = await this.prefix.evaluate(prefix, plan, () => this.waitingRequests > 0, signal);
+      // Tokens taken over from the request's own parked part count as evaluated, in the turn
+      // that evaluated them.
+      const firstTurn = progress.cachedPrefixTokens === undefined;
+      progress.cachedPrefixTokens ??= turn.cached;
+      progress.evaluatedTokens += turn.evaluated;
+      this.counters.prefixTokensEvaluated += turn.evaluated;
+      if (firstTurn) this.counters.prefixTokensCached += turn.cached;
+      if (turn.parked !== undefined) {
+        progress.parked = turn.parked;
+        return YIELDED;
+      }
+    }
     const lead = request.branches[0]?.tokens.slice(0, plan.lead.length) ?? [];
-    if (lead.length > 0) {
+    if (held) {
+      // Tokens every branch starts with are evaluated once, into sequence 0 on top of the prefix.
       await evaluateCalls(this.prefixSequence, lead, 0, plan.lead.calls);
       tally.evaluatedTokens += lead.length;
       this.counters.branchTokensEvaluated += lead.length;
@@ -289,30 +294,41 @@ export class LlamaEngine implements Engine {
       : plan.lanes;
     const giveWay =
       lanes.length === 1 && this.prefixCache ? () => this.waitingRequests > 0 : undefined;
-    const scores = await runLanes(
-      sequences,
-      request.branches,
-      lanes,
-      prefix.length,
-      tally,
-      signal,
-      giveWay,
-    );
-    progress.evaluatedTokens += tally.evaluatedTokens;
-    const all = progress.scores ?? new Array<BranchScore | undefined>(request.branches.length);
-    for (let i = 0; i < all.length; i++) all[i] ??= scores[i];
-    if (all.includes(undefined)) {
-      // Sequence 0 holds exactly the prefix again: parked, the next turn takes it over whole.
-      progress.scores = all;
-      await this.prefix.saveSnapshot();
-      return YIELDED;
+    const base = prefix.length + lead.length;
+    try {
+      const scores = await runLanes(
+        sequences,
+        request.branches,
+        lanes,
+        prefix.length,
+        tally,
+        signal,
+        giveWay,
+        base,
+      );
+      progress.evaluatedTokens += tally.evaluatedTokens;
+      const all = progress.scores ?? new Array<BranchScore | undefined>(request.branches.length);
+      for (let i = 0; i < all.length; i++) all[i] ??= scores[i];
+      if (all.includes(undefined)) {
+        // Sequence 0 holds the prefix and the lead: parked, the next turn takes them back.
+        progress.scores = all;
+        progress.parked = await this.prefix.parkWithLead();
+        progress.parkedWithLead = true;
+        return YIELDED;
+      }
+      this.counters.requests++;
+      return {
+        branches: all as BranchScore[],
+        evaluatedTokens: progress.evaluatedTokens,
+        cachedPrefixTokens: progress.cachedPrefixTokens!,
+      };
+    } finally {
+      // Sequence 0 holds exactly the prefix again.
+      if (this.prefixSequence.nextTokenIndex > prefix.length)
+        await this.prefixSequence.eraseContextTokenRanges([
+          { start: prefix.length, end: this.prefixSequence.nextTokenIndex },
+        ]);
     }
-    this.counters.requests++;
-    return {
-      branches: all as BranchScore[],
-      evaluatedTokens: progress.evaluatedTokens,
-      cachedPrefixTokens: progress.cachedPrefixTokens,
-    };
   }
 
   /**

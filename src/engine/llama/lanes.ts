@@ -234,10 +234,13 @@ async function evaluateBranch(
  * the lead: a lane's branch keeps the tokens it shares with the lane's previous one and erases
  * the rest. Every lane is done with its sequence before this settles, even when one failed (the
  * next request may use the sequences); a lane stops at its first failure, the others at their
- * next branch. At the end every sequence holds exactly the prefix again.
+ * next branch. At the end every sequence holds exactly the prefix again (sequence 0
+ * `keepFirst` tokens).
  * @param prefixLength - tokens of the prefix, which every sequence keeps
  * @param giveWay - asked before each branch but a lane's first: `true` stops the lane there (the
  *   engine passes it with one lane, to give the model up to a request waiting)
+ * @param keepFirst - tokens sequence 0 keeps at the end (default the prefix; the prefix and the
+ *   lead when the engine may park them)
  * @returns the score of every branch, in request order; a hole for each branch not run
  * @throws the first lane's failure; the signal's reason when aborted
  */
@@ -249,6 +252,7 @@ export async function runLanes(
   tally: DecodeTally,
   signal?: AbortSignal,
   giveWay?: () => boolean,
+  keepFirst = prefixLength,
 ): Promise<(BranchScore | undefined)[]> {
   const scores = new Array<BranchScore | undefined>(branches.length);
   let failed = false;
@@ -276,11 +280,10 @@ export async function runLanes(
         failed = true;
         throw error;
       } finally {
-        // Every sequence holds exactly the prefix again (sequence 0 drops the lead too).
-        if (sequence.nextTokenIndex > prefixLength)
-          await sequence.eraseContextTokenRanges([
-            { start: prefixLength, end: sequence.nextTokenIndex },
-          ]);
+        // Every sequence holds exactly the prefix again (sequence 0 what it is to keep).
+        const keep = lane === 0 ? keepFirst : prefixLength;
+        if (sequence.nextTokenIndex > keep)
+          await sequence.eraseContextTokenRanges([{ start: keep, end: sequence.nextTokenIndex }]);
       }
     }),
   );

@@ -23,6 +23,8 @@ interface Snapshot {
   readonly tokens: readonly Token[];
   readonly path: string;
   readonly bytes: number;
+  /** Loaded only by its key, never found for another prefix ({@link PrefixSnapshotCache.save}). */
+  readonly private: boolean;
 }
 
 /** What {@link PrefixSnapshotCache.find} returns: the best snapshot and how many tokens it shares. */
@@ -84,6 +86,7 @@ export class PrefixSnapshotCache {
   find(tokens: readonly Token[], minShared = 1): SnapshotMatch | undefined {
     let best: SnapshotMatch | undefined;
     for (const [key, snapshot] of this.entries.entries()) {
+      if (snapshot.private) continue;
       const shared = commonPrefixLength(snapshot.tokens, tokens);
       if (shared >= minShared && shared > (best?.shared ?? 0)) best = { key, shared };
     }
@@ -92,19 +95,25 @@ export class PrefixSnapshotCache {
 
   /**
    * Writes a snapshot of `sequence` (all its tokens), unless one of them is held already. A
-   * snapshot larger than the whole budget is not kept.
+   * snapshot larger than the whole budget is not kept. A `private` one is never returned by
+   * {@link find}, only loaded by its key: a sequence that holds more than a prefix (a request's
+   * prefix and the lead of its branches).
    * @returns the snapshot's key, or `undefined` when the sequence is empty or the snapshot was not
    *   kept
    */
-  async save(sequence: LlamaContextSequence): Promise<string | undefined> {
+  async save(
+    sequence: LlamaContextSequence,
+    options: { readonly private?: boolean } = {},
+  ): Promise<string | undefined> {
     const tokens = [...sequence.contextTokens] as Token[];
     if (tokens.length === 0) return undefined;
-    const key = keyOf(tokens);
+    const hidden = options.private ?? false;
+    const key = (hidden ? "private:" : "") + keyOf(tokens);
     if (this.entries.has(key)) return key;
     const path = join(this.directory, `${++this.counter}.kv`);
     const { fileSize } = await sequence.saveStateToFile(path);
     this.stats.saved++;
-    this.entries.set(key, { tokens, path, bytes: fileSize });
+    this.entries.set(key, { tokens, path, bytes: fileSize, private: hidden });
     if (this.entries.has(key)) return key;
     await unlink(path).catch(() => undefined);
     return undefined;

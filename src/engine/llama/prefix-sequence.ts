@@ -144,6 +144,37 @@ export class PrefixSequence {
     }
   }
 
+  /**
+   * Parks what the sequence holds now, a prefix of `prefixLength` tokens and the lead of its
+   * branches on top, as a private snapshot ({@link PrefixSnapshotCache.save}): the lead went
+   * through its own call map, so no other prefix may take it over.
+   * @returns its key, `undefined` when it was not kept; never throws
+   */
+  async parkWithLead(): Promise<string | undefined> {
+    try {
+      return await this.cache?.save(this.sequence, { private: true });
+    } catch {
+      return undefined;
+    }
+  }
+
+  /**
+   * Loads what {@link parkWithLead} parked: a prefix of `prefixLength` tokens and a lead on top.
+   * @returns whether the sequence holds them now; never throws (a snapshot that cannot be read
+   *   back leaves the sequence to be evaluated from scratch)
+   */
+  async takeBackWithLead(key: string, prefixLength: number): Promise<boolean> {
+    if (!this.cache) return false;
+    try {
+      if (!(await this.cache.load(this.sequence, key))) return false;
+      this.mapLength = prefixLength;
+      return true;
+    } catch {
+      this.mapLength = undefined;
+      return false;
+    }
+  }
+
   /** Whether the sequence holds tokens evaluated by one call map, all of them. */
   private isWhole(): boolean {
     return this.mapLength === this.sequence.contextTokens.length;

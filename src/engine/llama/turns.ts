@@ -1,4 +1,5 @@
 import { branchAfterLead, type DecodePlan, type PlannedBranch } from "../decode/index.js";
+import type { PrefixSnapshotCache } from "./prefix-cache.js";
 import type { BranchScore, ScoreRequest } from "../types.js";
 
 /**
@@ -13,8 +14,13 @@ export interface Progress {
   cachedPrefixTokens: number | undefined;
   /** Tokens evaluated so far, over all turns. */
   evaluatedTokens: number;
-  /** The prefix cache's key of the part of the prefix the last turn parked, if it stopped there. */
-  parkedPart?: string | undefined;
+  /**
+   * The prefix cache's key of what the last turn parked when it stopped: the part of the prefix
+   * evaluated so far, or (`parkedWithLead`) the prefix and the lead of the branches.
+   */
+  parked?: string | undefined;
+  /** Whether `parked` holds the prefix and the lead (the turn stopped between two branches). */
+  parkedWithLead?: boolean;
   /** Scores of the branches earlier turns ran, by index; absent before the branches start. */
   scores?: (BranchScore | undefined)[];
 }
@@ -38,4 +44,11 @@ export function restOfRun(
   return rest.map((branch, k) =>
     k === 0 ? branchAfterLead(request, branch.index, plan.lead.length, batchSize) : branch,
   );
+}
+
+/** Forgets what the request's last turn parked, deleting its snapshot from `cache`. */
+export function dropParked(progress: Progress, cache: PrefixSnapshotCache | undefined): void {
+  if (progress.parked !== undefined) cache?.delete(progress.parked);
+  progress.parked = undefined;
+  progress.parkedWithLead = false;
 }
