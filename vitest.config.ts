@@ -37,6 +37,7 @@ const unit = [
   "test/silent-connections.test.ts",
   "test/slow-bodies.test.ts",
   "test/training-plans.test.ts",
+  "test/turn-queue.test.ts",
 ];
 
 export default defineConfig({

@@ -5,8 +5,12 @@
 // request alone, the short one sent while the long one runs (from its own start), the long one
 // alone, and the long one with the short one beside it.
 //
+// `--longs N` sends N long requests at once (from N clients), the short one after them; "the long
+// one beside the short one" is then the first of them.
+//
 // Usage: npm run build && node bench/long-beside-short.mjs [--runs 3] [--sentences 300]
-//          [--delay 500] [--prefix-cache BYTES] [--dist DIR] [--threads N] [--json FILE]
+//          [--longs 1] [--delay 500] [--prefix-cache BYTES] [--dist DIR] [--threads N]
+//          [--json FILE]
 // `--dist` runs another build (e.g. an earlier commit's, built in a worktree) for before/after;
 // `--prefix-cache 0` turns the cache off, and with it the long request's turns.
 import { mkdirSync, writeFileSync } from "node:fs";
@@ -19,6 +23,7 @@ const { values: args } = parseArgs({
   options: {
     runs: { type: "string", default: "3" },
     sentences: { type: "string", default: "300" },
+    longs: { type: "string", default: "1" },
     delay: { type: "string", default: "500" },
     "prefix-cache": { type: "string" },
     dist: { type: "string", default: new URL("../dist", import.meta.url).pathname },
@@ -73,6 +78,7 @@ await decide(shortState(-1)); // the prompt head, once
 const runs = Number(args.runs);
 const sentences = Number(args.sentences);
 const delay = Number(args.delay);
+const longs = Number(args.longs);
 const ms = { shortAlone: [], shortBeside: [], longAlone: [], longBeside: [] };
 let longTokens = 0;
 for (let run = 0; run < runs; run++) {
@@ -80,16 +86,18 @@ for (let run = 0; run < runs; run++) {
   const alone = await decide(longState(2 * run, sentences));
   longTokens = alone.tokens;
   ms.longAlone.push(alone.ms);
-  const long = decide(longState(2 * run + 1, sentences));
+  const beside = Array.from({ length: longs }, (_, k) =>
+    decide(longState(2 * run + 1 + 1000 * k, sentences)),
+  );
   await new Promise((done) => setTimeout(done, delay));
   const short = await decide(shortState(200 + run));
   ms.shortBeside.push(short.ms);
-  ms.longBeside.push((await long).ms);
+  ms.longBeside.push((await Promise.all(beside))[0].ms);
 }
 const medians = Object.fromEntries(Object.entries(ms).map(([key, v]) => [key, median(v)]));
 const s = (value) => `${(value / 1000).toFixed(2)} s`;
 console.log(
-  `${args.dist}, prefix cache ${args["prefix-cache"] ?? "default"}, long state ${longTokens} tokens evaluated, ${runs} runs, short sent ${delay} ms after the long:\n` +
+  `${args.dist}, prefix cache ${args["prefix-cache"] ?? "default"}, long state ${longTokens} tokens evaluated, ${runs} runs, short sent ${delay} ms after ${longs} long:\n` +
     `  short alone ${s(medians.shortAlone)}, beside the long ${s(medians.shortBeside)}\n` +
     `  long alone ${s(medians.longAlone)}, beside the short ${s(medians.longBeside)}`,
 );
@@ -98,7 +106,16 @@ if (args.json) {
   writeFileSync(
     args.json,
     JSON.stringify(
-      { date: new Date().toISOString(), dist: args.dist, longTokens, delay, runs, medians, ms },
+      {
+        date: new Date().toISOString(),
+        dist: args.dist,
+        longTokens,
+        longs,
+        delay,
+        runs,
+        medians,
+        ms,
+      },
       null,
       1,
     ) + "\n",

@@ -13,7 +13,7 @@ import { DEFAULT_PREFIX_CACHE_BYTES, usableLlama, type LlamaEngineOptions } from
 import { commonPrefixLength, PrefixSnapshotCache } from "./prefix-cache.js";
 import { PrefixSequence } from "./prefix-sequence.js";
 import { dropParked, restOfRun, YIELDED, type Progress } from "./turns.js";
-import { SerialQueue } from "../serial-queue.js";
+import { TurnQueue } from "../turn-queue.js";
 import {
   contextOverflowOf,
   type BranchScore,
@@ -31,6 +31,7 @@ export { chatTemplateOf } from "./chat.js";
 export { evaluateCalls, toLogprobs } from "./lanes.js";
 export { DEFAULT_PREFIX_CACHE_BYTES, gpuIsUsable, type LlamaEngineOptions } from "./setup.js";
 export { SerialQueue } from "../serial-queue.js";
+export { TurnQueue } from "../turn-queue.js";
 export { commonPrefixLength };
 
 // Why write behind, and why 10 ms: docs/decisions/055
@@ -67,9 +68,10 @@ type CopyableSequence = LlamaContextSequence & {
  *
  * One request runs at a time, in arrival order, but a long one does not hold the model for the
  * requests behind it: between the decode calls of its prefix, and between its branches on one
- * lane, when another request waits, it parks its prefix (or the part evaluated) in the prefix
- * cache and queues again behind the waiting ones, and resumes from there when its turn comes,
- * with the same logits (docs/decisions/103). Without a prefix cache it runs to its end.
+ * lane, when a new request waits, it parks its prefix (or the part evaluated, or the prefix and
+ * the lead) in the prefix cache and queues again behind the new ones ({@link TurnQueue}), and
+ * resumes from there when its turn comes, with the same logits (docs/decisions/103). Without a
+ * prefix cache it runs to its end.
  *
  * Every prefix, lead and branch is cut into decode calls by its own length (kernel-split.ts), and
  * tokens in the KV cache are taken over only as far as they were cut alike, so on the CPU with one
@@ -77,9 +79,11 @@ type CopyableSequence = LlamaContextSequence & {
  * cached prefix.
  */
 export class LlamaEngine implements Engine {
-  private readonly queue = new SerialQueue();
-  /** Requests queued for a turn that has not started yet. */
-  private waitingRequests = 0;
+  private readonly queue = new TurnQueue();
+  /** Requests queued for their first turn, not started yet: the ones a running turn gives way to. */
+  private newRequestsWaiting = 0;
+  /** Whether a running turn is to give the model up: a new request waits for its first turn. */
+  private readonly giveWay = (): boolean => this.newRequestsWaiting > 0;
   /** Sequence 0 and the prefix it holds. */
   private readonly prefix: PrefixSequence;
   private closed = false;
@@ -181,19 +185,25 @@ export class LlamaEngine implements Engine {
   }
 
   /**
-   * Queues `request` for the model until a turn finishes it: a turn that gives the model up to
-   * waiting requests ({@link PrefixSequence.evaluate}) queues the next one behind them.
+   * Queues `request` for the model until a turn finishes it. A turn gives the model up to new
+   * requests waiting ({@link PrefixSequence.evaluate}, `runLanes`), and the next one waits behind
+   * them ({@link TurnQueue}).
    */
   private async takeTurns(request: ScoreRequest, signal?: AbortSignal): Promise<ScoreResult> {
     const progress: Progress = { cachedPrefixTokens: undefined, evaluatedTokens: 0 };
+    this.newRequestsWaiting++;
+    let started = false;
     for (;;) {
-      this.waitingRequests++;
-      const turn = await this.queue.run(async () => {
-        this.waitingRequests--;
-        const result = await this.scoreNow(request, progress, signal);
-        if (result !== YIELDED) this.scheduleSnapshotWrite();
-        return result;
-      });
+      const turn = await this.queue.run(
+        async () => {
+          if (!started) this.newRequestsWaiting--;
+          started = true;
+          const result = await this.scoreNow(request, progress, signal);
+          if (result !== YIELDED) this.scheduleSnapshotWrite();
+          return result;
+        },
+        started ? "later" : "first",
+      );
       if (turn !== YIELDED) return turn;
     }
   }
@@ -205,7 +215,7 @@ export class LlamaEngine implements Engine {
    */
   async idle(): Promise<void> {
     if (this.snapshotTimer !== undefined) this.startSnapshotWrite();
-    await this.queue.run(async () => undefined);
+    await this.queue.idle();
   }
 
   /**
@@ -267,7 +277,7 @@ export class LlamaEngine implements Engine {
     } else {
       // Take over only what was cut into calls as this prefix cuts itself (kernel-split.ts).
       plan = planDecode(request, held, limits);
-      const turn = await this.prefix.evaluate(prefix, plan, () => this.waitingRequests > 0, signal);
+      const turn = await this.prefix.evaluate(prefix, plan, this.giveWay, signal);
       // Tokens taken over from the request's own parked part count as evaluated, in the turn
       // that evaluated them.
       const firstTurn = progress.cachedPrefixTokens === undefined;
@@ -292,8 +302,7 @@ export class LlamaEngine implements Engine {
     const lanes = progress.scores
       ? [restOfRun(request, plan, progress.scores, this.batchSize)]
       : plan.lanes;
-    const giveWay =
-      lanes.length === 1 && this.prefixCache ? () => this.waitingRequests > 0 : undefined;
+    const giveWay = lanes.length === 1 && this.prefixCache ? this.giveWay : undefined;
     const base = prefix.length + lead.length;
     try {
       const scores = await runLanes(

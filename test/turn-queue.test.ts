@@ -1,0 +1,72 @@
+import { describe, expect, it } from "vitest";
+import { TurnQueue } from "../src/engine/turn-queue.js";
+
+/** A task that records its name when it runs and settles when `release` is called. */
+function gate(log: string[], name: string) {
+  let release!: () => void;
+  const done = new Promise<void>((resolve) => (release = resolve));
+  return {
+    task: async () => {
+      log.push(name);
+      await done;
+      return name;
+    },
+    release,
+  };
+}
+
+/** Lets every settled promise's callbacks run. */
+const flush = () => new Promise((resolve) => setImmediate(resolve));
+
+describe("TurnQueue", () => {
+  it("runs one task at a time, first turns in arrival order ahead of later ones", async () => {
+    const log: string[] = [];
+    const queue = new TurnQueue();
+    const running = gate(log, "running");
+    const results = [
+      queue.run(running.task),
+      queue.run(async () => (log.push("long, again"), "long"), "later"),
+      queue.run(async () => (log.push("short a"), "a")),
+      queue.run(async () => (log.push("short b"), "b")),
+    ];
+    await flush();
+    expect(log).toEqual(["running"]);
+    running.release();
+    expect(await Promise.all(results)).toEqual(["running", "long", "a", "b"]);
+    expect(log).toEqual(["running", "short a", "short b", "long, again"]);
+  });
+
+  it("lets a later turn run after at most MAX_PASSED first ones went ahead of it", async () => {
+    const log: string[] = [];
+    const queue = new TurnQueue();
+    const running = gate(log, "running");
+    const all = [queue.run(running.task), queue.run(async () => log.push("later"), "later")];
+    for (let i = 0; i < TurnQueue.MAX_PASSED + 3; i++)
+      all.push(queue.run(async () => log.push(`first ${i}`)));
+    running.release();
+    await Promise.all(all);
+    expect(log.indexOf("later")).toBe(1 + TurnQueue.MAX_PASSED);
+    expect(log).toHaveLength(TurnQueue.MAX_PASSED + 5);
+  });
+
+  it("goes on after a task fails, and reports idle once nothing runs or waits", async () => {
+    const queue = new TurnQueue();
+    await expect(queue.idle()).resolves.toBeUndefined();
+    const log: string[] = [];
+    const running = gate(log, "running");
+    const failed = queue.run(async () => {
+      throw new Error("no logits");
+    });
+    const after = queue.run(running.task, "later");
+    let idle = false;
+    const whenIdle = queue.idle().then(() => (idle = true));
+    await expect(failed).rejects.toThrow("no logits");
+    await flush();
+    expect(log).toEqual(["running"]);
+    expect(idle).toBe(false);
+    running.release();
+    await expect(after).resolves.toBe("running");
+    await whenIdle;
+    expect(idle).toBe(true);
+  });
+});
