@@ -1,5 +1,5 @@
 import Database from "better-sqlite3";
-import { closeSync, mkdirSync, openSync } from "node:fs";
+import { closeSync, existsSync, mkdirSync, openSync } from "node:fs";
 import { dirname } from "node:path";
 import { allowanceWindow, type Allowance } from "./allowance.js";
 import { apiKeyPrefix, generateApiKey, hashApiKey } from "./keys.js";
@@ -38,6 +38,7 @@ import type {
   StoreOptions,
   UsageRow,
 } from "./store.js";
+import { StoreMissingError } from "./store.js";
 
 /**
  * The SQLite store's file and queries, synchronous: one file through better-sqlite3, in WAL mode
@@ -118,6 +119,8 @@ export class SqliteDatabase {
    *   when the file cannot be created or opened.
    */
   static open(path: string, options: StoreOptions): SqliteDatabase {
+    if (options.mustExist && path !== ":memory:" && !existsSync(path))
+      throw new StoreMissingError(path);
     mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
     // Owner-only: SQLite gives the -wal and -shm files the database file's mode.
     if (path !== ":memory:") closeSync(openSync(path, "a", 0o600));

@@ -177,6 +177,22 @@ export interface StoreOptions {
    * (serve-lock.ts). PostgreSQL stores are shared by design. Default `false`.
    */
   readonly serving?: boolean;
+  /**
+   * A SQLite store that is not there is an error (`StoreMissingError`), not a new empty store: for
+   * commands that read or change what a store holds, where a mistyped path would otherwise look
+   * like a store with no accounts. Default `false`.
+   */
+  readonly mustExist?: boolean;
+}
+
+/** Thrown when a store opened with `mustExist` is not there. */
+export class StoreMissingError extends Error {
+  constructor(readonly path: string) {
+    super(
+      `no accounts store at ${path}: it is made by \`decisiond serve\` or \`decisiond keys create\` (check --store or DECISIOND_STORE)`,
+    );
+    this.name = "StoreMissingError";
+  }
 }
 
 /** How long a reservation holds tokens when its call is never recorded (its replica died), ms. */

@@ -28,18 +28,22 @@ export function registerKeysCommand(program: Command): void {
     .option("--json", "print {id, account, prefix, label, created_at, key} as JSON")
     .addOption(storeOption())
     .action((flags: { account: string; label?: string; json?: boolean; store?: string }) =>
-      withStore(flags.store, async (store) => {
-        const { key, record, accountCreated } = await store.createKey(flags.account, flags.label);
-        if (flags.json) {
-          out(JSON.stringify({ ...keyView(record), key }));
-          return;
-        }
-        if (accountCreated) err(`created account "${record.accountName}"`);
-        err(
-          `created key ${record.id} (${record.prefix}…) for account "${record.accountName}"; it is shown this once:`,
-        );
-        out(key);
-      }),
+      withStore(
+        flags.store,
+        async (store) => {
+          const { key, record, accountCreated } = await store.createKey(flags.account, flags.label);
+          if (flags.json) {
+            out(JSON.stringify({ ...keyView(record), key }));
+            return;
+          }
+          if (accountCreated) err(`created account "${record.accountName}"`);
+          err(
+            `created key ${record.id} (${record.prefix}…) for account "${record.accountName}"; it is shown this once:`,
+          );
+          out(key);
+        },
+        true,
+      ),
     );
 
   keys
@@ -100,12 +104,18 @@ function keyId(value: string): number {
   return n;
 }
 
-/** Opens the store at `url` (see {@link parseStoreUrl}), runs `fn`, closes the store. */
+/**
+ * Opens the store at `url` (see {@link parseStoreUrl}), runs `fn`, closes the store.
+ * @param create - whether a SQLite store that is not there is made (commands that add keys or
+ *   accounts); otherwise it is an error, so a mistyped path is not read as an empty store
+ * @throws `StoreMissingError` when the store is not there and `create` is false
+ */
 export async function withStore<T>(
   url: string | undefined,
   fn: (store: AccountStore) => Promise<T>,
+  create = false,
 ): Promise<T> {
-  const store = await openStore(parseStoreUrl(url));
+  const store = await openStore(parseStoreUrl(url), { mustExist: !create });
   try {
     return await fn(store);
   } finally {

@@ -114,10 +114,14 @@ export function registerUsageCommands(program: Command): void {
     .argument("<name>", "letters, digits, '.', '_' or '-'")
     .addOption(storeOption())
     .action((name: string, flags: { store?: string }) =>
-      withStore(flags.store, async (store) => {
-        await store.createAccount(name);
-        err(`created account "${name}"`);
-      }),
+      withStore(
+        flags.store,
+        async (store) => {
+          await store.createAccount(name);
+          err(`created account "${name}"`);
+        },
+        true,
+      ),
     );
 
   accounts
