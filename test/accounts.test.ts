@@ -1,5 +1,6 @@
 import Database from "better-sqlite3";
 import { Command } from "commander";
+import { existsSync } from "node:fs";
 import { mkdtemp, readFile, rm, stat, writeFile, mkdir } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -186,6 +187,40 @@ describe("allowance periods", () => {
   });
 });
 
+describe("the busy account's retry hint", () => {
+  it("says when the call in flight will be done, from its tokens, and after it overruns", async () => {
+    let now = 0;
+    const store = SqliteStore.open(defaultStorePath(), { now: () => now });
+    const admission = new Admission(store, { now: () => now });
+    const { key } = await store.createKey("team-a");
+    const busyHint = async () => {
+      const refusal = await admission.admit(key).catch((e: AdmissionError) => e);
+      expect(refusal).toMatchObject({ code: "concurrencyLimit" });
+      return (refusal as AdmissionError).retryAfterMs!;
+    };
+    // Calls of 100 tokens taking 1 s teach it 10 ms a token.
+    for (let i = 0; i < 20; i++) {
+      const permit = await admission.admit(key);
+      await permit.reserve({ input_tokens: 99, output_tokens: 1 });
+      now += 1000;
+      permit.settle({ input_tokens: 99, output_tokens: 1 });
+      await permit.finish({ status: 200, model: "m" });
+    }
+    // A call of 5,000 tokens: about 50 s, not the typical call's 1 s.
+    const long = await admission.admit(key);
+    await long.reserve({ input_tokens: 4999, output_tokens: 1 });
+    now += 2000;
+    expect(await busyHint()).toBeGreaterThan(45_000);
+    expect(await busyHint()).toBeLessThanOrEqual(50_000);
+    // Past what was expected, about as long again as it has run.
+    now += 68_000;
+    expect(await busyHint()).toBe(60_000);
+    long.settle({ input_tokens: 4999, output_tokens: 1 });
+    await long.finish({ status: 200, model: "m" });
+    await store.close();
+  });
+});
+
 describe("key file and first start", () => {
   it("is $XDG_CONFIG_HOME/decisiond/api_key, else ~/.config/decisiond/api_key", () => {
     expect(apiKeyFilePath()).toBe(join(dir, "config", "decisiond", "api_key"));
@@ -312,6 +347,20 @@ describe("--auth off", () => {
 });
 
 describe("CLI", () => {
+  it("reading a store that is not there is an error, and makes nothing", async () => {
+    const typo = join(dir, "no-such-dir", "decisiond.db");
+    for (const args of [["usage"], ["keys", "list"], ["accounts", "list"], ["keys", "revoke", "1"]])
+      await expect(cli(all, ...args, "--store", `sqlite:${typo}`)).rejects.toThrow(
+        /no accounts store at .*no-such-dir.*keys create/,
+      );
+    expect(existsSync(join(dir, "no-such-dir"))).toBe(false);
+    // Creating a key makes the store.
+    await cli(all, "keys", "create", "--account", "team-a", "--store", `sqlite:${typo}`);
+    expect(
+      JSON.parse((await cli(all, "usage", "--json", "--store", `sqlite:${typo}`)).stdout),
+    ).toHaveLength(1);
+  });
+
   it("keys create prints the key alone on stdout; list, revoke and accounts work on the store", async () => {
     const created = await cli(all, "keys", "create", "--account", "team-a", "--label", "ci");
     const key = created.stdout.trim();

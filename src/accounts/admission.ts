@@ -98,6 +98,11 @@ interface Waiter {
 interface Slot {
   /** When the current holder got the slot. */
   since: number;
+  /**
+   * How long the current holder's call is expected to take, ms, from the tokens it reserved;
+   * `undefined` until it reserves them.
+   */
+  expectedMs?: number | undefined;
   readonly waiters: Waiter[];
 }
 
@@ -117,6 +122,8 @@ export class Admission {
   private readonly onError: (error: unknown) => void;
   /** A running average of call durations, for Retry-After. */
   private typicalMs = 1000;
+  /** A running average of call durations per token reserved (ms), for Retry-After. */
+  private msPerToken = 5;
 
   /** The store, its outages turned into `StoreUnavailableError` (store.ts). */
   private readonly store: AccountStore;
@@ -222,6 +229,7 @@ export class Admission {
     let recording: Promise<void> | undefined;
     let releasedAt: number | undefined;
     let reservationId: number | undefined;
+    let reserved = 0;
     const release = () => {
       if (releasedAt !== undefined) return;
       releasedAt = this.now();
@@ -256,12 +264,20 @@ export class Admission {
             retryAfterOf(reservation.state, this.now()),
           );
         reservationId = reservation.id;
+        reserved = tokens;
+        // This call holds the account's slot until it is released.
+        const slot = this.slots.get(account.id);
+        if (slot && releasedAt === undefined) slot.expectedMs = tokens * this.msPerToken;
       },
       settle: (u) => {
         if (settled) return;
         settled = true;
         usage = u;
-        if (u) this.typicalMs = 0.8 * this.typicalMs + 0.2 * (this.now() - started);
+        if (u) {
+          const ms = this.now() - started;
+          this.typicalMs = 0.8 * this.typicalMs + 0.2 * ms;
+          if (reserved > 0) this.msPerToken = 0.8 * this.msPerToken + 0.2 * (ms / reserved);
+        }
         release();
         record().catch(this.onError);
       },
@@ -301,9 +317,16 @@ export class Admission {
     });
   }
 
+  /**
+   * The refusal of a call while the account's slot is held, with when to retry: what the call in
+   * flight has left (from the tokens it reserved, or the typical call), or, once it has run longer
+   * than expected, about as long again as it has run; then a typical call per waiter.
+   */
   private busyError(slot: Slot, account: Account): AdmissionError {
-    const expected = this.typicalMs * (1 + slot.waiters.length) - (this.now() - slot.since);
-    return this.concurrencyError(account, expected);
+    const elapsed = this.now() - slot.since;
+    const expected = slot.expectedMs ?? this.typicalMs;
+    const left = expected > elapsed ? expected - elapsed : elapsed;
+    return this.concurrencyError(account, left + this.typicalMs * slot.waiters.length);
   }
 
   /** The account's lock is held by another replica. */
@@ -328,6 +351,7 @@ export class Admission {
     }
     clearTimeout(next.timer);
     slot.since = this.now();
+    slot.expectedMs = undefined;
     next.grant();
   }
 }
