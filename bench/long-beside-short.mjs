@@ -6,10 +6,12 @@
 // alone, and the long one with the short one beside it.
 //
 // `--longs N` sends N long requests at once (from N clients), the short one after them; "the long
-// one beside the short one" is then the first of them.
+// one beside the short one" is then the first of them. `--shorts N`: that client sends N short
+// requests one after the other (each once the one before is answered); the figures then also
+// give the slowest of them.
 //
 // Usage: npm run build && node bench/long-beside-short.mjs [--runs 3] [--sentences 300]
-//          [--longs 1] [--delay 500] [--prefix-cache BYTES] [--dist DIR] [--threads N]
+//          [--longs 1] [--shorts 1] [--delay 500] [--prefix-cache BYTES] [--dist DIR] [--threads N]
 //          [--json FILE]
 // `--dist` runs another build (e.g. an earlier commit's, built in a worktree) for before/after;
 // `--prefix-cache 0` turns the cache off, and with it the long request's turns.
@@ -24,6 +26,7 @@ const { values: args } = parseArgs({
     runs: { type: "string", default: "3" },
     sentences: { type: "string", default: "300" },
     longs: { type: "string", default: "1" },
+    shorts: { type: "string", default: "1" },
     delay: { type: "string", default: "500" },
     "prefix-cache": { type: "string" },
     dist: { type: "string", default: new URL("../dist", import.meta.url).pathname },
@@ -79,7 +82,8 @@ const runs = Number(args.runs);
 const sentences = Number(args.sentences);
 const delay = Number(args.delay);
 const longs = Number(args.longs);
-const ms = { shortAlone: [], shortBeside: [], longAlone: [], longBeside: [] };
+const shorts = Number(args.shorts);
+const ms = { shortAlone: [], shortBeside: [], shortBesideMax: [], longAlone: [], longBeside: [] };
 let longTokens = 0;
 for (let run = 0; run < runs; run++) {
   ms.shortAlone.push((await decide(shortState(100 + run))).ms);
@@ -90,15 +94,17 @@ for (let run = 0; run < runs; run++) {
     decide(longState(2 * run + 1 + 1000 * k, sentences)),
   );
   await new Promise((done) => setTimeout(done, delay));
-  const short = await decide(shortState(200 + run));
-  ms.shortBeside.push(short.ms);
+  const each = [];
+  for (let i = 0; i < shorts; i++) each.push((await decide(shortState(200 + 100 * run + i))).ms);
+  ms.shortBeside.push(...each);
+  ms.shortBesideMax.push(Math.max(...each));
   ms.longBeside.push((await Promise.all(beside))[0].ms);
 }
 const medians = Object.fromEntries(Object.entries(ms).map(([key, v]) => [key, median(v)]));
 const s = (value) => `${(value / 1000).toFixed(2)} s`;
 console.log(
   `${args.dist}, prefix cache ${args["prefix-cache"] ?? "default"}, long state ${longTokens} tokens evaluated, ${runs} runs, short sent ${delay} ms after ${longs} long:\n` +
-    `  short alone ${s(medians.shortAlone)}, beside the long ${s(medians.shortBeside)}\n` +
+    `  short alone ${s(medians.shortAlone)}, beside the long ${s(medians.shortBeside)} (the slowest of ${shorts} ${s(medians.shortBesideMax)})\n` +
     `  long alone ${s(medians.longAlone)}, beside the short ${s(medians.longBeside)}`,
 );
 if (args.json) {
@@ -111,6 +117,7 @@ if (args.json) {
         dist: args.dist,
         longTokens,
         longs,
+        shorts,
         delay,
         runs,
         medians,

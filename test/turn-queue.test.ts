@@ -36,6 +36,21 @@ describe("TurnQueue", () => {
     expect(log).toEqual(["running", "short a", "short b", "long, again"]);
   });
 
+  it("runs later turns by rank: the request that came first goes on first", async () => {
+    const log: string[] = [];
+    const queue = new TurnQueue();
+    const running = gate(log, "running");
+    const all = [
+      queue.run(running.task),
+      queue.run(async () => log.push("second request"), "later", 2),
+      queue.run(async () => log.push("first request"), "later", 1),
+      queue.run(async () => log.push("third request"), "later", 3),
+    ];
+    running.release();
+    await Promise.all(all);
+    expect(log).toEqual(["running", "first request", "second request", "third request"]);
+  });
+
   it("lets a later turn run after at most MAX_PASSED first ones went ahead of it", async () => {
     const log: string[] = [];
     const queue = new TurnQueue();

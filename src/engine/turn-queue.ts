@@ -17,7 +17,8 @@ export class TurnQueue {
    */
   static readonly MAX_PASSED = 8;
   private readonly first: (() => Promise<void>)[] = [];
-  private readonly later: (() => Promise<void>)[] = [];
+  /** Later tasks by rank, then arrival. */
+  private readonly later: { readonly rank: number; readonly start: () => Promise<void> }[] = [];
   private running = false;
   /** New tasks run while a later one waited, since a later one last ran. */
   private passed = 0;
@@ -27,13 +28,20 @@ export class TurnQueue {
    * Runs `task` once the model is free and its turn comes: `"first"` (a request's first turn, and
    * any other task) in arrival order, ahead of `"later"` tasks (turns of requests that gave the
    * model up), except that a later task runs after at most {@link MAX_PASSED} first ones have
-   * passed it. A task that fails does not stop the others.
+   * passed it. Later tasks run by `rank` (the request's place in arrival order), so the request
+   * that came first finishes first instead of every long one taking turns. A task that fails does
+   * not stop the others.
    * @returns what `task` resolves to
    * @throws what `task` throws
    */
-  run<T>(task: () => Promise<T>, level: "first" | "later" = "first"): Promise<T> {
+  run<T>(task: () => Promise<T>, level: "first" | "later" = "first", rank = 0): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      (level === "first" ? this.first : this.later).push(() => task().then(resolve, reject));
+      const start = () => task().then(resolve, reject);
+      if (level === "first") this.first.push(start);
+      else {
+        const at = this.later.findIndex((waiting) => waiting.rank > rank);
+        this.later.splice(at < 0 ? this.later.length : at, 0, { rank, start });
+      }
       this.next();
     });
   }
@@ -49,7 +57,7 @@ export class TurnQueue {
     if (this.running) return;
     const aged =
       this.later.length > 0 && (this.first.length === 0 || this.passed >= TurnQueue.MAX_PASSED);
-    const task = aged ? this.later.shift() : this.first.shift();
+    const task = aged ? this.later.shift()?.start : this.first.shift();
     if (!task) {
       for (const wake of this.idleWaiters.splice(0)) wake();
       return;

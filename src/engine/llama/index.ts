@@ -31,7 +31,6 @@ export { chatTemplateOf } from "./chat.js";
 export { evaluateCalls, toLogprobs } from "./lanes.js";
 export { DEFAULT_PREFIX_CACHE_BYTES, gpuIsUsable, type LlamaEngineOptions } from "./setup.js";
 export { SerialQueue } from "../serial-queue.js";
-export { TurnQueue } from "../turn-queue.js";
 export { commonPrefixLength };
 
 // Why write behind, and why 10 ms: docs/decisions/055
@@ -80,8 +79,9 @@ type CopyableSequence = LlamaContextSequence & {
  */
 export class LlamaEngine implements Engine {
   private readonly queue = new TurnQueue();
-  /** Requests queued for their first turn, not started yet: the ones a running turn gives way to. */
+  /** Requests waiting for their first turn (a running turn gives way to them); requests queued. */
   private newRequestsWaiting = 0;
+  private requestsQueued = 0;
   /** Whether a running turn is to give the model up: a new request waits for its first turn. */
   private readonly giveWay = (): boolean => this.newRequestsWaiting > 0;
   /** Sequence 0 and the prefix it holds. */
@@ -190,19 +190,20 @@ export class LlamaEngine implements Engine {
    * them ({@link TurnQueue}).
    */
   private async takeTurns(request: ScoreRequest, signal?: AbortSignal): Promise<ScoreResult> {
-    const progress: Progress = { cachedPrefixTokens: undefined, evaluatedTokens: 0 };
+    const progress: Progress = { cachedPrefixTokens: undefined, evaluatedTokens: 0, turns: 0 };
+    const rank = this.requestsQueued++;
     this.newRequestsWaiting++;
-    let started = false;
-    for (;;) {
+    for (let turns = 0; ; turns++) {
+      const first = turns === 0;
       const turn = await this.queue.run(
         async () => {
-          if (!started) this.newRequestsWaiting--;
-          started = true;
+          if (first) this.newRequestsWaiting--;
           const result = await this.scoreNow(request, progress, signal);
           if (result !== YIELDED) this.scheduleSnapshotWrite();
           return result;
         },
-        started ? "later" : "first",
+        first ? "first" : "later",
+        rank,
       );
       if (turn !== YIELDED) return turn;
     }
@@ -277,7 +278,8 @@ export class LlamaEngine implements Engine {
     } else {
       // Take over only what was cut into calls as this prefix cuts itself (kernel-split.ts).
       plan = planDecode(request, held, limits);
-      const turn = await this.prefix.evaluate(prefix, plan, this.giveWay, signal);
+      const contended = progress.turns++ > 0;
+      const turn = await this.prefix.evaluate(prefix, plan, this.giveWay, contended, signal);
       // Tokens taken over from the request's own parked part count as evaluated, in the turn
       // that evaluated them.
       const firstTurn = progress.cachedPrefixTokens === undefined;

@@ -22,6 +22,15 @@ import type { Token } from "../types.js";
  */
 const MIN_SNAPSHOT_GAIN = 32;
 
+// Why 256, with the measurements: docs/decisions/103
+/**
+ * Most tokens of one decode call of a prefix once its request has given the model up (others are
+ * waiting for it): a request that comes waits for the call in flight, about a quarter as long as
+ * with calls of the batch size (1,024), for about 6% more time on the long request's prefix. Any
+ * cut is the same to the bit: every call of at least 64 tokens is tiled (kernel-split.ts).
+ */
+export const CONTENDED_CALL_TOKENS = 256;
+
 /** What {@link PrefixSequence.evaluate} did. */
 export interface PrefixTurn {
   /** Prefix tokens taken over from what the sequence held. */
@@ -91,6 +100,8 @@ export class PrefixSequence {
    * parks the part evaluated so far there and stops; the request's next turn takes that part over
    * as it would another request's prefix. Every call of a prefix of at least 64 tokens is tiled
    * (kernel-split.ts), so the part is the same to the bit as a whole prefix of its length.
+   * @param contended - whether the request gave the model up before: then the calls take at most
+   *   {@link CONTENDED_CALL_TOKENS} tokens
    * @param signal - checked between decode calls; an aborted prefix leaves the calls made so far
    *   in the sequence, which the next request may take over
    * @throws the signal's reason when aborted
@@ -99,6 +110,7 @@ export class PrefixSequence {
     prefix: readonly Token[],
     plan: DecodePlan,
     giveWay: () => boolean,
+    contended: boolean,
     signal?: AbortSignal,
   ): Promise<PrefixTurn> {
     const { resume } = plan.prefix;
@@ -108,9 +120,13 @@ export class PrefixSequence {
     if (at < prefix.length) {
       // A sequence that kept other than the planned tokens resumes from what it kept.
       const calls =
-        cached === resume
+        cached === resume && !contended
           ? plan.prefix.calls
-          : prefixCallsFrom(cached, prefix.length, this.batchSize);
+          : prefixCallsFrom(
+              cached,
+              prefix.length,
+              contended ? Math.min(CONTENDED_CALL_TOKENS, this.batchSize) : this.batchSize,
+            );
       const tiled = prefixTiledEnd(prefix.length) === prefix.length;
       for (const [index, size] of calls.entries()) {
         const parked = index > 0 && tiled && giveWay() ? await this.saveSnapshot() : undefined;

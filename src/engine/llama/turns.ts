@@ -14,6 +14,8 @@ export interface Progress {
   cachedPrefixTokens: number | undefined;
   /** Tokens evaluated so far, over all turns. */
   evaluatedTokens: number;
+  /** Turns that came to evaluate the prefix: from the second on, the model is contended. */
+  turns: number;
   /**
    * The prefix cache's key of what the last turn parked when it stopped: the part of the prefix
    * evaluated so far, or (`parkedWithLead`) the prefix and the lead of the branches.
