@@ -12,7 +12,7 @@ import { evaluateCalls, runLanes, type DecodeTally } from "./lanes.js";
 import { DEFAULT_PREFIX_CACHE_BYTES, usableLlama, type LlamaEngineOptions } from "./setup.js";
 import { commonPrefixLength, PrefixSnapshotCache } from "./prefix-cache.js";
 import { PrefixSequence } from "./prefix-sequence.js";
-import { dropParked, restOfRun, YIELDED, type Progress } from "./turns.js";
+import { countPrefixTurn, dropParked, restOfRun, YIELDED, type Progress } from "./turns.js";
 import { TurnQueue } from "../turn-queue.js";
 import {
   contextOverflowOf,
@@ -30,7 +30,6 @@ import {
 export { chatTemplateOf } from "./chat.js";
 export { evaluateCalls, toLogprobs } from "./lanes.js";
 export { DEFAULT_PREFIX_CACHE_BYTES, gpuIsUsable, type LlamaEngineOptions } from "./setup.js";
-export { SerialQueue } from "../serial-queue.js";
 export { commonPrefixLength };
 
 // Why write behind, and why 10 ms: docs/decisions/055
@@ -193,19 +192,24 @@ export class LlamaEngine implements Engine {
     const progress: Progress = { cachedPrefixTokens: undefined, evaluatedTokens: 0, turns: 0 };
     const rank = this.requestsQueued++;
     this.newRequestsWaiting++;
-    for (let turns = 0; ; turns++) {
-      const first = turns === 0;
-      const turn = await this.queue.run(
-        async () => {
-          if (first) this.newRequestsWaiting--;
-          const result = await this.scoreNow(request, progress, signal);
-          if (result !== YIELDED) this.scheduleSnapshotWrite();
-          return result;
-        },
-        first ? "first" : "later",
-        rank,
-      );
-      if (turn !== YIELDED) return turn;
+    try {
+      for (let turns = 0; ; turns++) {
+        const first = turns === 0;
+        const turn = await this.queue.run(
+          async () => {
+            if (first) this.newRequestsWaiting--;
+            const result = await this.scoreNow(request, progress, signal);
+            if (result !== YIELDED) this.scheduleSnapshotWrite();
+            return result;
+          },
+          first ? "first" : "later",
+          rank,
+        );
+        if (turn !== YIELDED) return turn;
+      }
+    } finally {
+      // A request that failed (cancelled, past its deadline) leaves nothing parked.
+      dropParked(progress, this.prefixCache);
     }
   }
 
@@ -280,13 +284,7 @@ export class LlamaEngine implements Engine {
       plan = planDecode(request, held, limits);
       const contended = progress.turns++ > 0;
       const turn = await this.prefix.evaluate(prefix, plan, this.giveWay, contended, signal);
-      // Tokens taken over from the request's own parked part count as evaluated, in the turn
-      // that evaluated them.
-      const firstTurn = progress.cachedPrefixTokens === undefined;
-      progress.cachedPrefixTokens ??= turn.cached;
-      progress.evaluatedTokens += turn.evaluated;
-      this.counters.prefixTokensEvaluated += turn.evaluated;
-      if (firstTurn) this.counters.prefixTokensCached += turn.cached;
+      countPrefixTurn(progress, turn, this.counters);
       if (turn.parked !== undefined) {
         progress.parked = turn.parked;
         return YIELDED;
@@ -305,7 +303,6 @@ export class LlamaEngine implements Engine {
       ? [restOfRun(request, plan, progress.scores, this.batchSize)]
       : plan.lanes;
     const giveWay = lanes.length === 1 && this.prefixCache ? this.giveWay : undefined;
-    const base = prefix.length + lead.length;
     try {
       const scores = await runLanes(
         sequences,
@@ -315,7 +312,7 @@ export class LlamaEngine implements Engine {
         tally,
         signal,
         giveWay,
-        base,
+        prefix.length + lead.length,
       );
       progress.evaluatedTokens += tally.evaluatedTokens;
       const all = progress.scores ?? new Array<BranchScore | undefined>(request.branches.length);

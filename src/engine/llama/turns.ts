@@ -1,6 +1,7 @@
 import { branchAfterLead, type DecodePlan, type PlannedBranch } from "../decode/index.js";
 import type { PrefixSnapshotCache } from "./prefix-cache.js";
-import type { BranchScore, ScoreRequest } from "../types.js";
+import type { PrefixTurn } from "./prefix-sequence.js";
+import type { BranchScore, EngineCounters, ScoreRequest } from "../types.js";
 
 /**
  * A request's turns with the in-process engine's model: a long request gives the model up to
@@ -53,4 +54,21 @@ export function dropParked(progress: Progress, cache: PrefixSnapshotCache | unde
   if (progress.parked !== undefined) cache?.delete(progress.parked);
   progress.parked = undefined;
   progress.parkedWithLead = false;
+}
+
+/**
+ * Adds what a turn did with the prefix to the request's progress and the engine's counters. Tokens
+ * taken over from the request's own parked part are not cached tokens: they count as evaluated, in
+ * the turn that evaluated them; only the first turn's are cached.
+ */
+export function countPrefixTurn(
+  progress: Progress,
+  turn: PrefixTurn,
+  counters: EngineCounters,
+): void {
+  const firstTurn = progress.cachedPrefixTokens === undefined;
+  progress.cachedPrefixTokens ??= turn.cached;
+  progress.evaluatedTokens += turn.evaluated;
+  counters.prefixTokensEvaluated += turn.evaluated;
+  if (firstTurn) counters.prefixTokensCached += turn.cached;
 }
