@@ -72,10 +72,14 @@ describe("TurnQueue", () => {
     const failed = queue.run(async () => {
       throw new Error("no logits");
     });
+    const thrown = queue.run((): Promise<string> => {
+      throw new Error("before any await");
+    });
     const after = queue.run(running.task, "later");
     let idle = false;
     const whenIdle = queue.idle().then(() => (idle = true));
     await expect(failed).rejects.toThrow("no logits");
+    await expect(thrown).rejects.toThrow("before any await");
     await flush();
     expect(log).toEqual(["running"]);
     expect(idle).toBe(false);

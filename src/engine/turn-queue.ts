@@ -36,7 +36,14 @@ export class TurnQueue {
    */
   run<T>(task: () => Promise<T>, level: "first" | "later" = "first", rank = 0): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      const start = () => task().then(resolve, reject);
+      // Never throws, even for a task that throws before its first await.
+      const start = async () => {
+        try {
+          resolve(await task());
+        } catch (error) {
+          reject(error);
+        }
+      };
       if (level === "first") this.first.push(start);
       else {
         const at = this.later.findIndex((waiting) => waiting.rank > rank);
