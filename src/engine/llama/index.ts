@@ -189,7 +189,7 @@ export class LlamaEngine implements Engine {
    * them ({@link TurnQueue}).
    */
   private async takeTurns(request: ScoreRequest, signal?: AbortSignal): Promise<ScoreResult> {
-    const progress: Progress = { cachedPrefixTokens: undefined, evaluatedTokens: 0, turns: 0 };
+    const progress: Progress = { cachedPrefixTokens: undefined, evaluatedTokens: 0 };
     const rank = this.requestsQueued++;
     this.newRequestsWaiting++;
     try {
@@ -282,7 +282,8 @@ export class LlamaEngine implements Engine {
     } else {
       // Take over only what was cut into calls as this prefix cuts itself (kernel-split.ts).
       plan = planDecode(request, held, limits);
-      const contended = progress.turns++ > 0;
+      // An earlier turn of this request came to the prefix too, and gave the model up.
+      const contended = progress.cachedPrefixTokens !== undefined;
       const turn = await this.prefix.evaluate(prefix, plan, this.giveWay, contended, signal);
       countPrefixTurn(progress, turn, this.counters);
       if (turn.parked !== undefined) {

@@ -161,8 +161,8 @@ export class PrefixSequence {
   }
 
   /**
-   * Parks what the sequence holds now, a prefix of `prefixLength` tokens and the lead of its
-   * branches on top, as a private snapshot ({@link PrefixSnapshotCache.save}): the lead went
+   * Parks what the sequence holds now, a prefix and the lead of its branches on top, as a private
+   * snapshot ({@link PrefixSnapshotCache.save}): the lead went
    * through its own call map, so no other prefix may take it over.
    * @returns its key, `undefined` when it was not kept; never throws
    */

@@ -11,12 +11,13 @@ import type { BranchScore, EngineCounters, ScoreRequest } from "../types.js";
 
 /** What a request has done over its turns so far. */
 export interface Progress {
-  /** Prefix tokens taken over from the KV cache in the first turn (not from its own parked part). */
+  /**
+   * Prefix tokens taken over from the KV cache in the first turn (not from its own parked part);
+   * `undefined` until a turn has come to the prefix.
+   */
   cachedPrefixTokens: number | undefined;
   /** Tokens evaluated so far, over all turns. */
   evaluatedTokens: number;
-  /** Turns that came to evaluate the prefix: from the second on, the model is contended. */
-  turns: number;
   /**
    * The prefix cache's key of what the last turn parked when it stopped: the part of the prefix
    * evaluated so far, or (`parkedWithLead`) the prefix and the lead of the branches.
