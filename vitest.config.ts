@@ -29,6 +29,7 @@ const unit = [
   "test/operations.test.ts",
   "test/outside-probe.test.ts",
   "test/package-entry.test.ts",
+  "test/prefix-cache-park.test.ts",
   "test/question-types.test.ts",
   "test/remote-unit.test.ts",
   "test/request-validator.test.ts",

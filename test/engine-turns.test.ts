@@ -104,6 +104,49 @@ describe("a long prefix gives the model up between its decode calls", () => {
       expect(results[0]!.branches).toEqual(alone.branches);
     }, 0);
   });
+
+  it("goes on to its end when its part does not fit in the cache, written once", async () => {
+    // 4 MB: about 170 tokens of SmolLM2's KV cache, less than one decode call of the prefix.
+    await withEngine(async (engine) => {
+      const { order, results } = await answeredOrder(engine, [long, short]);
+      expect(order).toEqual([0, 1]);
+      expect(results[0]!.branches).toEqual(alone.branches);
+      expect(results[0]!.evaluatedTokens).toBe(alone.evaluatedTokens);
+      // The part it tried to park; nothing else of that size was written.
+      expect(engine.prefixCache!.stats.saved).toBe(1);
+    }, 4_000_000);
+  });
+
+  it("lets a request cancelled while it waits for its next turn go at once", async () => {
+    const longer = scoreRequestOf(
+      await withEngine((engine) =>
+        new Decider(engine, { contentFree: false }).plan({
+          ...LONG,
+          state: "The chip maker's shares fell after its quarterly results. ".repeat(260),
+        }),
+      ),
+    );
+    await withEngine(async (engine) => {
+      const settled: string[] = [];
+      const controller = new AbortController();
+      const first = engine.score(long).then(() => settled.push("first"));
+      const second = engine.score(longer, controller.signal).then(
+        () => settled.push("second"),
+        (error: Error) => settled.push(`second: ${error.message}`),
+      );
+      // Both long requests gave way to it; the first, with less work left, goes on first.
+      expect(longer.prefix.length).toBeGreaterThan(long.prefix.length + 512);
+      await engine.score(short);
+      controller.abort(new Error("client gone"));
+      await Promise.all([first, second]);
+      expect(settled).toEqual(["second: client gone", "first"]);
+      // Nothing of the cancelled request stays: the prefixes of the other two are all the cache
+      // holds (a parked part is not written again when another request takes the sequence).
+      await engine.idle();
+      expect(engine.prefixCache!.find(longer.prefix)?.shared ?? 0).toBeLessThan(512);
+      expect(engine.prefixCache!.size).toBe(2);
+    });
+  });
 });
 
 describe("a request of many questions gives the model up between its branches", () => {
@@ -140,6 +183,33 @@ describe("a request of many questions gives the model up between its branches", 
       const extra = results[0]!.evaluatedTokens - alone.evaluatedTokens;
       expect(extra).toBeGreaterThanOrEqual(0);
       expect(extra).toBeLessThan(lead.length);
+    });
+  });
+});
+
+describe("a request that gave the model up goes on by the work it has left", () => {
+  it("answers a short request of several questions before an earlier long one", async () => {
+    const several: DecisionRequest = {
+      state: SHORT.state,
+      questions: ["Is it about sports?", "Is it about money?", "Is it news?"].map(
+        (instructions, i) => [`q${i}`, { type: "noul", instructions }],
+      ),
+    };
+    const requests: ScoreRequest[] = [];
+    const alone: ScoreResult[] = [];
+    await withEngine(async (cold) => {
+      const decider = new Decider(cold, { contentFree: false });
+      for (const request of [LONG, several, { ...SHORT, state: "A third one." }]) {
+        requests.push(scoreRequestOf(await decider.plan(request)));
+        alone.push(await cold.score(requests.at(-1)!));
+      }
+    }, 0);
+    await withEngine(async (engine) => {
+      // The long one gives way to both; the second gives way to the third between two branches,
+      // and then goes on before the long one, which has more left.
+      const { order, results } = await answeredOrder(engine, requests);
+      expect(order).toEqual([2, 1, 0]);
+      results.forEach((result, i) => expect(result.branches).toEqual(alone[i]!.branches));
     });
   });
 });

@@ -36,19 +36,71 @@ describe("TurnQueue", () => {
     expect(log).toEqual(["running", "short a", "short b", "long, again"]);
   });
 
-  it("runs later turns by rank: the request that came first goes on first", async () => {
+  it("runs later turns by rank, the work their request has left, then by arrival", async () => {
     const log: string[] = [];
     const queue = new TurnQueue();
     const running = gate(log, "running");
     const all = [
       queue.run(running.task),
-      queue.run(async () => log.push("second request"), "later", 2),
-      queue.run(async () => log.push("first request"), "later", 1),
-      queue.run(async () => log.push("third request"), "later", 3),
+      queue.run(async () => log.push("4,000 tokens left"), "later", 4_000),
+      queue.run(async () => log.push("40 tokens left"), "later", 40),
+      queue.run(async () => log.push("6,000 tokens left"), "later", 6_000),
+      queue.run(async () => log.push("4,000 tokens left, came later"), "later", 4_000),
     ];
     running.release();
     await Promise.all(all);
-    expect(log).toEqual(["running", "first request", "second request", "third request"]);
+    expect(log).toEqual([
+      "running",
+      "40 tokens left",
+      "4,000 tokens left",
+      "4,000 tokens left, came later",
+      "6,000 tokens left",
+    ]);
+  });
+
+  it("lets a later turn of much work left go after MAX_PASSED others started", async () => {
+    const log: string[] = [];
+    const queue = new TurnQueue();
+    const running = gate(log, "running");
+    const all: Promise<unknown>[] = [
+      queue.run(running.task),
+      queue.run(async () => log.push("long"), "later", 10_000),
+    ];
+    // Shorter turns keep coming while it waits, each queued as the one before it runs.
+    const shorter = (i: number): Promise<unknown> =>
+      queue.run(
+        async () => {
+          log.push(`short ${i}`);
+          if (i < 2 * TurnQueue.MAX_PASSED) all.push(shorter(i + 1));
+        },
+        "later",
+        10,
+      );
+    all.push(shorter(0));
+    running.release();
+    while (log.length < 2 * TurnQueue.MAX_PASSED + 3) await flush();
+    await Promise.all(all);
+    expect(log.indexOf("long")).toBe(1 + TurnQueue.MAX_PASSED);
+  });
+
+  it("takes a task whose signal is aborted out of the queue at once", async () => {
+    const log: string[] = [];
+    const queue = new TurnQueue();
+    const running = gate(log, "running");
+    const controller = new AbortController();
+    const first = queue.run(running.task);
+    const cancelled = queue.run(async () => log.push("cancelled"), "later", 5, controller.signal);
+    const next = queue.run(async () => log.push("next"));
+    controller.abort(new Error("client gone"));
+    await expect(cancelled).rejects.toThrow("client gone");
+    expect(log).toEqual(["running"]);
+    await expect(
+      queue.run(async () => "never", "first", 0, AbortSignal.abort(new Error("gone before"))),
+    ).rejects.toThrow("gone before");
+    running.release();
+    await Promise.all([first, next]);
+    expect(log).toEqual(["running", "next"]);
+    await queue.idle();
   });
 
   it("lets a later turn run after at most MAX_PASSED first ones went ahead of it", async () => {

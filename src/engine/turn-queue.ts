@@ -1,54 +1,80 @@
+/** A task waiting in a {@link TurnQueue}. */
+interface Waiting {
+  readonly start: () => void;
+  readonly rank: number;
+  /** Tasks started before this one was queued: how long it has waited, counted in tasks. */
+  readonly queuedAt: number;
+}
+
 /**
  * The order in which requests get an engine's model, one task at a time: requests that have not
  * had it yet before those that gave it up part way and wait to go on (a multi-level feedback
- * queue of two levels, as operating systems schedule short jobs ahead of long ones), with aging,
- * so that a long request still goes on while new ones keep coming. Why: docs/decisions/103.
+ * queue of two levels, as operating systems schedule short jobs ahead of long ones), the latter
+ * by the work they have left (shortest remaining first), with aging, so that a long request still
+ * goes on while others keep coming. Why: docs/decisions/103.
  * @example
  * ```ts
  * const queue = new TurnQueue();
- * queue.run(longTurn, "later"); // gave the model up once, waits to go on
+ * queue.run(longTurn, "later", 4_000); // gave the model up once, 4,000 tokens left
  * queue.run(shortRequest); // runs before it
  * ```
  */
 export class TurnQueue {
   /**
-   * New tasks that may run before a waiting `"later"` task, counted from when the oldest of those
-   * started waiting or last ran: the aging bound.
+   * Tasks that may start while a `"later"` task waits before it goes next whatever else waits:
+   * the aging bound.
    */
   static readonly MAX_PASSED = 8;
-  private readonly first: (() => Promise<void>)[] = [];
-  /** Later tasks by rank, then arrival. */
-  private readonly later: { readonly rank: number; readonly start: () => Promise<void> }[] = [];
+  private readonly first: Waiting[] = [];
+  private readonly later: Waiting[] = [];
   private running = false;
-  /** New tasks run while a later one waited, since a later one last ran. */
-  private passed = 0;
+  /** Tasks started so far. */
+  private started = 0;
   private readonly idleWaiters: (() => void)[] = [];
 
   /**
-   * Runs `task` once the model is free and its turn comes: `"first"` (a request's first turn, and
-   * any other task) in arrival order, ahead of `"later"` tasks (turns of requests that gave the
-   * model up), except that a later task runs after at most {@link MAX_PASSED} first ones have
-   * passed it. Later tasks run by `rank` (the request's place in arrival order), so the request
-   * that came first finishes first instead of every long one taking turns. A task that fails does
-   * not stop the others.
+   * Runs `task` once the model is free and its turn comes: `"first"` tasks (a request's first
+   * turn, and any other task) in arrival order, ahead of `"later"` tasks (turns of requests that
+   * gave the model up); those go by `rank` (the work the request has left), the lowest first, then
+   * by arrival. A later task that has waited while {@link MAX_PASSED} tasks started goes next (the
+   * one that has waited longest first). A task that fails does not stop the others.
+   * @param rank - for a `"later"` task, the work its request has left (tokens to evaluate)
+   * @param signal - aborting it takes a task that has not started out of the queue
    * @returns what `task` resolves to
-   * @throws what `task` throws
+   * @throws what `task` throws; the signal's reason when aborted before `task` started
    */
-  run<T>(task: () => Promise<T>, level: "first" | "later" = "first", rank = 0): Promise<T> {
+  run<T>(
+    task: () => Promise<T>,
+    level: "first" | "later" = "first",
+    rank = 0,
+    signal?: AbortSignal,
+  ): Promise<T> {
     return new Promise<T>((resolve, reject) => {
+      if (signal?.aborted) return reject(signal.reason);
+      const list = level === "first" ? this.first : this.later;
+      const abandon = () => {
+        const at = list.indexOf(waiting);
+        if (at < 0) return;
+        list.splice(at, 1);
+        reject(signal!.reason);
+        this.next();
+      };
       // Never throws, even for a task that throws before its first await.
       const start = async () => {
+        signal?.removeEventListener("abort", abandon);
         try {
           resolve(await task());
         } catch (error) {
           reject(error);
         }
       };
-      if (level === "first") this.first.push(start);
-      else {
-        const at = this.later.findIndex((waiting) => waiting.rank > rank);
-        this.later.splice(at < 0 ? this.later.length : at, 0, { rank, start });
-      }
+      const waiting: Waiting = {
+        start: () => void start().finally(() => this.done()),
+        rank,
+        queuedAt: this.started,
+      };
+      signal?.addEventListener("abort", abandon, { once: true });
+      list.push(waiting);
       this.next();
     });
   }
@@ -60,21 +86,36 @@ export class TurnQueue {
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
+  private done(): void {
+    this.running = false;
+    this.next();
+  }
+
   private next(): void {
     if (this.running) return;
-    const aged =
-      this.later.length > 0 && (this.first.length === 0 || this.passed >= TurnQueue.MAX_PASSED);
-    const task = aged ? this.later.shift()?.start : this.first.shift();
+    const task = this.take();
     if (!task) {
       for (const wake of this.idleWaiters.splice(0)) wake();
       return;
     }
-    if (aged) this.passed = 0;
-    else if (this.later.length > 0) this.passed++;
     this.running = true;
-    void task().finally(() => {
-      this.running = false;
-      this.next();
-    });
+    this.started++;
+    task.start();
+  }
+
+  /** Removes and returns the task to start next, if any. */
+  private take(): Waiting | undefined {
+    const later = this.later;
+    if (later.length === 0) return this.first.shift();
+    const oldest = later.reduce((a, b) => (b.queuedAt < a.queuedAt ? b : a));
+    const aged = this.started - oldest.queuedAt >= TurnQueue.MAX_PASSED;
+    if (!aged && this.first.length > 0) return this.first.shift();
+    const chosen = aged
+      ? oldest
+      : later.reduce((a, b) =>
+          b.rank < a.rank || (b.rank === a.rank && b.queuedAt < a.queuedAt) ? b : a,
+        );
+    later.splice(later.indexOf(chosen), 1);
+    return chosen;
   }
 }

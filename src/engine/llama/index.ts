@@ -12,11 +12,17 @@ import { evaluateCalls, runLanes, type DecodeTally } from "./lanes.js";
 import { DEFAULT_PREFIX_CACHE_BYTES, usableLlama, type LlamaEngineOptions } from "./setup.js";
 import { commonPrefixLength, PrefixSnapshotCache } from "./prefix-cache.js";
 import { PrefixSequence } from "./prefix-sequence.js";
-import { countPrefixTurn, dropParked, restOfRun, YIELDED, type Progress } from "./turns.js";
+import {
+  countPrefixTurn,
+  dropParked,
+  runBranchTurn,
+  workLeft,
+  YIELDED,
+  type Progress,
+} from "./turns.js";
 import { TurnQueue } from "../turn-queue.js";
 import {
   contextOverflowOf,
-  type BranchScore,
   type ChatTemplate,
   type Engine,
   type EngineCounters,
@@ -64,12 +70,11 @@ type CopyableSequence = LlamaContextSequence & {
  * Sequence 0 keeps the last prefix, so a request whose prefix starts like the previous one only
  * evaluates the tokens that differ; older prefixes come back from the {@link PrefixSnapshotCache}.
  *
- * One request runs at a time, in arrival order, but a long one does not hold the model for the
- * requests behind it: between the decode calls of its prefix, and between its branches on one
- * lane, when a new request waits, it parks its prefix (or the part evaluated, or the prefix and
- * the lead) in the prefix cache and queues again behind the new ones ({@link TurnQueue}), and
- * resumes from there when its turn comes, with the same logits (docs/decisions/103). Without a
- * prefix cache it runs to its end.
+ * One request runs at a time, but a long one does not hold the model for those behind it: between
+ * the decode calls of its prefix, and between its branches on one lane, when a new request waits,
+ * it parks the part evaluated (or the prefix and the lead) in the prefix cache, queues again
+ * behind the new ones ({@link TurnQueue}) and resumes from there, with the same logits
+ * (docs/decisions/103). Without a prefix cache, or room in it, it runs to its end.
  *
  * Every prefix, lead and branch is cut into decode calls by its own length (kernel-split.ts), and
  * tokens in the KV cache are taken over only as far as they were cut alike, so on the CPU with one
@@ -78,9 +83,8 @@ type CopyableSequence = LlamaContextSequence & {
  */
 export class LlamaEngine implements Engine {
   private readonly queue = new TurnQueue();
-  /** Requests waiting for their first turn (a running turn gives way to them); requests queued. */
+  /** Requests waiting for their first turn: a running turn gives way to them. */
   private newRequestsWaiting = 0;
-  private requestsQueued = 0;
   /** Whether a running turn is to give the model up: a new request waits for its first turn. */
   private readonly giveWay = (): boolean => this.newRequestsWaiting > 0;
   /** Sequence 0 and the prefix it holds. */
@@ -185,29 +189,31 @@ export class LlamaEngine implements Engine {
 
   /**
    * Queues `request` for the model until a turn finishes it. A turn gives the model up to new
-   * requests waiting ({@link PrefixSequence.evaluate}, `runLanes`), and the next one waits behind
-   * them ({@link TurnQueue}).
+   * requests waiting, and the next one waits behind them, ranked by its work left ({@link TurnQueue}).
    */
   private async takeTurns(request: ScoreRequest, signal?: AbortSignal): Promise<ScoreResult> {
     const progress: Progress = { cachedPrefixTokens: undefined, evaluatedTokens: 0 };
-    const rank = this.requestsQueued++;
+    // Counted among the new requests waiting until its first turn starts or it leaves the queue.
+    let waiting = true;
     this.newRequestsWaiting++;
     try {
       for (let turns = 0; ; turns++) {
-        const first = turns === 0;
         const turn = await this.queue.run(
           async () => {
-            if (first) this.newRequestsWaiting--;
+            if (waiting) this.newRequestsWaiting--;
+            waiting = false;
             const result = await this.scoreNow(request, progress, signal);
             if (result !== YIELDED) this.scheduleSnapshotWrite();
             return result;
           },
-          first ? "first" : "later",
-          rank,
+          turns === 0 ? "first" : "later",
+          progress.workLeft,
+          signal,
         );
         if (turn !== YIELDED) return turn;
       }
     } finally {
+      if (waiting) this.newRequestsWaiting--;
       // A request that failed (cancelled, past its deadline) leaves nothing parked.
       dropParked(progress, this.prefixCache);
     }
@@ -272,7 +278,7 @@ export class LlamaEngine implements Engine {
     const withLead = progress.parkedWithLead ? progress.parked : undefined;
     const tookBack =
       withLead !== undefined && (await this.prefix.takeBackWithLead(withLead, prefix.length));
-    const held = tookBack ? undefined : await this.prefix.restore(prefix);
+    const held = tookBack ? undefined : await this.prefix.restore(prefix, progress.parked);
     // What the last turn parked is in sequence 0 now, or of no more use: a later turn parks more,
     // and the write-behind saves the whole prefix.
     dropParked(progress, this.prefixCache);
@@ -288,6 +294,7 @@ export class LlamaEngine implements Engine {
       countPrefixTurn(progress, turn, this.counters);
       if (turn.parked !== undefined) {
         progress.parked = turn.parked;
+        progress.workLeft = workLeft(request, turn.cached + turn.evaluated);
         return YIELDED;
       }
     }
@@ -300,34 +307,29 @@ export class LlamaEngine implements Engine {
     }
     const sequences = await this.forkLanes(prefix, lead, plan, tally);
     // With one lane (the CPU's), a request waiting gets the model between two branches.
-    const lanes = progress.scores
-      ? [restOfRun(request, plan, progress.scores, this.batchSize)]
-      : plan.lanes;
-    const giveWay = lanes.length === 1 && this.prefixCache ? this.giveWay : undefined;
+    const giveWay = plan.lanes.length === 1 && this.prefixCache ? this.giveWay : undefined;
     try {
-      const scores = await runLanes(
-        sequences,
-        request.branches,
-        lanes,
-        prefix.length,
-        tally,
-        signal,
+      const scores = await runBranchTurn(request, plan, progress, {
+        run: (lanes, mayGiveWay) =>
+          runLanes(
+            sequences,
+            request.branches,
+            lanes,
+            prefix.length,
+            tally,
+            signal,
+            mayGiveWay,
+            prefix.length + lead.length,
+          ),
+        park: () => this.prefix.park(),
         giveWay,
-        prefix.length + lead.length,
-      );
+        batchSize: this.batchSize,
+      });
       progress.evaluatedTokens += tally.evaluatedTokens;
-      const all = progress.scores ?? new Array<BranchScore | undefined>(request.branches.length);
-      for (let i = 0; i < all.length; i++) all[i] ??= scores[i];
-      if (all.includes(undefined)) {
-        // Sequence 0 holds the prefix and the lead: parked, the next turn takes them back.
-        progress.scores = all;
-        progress.parked = await this.prefix.parkWithLead();
-        progress.parkedWithLead = true;
-        return YIELDED;
-      }
+      if (scores === YIELDED) return YIELDED;
       this.counters.requests++;
       return {
-        branches: all as BranchScore[],
+        branches: scores,
         evaluatedTokens: progress.evaluatedTokens,
         cachedPrefixTokens: progress.cachedPrefixTokens!,
       };

@@ -23,8 +23,6 @@ interface Snapshot {
   readonly tokens: readonly Token[];
   readonly path: string;
   readonly bytes: number;
-  /** Loaded only by its key, never found for another prefix ({@link PrefixSnapshotCache.save}). */
-  readonly private: boolean;
 }
 
 /** What {@link PrefixSnapshotCache.find} returns: the best snapshot and how many tokens it shares. */
@@ -43,10 +41,21 @@ export interface SnapshotMatch {
  * Snapshots are files in a private folder (on `/dev/shm` by default, i.e. memory) removed when
  * the cache is closed or the process exits. They are read back only by the process that wrote
  * them, with the same model: llama.cpp does not check that a state matches its model.
+ *
+ * Besides the LRU it holds **parked** snapshots ({@link park}): what a request that gave the model
+ * up needs to go on (docs/decisions/103). They count against the same byte budget but are never
+ * evicted, found for another prefix or shared with another request; only their own key loads or
+ * deletes them.
  */
 export class PrefixSnapshotCache {
   readonly directory: string;
   private readonly entries: LRUCache<string, Snapshot>;
+  /** Parked snapshots by key, outside the LRU. */
+  private readonly parked = new Map<string, Snapshot>();
+  private parkedBytes = 0;
+  /** Bytes per token of the last snapshot written, to tell a part that cannot fit before writing it. */
+  private bytesPerToken: number | undefined;
+  private readonly maxBytes: number;
   private counter = 0;
   private readonly removeOnExit = (): void =>
     rmSync(this.directory, { recursive: true, force: true });
@@ -55,6 +64,7 @@ export class PrefixSnapshotCache {
 
   constructor(options: PrefixSnapshotCacheOptions) {
     if (!(options.maxBytes > 0)) throw new RangeError("maxBytes must be positive");
+    this.maxBytes = options.maxBytes;
     const parent = options.parentDirectory ?? (existsSync("/dev/shm") ? "/dev/shm" : tmpdir());
     removeOrphanedFolders(parent);
     this.directory = mkdtempSync(join(parent, `${FOLDER_PREFIX}${process.pid}-`));
@@ -69,14 +79,14 @@ export class PrefixSnapshotCache {
     });
   }
 
-  /** Number of snapshots held. */
+  /** Number of snapshots held, parked ones included. */
   get size(): number {
-    return this.entries.size;
+    return this.entries.size + this.parked.size;
   }
 
-  /** Bytes of snapshots held. */
+  /** Bytes of snapshots held, parked ones included: at most the budget. */
   get bytes(): number {
-    return this.entries.calculatedSize;
+    return this.entries.calculatedSize + this.parkedBytes;
   }
 
   /**
@@ -86,7 +96,6 @@ export class PrefixSnapshotCache {
   find(tokens: readonly Token[], minShared = 1): SnapshotMatch | undefined {
     let best: SnapshotMatch | undefined;
     for (const [key, snapshot] of this.entries.entries()) {
-      if (snapshot.private) continue;
       const shared = commonPrefixLength(snapshot.tokens, tokens);
       if (shared >= minShared && shared > (best?.shared ?? 0)) best = { key, shared };
     }
@@ -94,51 +103,106 @@ export class PrefixSnapshotCache {
   }
 
   /**
-   * Writes a snapshot of `sequence` (all its tokens), unless one of them is held already. A
-   * snapshot larger than the whole budget is not kept. A `private` one is never returned by
-   * {@link find}, only loaded by its key: a sequence that holds more than a prefix (a request's
-   * prefix and the lead of its branches).
+   * Writes a snapshot of `sequence` (all its tokens) into the LRU, unless one of them is held
+   * already. A snapshot that does not fit beside the parked ones is not kept.
    * @returns the snapshot's key, or `undefined` when the sequence is empty or the snapshot was not
    *   kept
+   * @throws what writing the file throws (nothing is left behind)
    */
-  async save(
-    sequence: LlamaContextSequence,
-    options: { readonly private?: boolean } = {},
-  ): Promise<string | undefined> {
+  async save(sequence: LlamaContextSequence): Promise<string | undefined> {
     const tokens = [...sequence.contextTokens] as Token[];
     if (tokens.length === 0) return undefined;
-    const hidden = options.private ?? false;
-    const key = (hidden ? "private:" : "") + keyOf(tokens);
+    const key = keyOf(tokens);
     if (this.entries.has(key)) return key;
-    const path = join(this.directory, `${++this.counter}.kv`);
-    const { fileSize } = await sequence.saveStateToFile(path);
-    this.stats.saved++;
-    this.entries.set(key, { tokens, path, bytes: fileSize, private: hidden });
+    if ((this.bytesPerToken ?? 0) * tokens.length > this.maxBytes) return undefined;
+    const snapshot = await this.write(sequence, tokens);
+    this.entries.set(key, snapshot);
+    this.fitBudget();
     if (this.entries.has(key)) return key;
-    await unlink(path).catch(() => undefined);
+    await unlink(snapshot.path).catch(() => undefined);
     return undefined;
   }
 
   /**
-   * Loads a snapshot into `sequence`, replacing what it held, and marks it recently used.
+   * Parks a snapshot of `sequence` for the request that holds it: pinned until {@link delete}d,
+   * loaded only by the key returned, and counted against the budget, the LRU's least recently used
+   * snapshots giving way to it. A snapshot that cannot fit beside the other parked ones is not
+   * written (or, once written, not kept).
+   * @returns its key, or `undefined` when the sequence is empty or it was not kept
+   * @throws what writing the file throws (nothing is left behind)
+   */
+  async park(sequence: LlamaContextSequence): Promise<string | undefined> {
+    const tokens = [...sequence.contextTokens] as Token[];
+    if (tokens.length === 0) return undefined;
+    const estimate = (this.bytesPerToken ?? 0) * tokens.length;
+    if (this.parkedBytes + estimate > this.maxBytes) return undefined;
+    const snapshot = await this.write(sequence, tokens);
+    if (this.parkedBytes + snapshot.bytes > this.maxBytes) {
+      await unlink(snapshot.path).catch(() => undefined);
+      return undefined;
+    }
+    const key = `parked:${this.counter}`;
+    this.parked.set(key, snapshot);
+    this.parkedBytes += snapshot.bytes;
+    this.fitBudget();
+    return key;
+  }
+
+  /** The tokens of a parked snapshot, or `undefined` when there is none by that key. */
+  parkedTokens(key: string): readonly Token[] | undefined {
+    return this.parked.get(key)?.tokens;
+  }
+
+  /**
+   * Loads a snapshot (of the LRU or parked) into `sequence`, replacing what it held, and marks an
+   * LRU one recently used.
    * @returns the tokens the sequence now holds, or `undefined` when the snapshot is gone.
+   * @throws what reading the file throws
    */
   async load(sequence: LlamaContextSequence, key: string): Promise<readonly Token[] | undefined> {
-    const snapshot = this.entries.get(key);
+    const snapshot = this.parked.get(key) ?? this.entries.get(key);
     if (!snapshot) return undefined;
     await sequence.loadStateFromFile(snapshot.path, { acceptRisk: true });
     this.stats.loaded++;
     return snapshot.tokens;
   }
 
-  /** Drops one snapshot. */
+  /** Drops one snapshot, parked or not. */
   delete(key: string): void {
-    this.entries.delete(key);
+    const parked = this.parked.get(key);
+    if (!parked) {
+      this.entries.delete(key);
+      return;
+    }
+    this.parked.delete(key);
+    this.parkedBytes -= parked.bytes;
+    this.stats.dropped++;
+    void unlink(parked.path).catch(() => undefined);
+  }
+
+  /** Writes the snapshot file of `tokens`; a file left part-written by a failure is removed. */
+  private async write(sequence: LlamaContextSequence, tokens: Token[]): Promise<Snapshot> {
+    const path = join(this.directory, `${++this.counter}.kv`);
+    try {
+      const { fileSize } = await sequence.saveStateToFile(path);
+      this.stats.saved++;
+      this.bytesPerToken = fileSize / tokens.length;
+      return { tokens, path, bytes: fileSize };
+    } catch (error) {
+      await unlink(path).catch(() => undefined);
+      throw error;
+    }
+  }
+
+  /** Evicts the LRU's least recently used snapshots until they fit beside the parked ones. */
+  private fitBudget(): void {
+    while (this.entries.size > 0 && this.bytes > this.maxBytes) this.entries.pop();
   }
 
   /** Drops every snapshot and removes the folder. */
   close(): void {
     this.entries.clear();
+    for (const key of [...this.parked.keys()]) this.delete(key);
     process.off("exit", this.removeOnExit);
     this.removeOnExit();
   }

@@ -55,6 +55,12 @@ export class PrefixSequence {
   private mapLength: number | undefined = 0;
 
   /**
+   * Whether the sequence holds what {@link park} parked from {@link evaluate} and nothing else:
+   * it is not written to the cache a second time.
+   */
+  private holdsParkedPart = false;
+
+  /**
    * @param sequence - the KV-cache sequence prefixes are evaluated into
    * @param batchSize - most tokens one decode call takes
    * @param cache - snapshots of earlier prefixes; `undefined` when turned off
@@ -67,28 +73,34 @@ export class PrefixSequence {
 
   /**
    * Puts the best available start of `prefix` into the sequence: what it already shares with it,
-   * or a snapshot from the prefix cache sharing more. Before the sequence drops tokens it holds,
-   * they are saved to the cache.
-   * @returns what the sequence now holds of `prefix`, as `planDecode` takes it
+   * the part of it the request parked in an earlier turn, or a snapshot from the prefix cache
+   * sharing more. Before the sequence drops tokens it holds, they are saved to the cache.
+   * @param parked - the key of the part of `prefix` this request parked ({@link evaluate}), if any
+   * @returns what the sequence now holds of `prefix`, as `planDecode` takes it; never throws for
+   *   the cache (a snapshot that cannot be written or read back is done without)
    */
-  async restore(prefix: readonly Token[]): Promise<HeldPrefix> {
+  async restore(prefix: readonly Token[], parked?: string): Promise<HeldPrefix> {
     const sequence = this.sequence;
     const shared = commonPrefixLength(sequence.contextTokens, prefix);
     const held = (count: number): HeldPrefix => ({ shared: count, length: this.mapLength });
     const cache = this.cache;
     if (!cache) return held(shared);
-    if (shared < sequence.contextTokens.length && this.isWhole()) await cache.save(sequence);
-    const match = cache.find(prefix, shared + MIN_SNAPSHOT_GAIN);
-    if (!match) return held(shared);
+    if (shared < sequence.contextTokens.length) await this.saveSnapshot();
+    this.holdsParkedPart = false;
+    const own = parked === undefined ? undefined : cache.parkedTokens(parked);
+    const ownShared = own ? commonPrefixLength(own, prefix) : 0;
+    const found = cache.find(prefix, Math.max(shared, ownShared) + MIN_SNAPSHOT_GAIN);
+    const key = found?.key ?? (ownShared >= shared + MIN_SNAPSHOT_GAIN ? parked : undefined);
+    if (key === undefined) return held(shared);
     try {
       // A snapshot holds a whole prefix evaluated by its own call map.
-      const tokens = await cache.load(sequence, match.key);
+      const tokens = await cache.load(sequence, key);
       if (!tokens) return held(shared);
       this.mapLength = tokens.length;
       return held(commonPrefixLength(tokens, prefix));
     } catch {
       // A snapshot that cannot be read back is dropped; the sequence is evaluated from scratch.
-      cache.delete(match.key);
+      cache.delete(key);
       this.mapLength = undefined;
       return held(0);
     }
@@ -97,9 +109,10 @@ export class PrefixSequence {
   /**
    * Evaluates `prefix` into the sequence from the plan's resume point, one decode call at a time.
    * Between calls, when `giveWay()` says another request waits and the prefix cache is on, it
-   * parks the part evaluated so far there and stops; the request's next turn takes that part over
-   * as it would another request's prefix. Every call of a prefix of at least 64 tokens is tiled
-   * (kernel-split.ts), so the part is the same to the bit as a whole prefix of its length.
+   * parks the part evaluated so far there ({@link park}) and stops; the request's next turn takes
+   * that part over ({@link restore} with its key). Where it cannot park, it goes on to the end.
+   * Every call of a prefix of at least 64 tokens is tiled (kernel-split.ts), so the part is the
+   * same to the bit as a whole prefix of its length.
    * @param contended - whether the request gave the model up before: then the calls take at most
    *   {@link CONTENDED_CALL_TOKENS} tokens
    * @param signal - checked between decode calls; an aborted prefix leaves the calls made so far
@@ -128,9 +141,15 @@ export class PrefixSequence {
               contended ? Math.min(CONTENDED_CALL_TOKENS, this.batchSize) : this.batchSize,
             );
       const tiled = prefixTiledEnd(prefix.length) === prefix.length;
+      // A part that could not be parked (no room) is not written again at every call.
+      let mayPark = tiled;
       for (const [index, size] of calls.entries()) {
-        const parked = index > 0 && tiled && giveWay() ? await this.saveSnapshot() : undefined;
-        if (parked) return { cached, evaluated: at - cached, parked };
+        if (index > 0 && mayPark && giveWay()) {
+          const parked = await this.park();
+          this.holdsParkedPart = parked !== undefined;
+          if (parked) return { cached, evaluated: at - cached, parked };
+          mayPark = false;
+        }
         signal?.throwIfAborted();
         this.mapLength = undefined;
         await this.sequence.evaluateWithoutGeneratingNewTokens(
@@ -151,7 +170,7 @@ export class PrefixSequence {
    * @returns the snapshot's key, `undefined` when none was kept (no cache, or one over its budget)
    */
   async saveSnapshot(): Promise<string | undefined> {
-    if (!this.cache || !this.isWhole()) return undefined;
+    if (!this.cache || !this.isWhole() || this.holdsParkedPart) return undefined;
     try {
       return await this.cache.save(this.sequence);
     } catch {
@@ -161,26 +180,32 @@ export class PrefixSequence {
   }
 
   /**
-   * Parks what the sequence holds now, a prefix and the lead of its branches on top, as a private
-   * snapshot ({@link PrefixSnapshotCache.save}): the lead went
-   * through its own call map, so no other prefix may take it over.
-   * @returns its key, `undefined` when it was not kept; never throws
+   * Parks what the sequence holds now in the prefix cache, pinned for this request
+   * ({@link PrefixSnapshotCache.park}): the part of a prefix evaluated so far, or a prefix and the
+   * lead of its branches on top (the lead went through its own call map, so no other prefix may
+   * take it over).
+   * @returns its key, `undefined` when it was not kept (no cache, no room beside the other parked
+   *   snapshots, a failed write): then the request goes on; never throws
    */
-  async parkWithLead(): Promise<string | undefined> {
+  async park(): Promise<string | undefined> {
+    if (!this.cache || this.mapLength === undefined) return undefined;
     try {
-      return await this.cache?.save(this.sequence, { private: true });
+      return await this.cache.park(this.sequence);
     } catch {
       return undefined;
     }
   }
 
   /**
-   * Loads what {@link parkWithLead} parked: a prefix of `prefixLength` tokens and a lead on top.
+   * Loads what {@link park} parked between two branches: a prefix of `prefixLength` tokens and a
+   * lead on top. What the sequence held is saved to the cache first, as {@link restore} does.
    * @returns whether the sequence holds them now; never throws (a snapshot that cannot be read
    *   back leaves the sequence to be evaluated from scratch)
    */
   async takeBackWithLead(key: string, prefixLength: number): Promise<boolean> {
     if (!this.cache) return false;
+    await this.saveSnapshot();
+    this.holdsParkedPart = false;
     try {
       if (!(await this.cache.load(this.sequence, key))) return false;
       this.mapLength = prefixLength;

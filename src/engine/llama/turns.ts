@@ -27,6 +27,8 @@ export interface Progress {
   parkedWithLead?: boolean;
   /** Scores of the branches earlier turns ran, by index; absent before the branches start. */
   scores?: (BranchScore | undefined)[];
+  /** What {@link workLeft} said when the last turn gave the model up: the next turn's rank. */
+  workLeft?: number;
 }
 
 /** What a turn returns when it gave the model up before the request was done. */
@@ -48,6 +50,75 @@ export function restOfRun(
   return rest.map((branch, k) =>
     k === 0 ? branchAfterLead(request, branch.index, plan.lead.length, batchSize) : branch,
   );
+}
+
+/**
+ * Tokens a request has left to evaluate, which rank its later turns (shortest first, TurnQueue):
+ * the rest of its prefix and every branch not scored yet, whole.
+ * @param prefixDone - prefix tokens evaluated or taken over so far
+ * @param scores - by branch index, `undefined` where not scored yet; absent: none scored
+ */
+export function workLeft(
+  request: ScoreRequest,
+  prefixDone: number,
+  scores?: readonly (BranchScore | undefined)[],
+): number {
+  let left = request.prefix.length - prefixDone;
+  request.branches.forEach((branch, i) => {
+    if (scores?.[i] === undefined) left += branch.tokens.length;
+  });
+  return left;
+}
+
+/** How {@link runBranchTurn} runs branches and parks what sequence 0 holds. */
+export interface BranchTurnOptions {
+  /**
+   * Runs `lanes` (lanes.ts `runLanes`), a lane stopping between two branches when `giveWay` says
+   * so; sequence 0 then holds the prefix and the lead.
+   * @returns scores by branch index, `undefined` for those not run
+   */
+  readonly run: (
+    lanes: readonly (readonly PlannedBranch[])[],
+    giveWay: (() => boolean) | undefined,
+  ) => Promise<readonly (BranchScore | undefined)[]>;
+  /** Parks what sequence 0 holds; its key, or `undefined` when it could not be kept. */
+  readonly park: () => Promise<string | undefined>;
+  /** Whether a request waits for the model; `undefined`: the turn never gives way. */
+  readonly giveWay: (() => boolean) | undefined;
+  readonly batchSize: number;
+}
+
+/**
+ * A turn's branches: those the request has left (all of the plan's lanes in its first turn that
+ * comes to them, else the rest of lane 0's run), until every one is scored or the turn gives the
+ * model up between two of them. It gives way only when it can park the prefix and the lead; where
+ * it cannot (no room), it goes on to the end.
+ * @param progress - updated: `scores`, and on giving way `parked`, `parkedWithLead`, `workLeft`
+ * @returns every branch's score by index, or {@link YIELDED}
+ */
+export async function runBranchTurn(
+  request: ScoreRequest,
+  plan: DecodePlan,
+  progress: Progress,
+  options: BranchTurnOptions,
+): Promise<BranchScore[] | typeof YIELDED> {
+  const scores = progress.scores ?? new Array<BranchScore | undefined>(request.branches.length);
+  const rest = () => [restOfRun(request, plan, scores, options.batchSize)];
+  let lanes = progress.scores ? rest() : plan.lanes;
+  let giveWay = options.giveWay;
+  for (;;) {
+    const ran = await options.run(lanes, giveWay);
+    for (let i = 0; i < scores.length; i++) scores[i] ??= ran[i];
+    if (!scores.includes(undefined)) return scores as BranchScore[];
+    progress.scores = scores;
+    progress.parked = await options.park();
+    if (progress.parked !== undefined) {
+      progress.parkedWithLead = true;
+      progress.workLeft = workLeft(request, request.prefix.length, scores);
+      return YIELDED;
+    }
+    [lanes, giveWay] = [rest(), undefined];
+  }
 }
 
 /** Forgets what the request's last turn parked, deleting its snapshot from `cache`. */

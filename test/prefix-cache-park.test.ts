@@ -1,0 +1,118 @@
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { LlamaContextSequence } from "node-llama-cpp";
+import { afterEach, describe, expect, it } from "vitest";
+import { PrefixSnapshotCache } from "../src/engine/llama/prefix-cache.js";
+
+/**
+ * What a request parks to give the model up (docs/decisions/103) is pinned in the prefix cache
+ * until that request takes it back or fails: no other snapshot evicts it, so a long request is
+ * never sent back to the start of its prefix by the requests it gave way to.
+ */
+
+const BYTES_PER_TOKEN = 100;
+
+/** The part of a KV-cache sequence the cache uses: its tokens, written as 100 bytes a token. */
+class FakeSequence {
+  contextTokens: number[] = [];
+  failWrites = false;
+  async saveStateToFile(path: string): Promise<{ fileSize: number }> {
+    writeFileSync(path, JSON.stringify(this.contextTokens).padEnd(this.bytes(), " "));
+    if (this.failWrites) throw new Error("ENOSPC: no space left on device");
+    return { fileSize: this.bytes() };
+  }
+  async loadStateFromFile(path: string): Promise<void> {
+    this.contextTokens = JSON.parse(readFileSync(path, "utf8")) as number[];
+  }
+  holding(from: number, count: number): LlamaContextSequence {
+    this.contextTokens = tokens(from, count);
+    return this as unknown as LlamaContextSequence;
+  }
+  private bytes(): number {
+    return this.contextTokens.length * BYTES_PER_TOKEN;
+  }
+}
+
+/** `count` tokens from `from` on. */
+function tokens(from: number, count: number): number[] {
+  return Array.from({ length: count }, (_, i) => from + i);
+}
+
+const folders: string[] = [];
+afterEach(() => {
+  for (const folder of folders.splice(0)) rmSync(folder, { recursive: true, force: true });
+});
+
+/** A cache of `tokens` tokens' worth of bytes, in a folder of its own. */
+function cacheOf(tokens: number): PrefixSnapshotCache {
+  const parentDirectory = mkdtempSync(join(tmpdir(), "park-test-"));
+  folders.push(parentDirectory);
+  return new PrefixSnapshotCache({ maxBytes: tokens * BYTES_PER_TOKEN, parentDirectory });
+}
+
+describe("parked snapshots", () => {
+  it("are not evicted by later snapshots, which evict each other instead", async () => {
+    const cache = cacheOf(1_000);
+    const sequence = new FakeSequence();
+    const parked = await cache.park(sequence.holding(0, 600));
+    expect(parked).toBeDefined();
+    // Three prefixes of 300 tokens: one fits beside the parked part at a time.
+    for (const from of [10_000, 20_000, 30_000]) await cache.save(sequence.holding(from, 300));
+    expect(cache.bytes).toBe(900 * BYTES_PER_TOKEN);
+    expect(cache.find(tokens(30_000, 300))?.shared).toBe(300);
+    expect(cache.find(tokens(10_000, 300))).toBeUndefined();
+    expect(await cache.load(sequence, parked!)).toHaveLength(600);
+    expect(sequence.contextTokens[599]).toBe(599);
+    cache.close();
+  });
+
+  it("are loaded only by their key, never found for another prefix", async () => {
+    const cache = cacheOf(1_000);
+    const sequence = new FakeSequence();
+    const parked = await cache.park(sequence.holding(0, 200));
+    expect(cache.find(tokens(0, 500))).toBeUndefined();
+    expect(cache.parkedTokens(parked!)).toHaveLength(200);
+    // The same tokens parked by two requests are two snapshots: neither drops the other's.
+    const again = await cache.park(sequence.holding(0, 200));
+    expect(again).not.toBe(parked);
+    cache.delete(parked!);
+    expect(cache.parkedTokens(again!)).toHaveLength(200);
+    expect(cache.parkedTokens(parked!)).toBeUndefined();
+    cache.close();
+  });
+
+  it("are refused when they do not fit beside the others, and then not written again", async () => {
+    const cache = cacheOf(1_000);
+    const sequence = new FakeSequence();
+    expect(await cache.park(sequence.holding(0, 700))).toBeDefined();
+    expect(await cache.park(sequence.holding(5_000, 400))).toBeUndefined();
+    const written = cache.stats.saved;
+    // Bytes per token are known now: a part that cannot fit is not written at all.
+    expect(await cache.park(sequence.holding(9_000, 400))).toBeUndefined();
+    expect(await cache.save(sequence.holding(9_000, 1_200))).toBeUndefined();
+    expect(cache.stats.saved).toBe(written);
+    expect(readdirSync(cache.directory)).toHaveLength(1);
+    expect(cache.bytes).toBe(700 * BYTES_PER_TOKEN);
+    cache.close();
+  });
+
+  it("leave no file behind when a write fails, or when they are deleted or closed", async () => {
+    const cache = cacheOf(1_000);
+    const sequence = new FakeSequence();
+    sequence.failWrites = true;
+    await expect(cache.park(sequence.holding(0, 100))).rejects.toThrow("ENOSPC");
+    await expect(cache.save(sequence.holding(0, 100))).rejects.toThrow("ENOSPC");
+    expect(readdirSync(cache.directory)).toEqual([]);
+    sequence.failWrites = false;
+    const parked = await cache.park(sequence.holding(0, 100));
+    await cache.save(sequence.holding(0, 100));
+    expect(cache.size).toBe(2);
+    cache.delete(parked!);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(readdirSync(cache.directory)).toHaveLength(1);
+    await cache.park(sequence.holding(0, 300));
+    cache.close();
+    expect(existsSync(cache.directory)).toBe(false);
+  });
+});
