@@ -134,7 +134,7 @@ describe("a long prefix gives the model up between its decode calls", () => {
         () => settled.push("second"),
         (error: Error) => settled.push(`second: ${error.message}`),
       );
-      // Both long requests gave way to it; the first, with less work left, goes on first.
+      // The first gives way to the short one; the second, with more work, waits for both.
       expect(longer.prefix.length).toBeGreaterThan(long.prefix.length + 512);
       await engine.score(short);
       controller.abort(new Error("client gone"));
@@ -155,9 +155,14 @@ describe("a request of many questions gives the model up between its branches", 
       `team_${i + 1}`,
       `Tickets about product area number ${i + 1}, its invoices, outages and upgrades`,
     ]);
+    // Questions long enough that the two left after the first are more work than the short
+    // request: a turn gives the model up only to a request with less work left.
+    const ask = (what: string) =>
+      `Reading the ticket above and the product areas listed, which team ${what}, given who ` +
+      `wrote it, what broke, since when, and what the customer asks for in the end?`;
     const wide: DecisionRequest = {
       state: SHORT.state,
-      questions: ["Which team owns this?", "Which team should answer?", "Who fixes it?"].map(
+      questions: [ask("owns this"), ask("should answer"), ask("fixes it")].map(
         (instructions, i) => [`q${i}`, { type: "choice", instructions, options }],
       ),
     };
@@ -187,28 +192,27 @@ describe("a request of many questions gives the model up between its branches", 
   });
 });
 
-describe("a request that gave the model up goes on by the work it has left", () => {
-  it("answers a short request of several questions before an earlier long one", async () => {
-    const several: DecisionRequest = {
-      state: SHORT.state,
-      questions: ["Is it about sports?", "Is it about money?", "Is it news?"].map(
-        (instructions, i) => [`q${i}`, { type: "noul", instructions }],
-      ),
-    };
+describe("the request with the least work left goes first", () => {
+  it("does not give the model up to a longer request that comes while it runs", async () => {
     const requests: ScoreRequest[] = [];
     const alone: ScoreResult[] = [];
+    const longer = {
+      ...LONG,
+      state: "The chip maker's shares fell after its quarterly results. ".repeat(200),
+    };
     await withEngine(async (cold) => {
       const decider = new Decider(cold, { contentFree: false });
-      for (const request of [LONG, several, { ...SHORT, state: "A third one." }]) {
+      for (const request of [LONG, SHORT, longer]) {
         requests.push(scoreRequestOf(await decider.plan(request)));
         alone.push(await cold.score(requests.at(-1)!));
       }
     }, 0);
+    expect(requests[2]!.prefix.length).toBeGreaterThan(requests[0]!.prefix.length);
     await withEngine(async (engine) => {
-      // The long one gives way to both; the second gives way to the third between two branches,
-      // and then goes on before the long one, which has more left.
+      // The first long request gives way to the short one, which then runs to its end although
+      // a longer request waits; the first goes on before the longer one, having less left.
       const { order, results } = await answeredOrder(engine, requests);
-      expect(order).toEqual([2, 1, 0]);
+      expect(order).toEqual([1, 0, 2]);
       results.forEach((result, i) => expect(result.branches).toEqual(alone[i]!.branches));
     });
   });

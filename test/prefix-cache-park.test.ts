@@ -62,7 +62,7 @@ describe("parked snapshots", () => {
     expect(cache.bytes).toBe(900 * BYTES_PER_TOKEN);
     expect(cache.find(tokens(30_000, 300))?.shared).toBe(300);
     expect(cache.find(tokens(10_000, 300))).toBeUndefined();
-    expect(await cache.load(sequence, parked!)).toHaveLength(600);
+    expect(await cache.load(sequence.holding(0, 0), parked!)).toHaveLength(600);
     expect(sequence.contextTokens[599]).toBe(599);
     cache.close();
   });
@@ -94,6 +94,18 @@ describe("parked snapshots", () => {
     expect(cache.stats.saved).toBe(written);
     expect(readdirSync(cache.directory)).toHaveLength(1);
     expect(cache.bytes).toBe(700 * BYTES_PER_TOKEN);
+    cache.close();
+  });
+
+  it("keep a snapshot that cannot fit beside them from evicting the others", async () => {
+    const cache = cacheOf(1_000);
+    const sequence = new FakeSequence();
+    await cache.park(sequence.holding(0, 500));
+    await cache.save(sequence.holding(10_000, 300));
+    // 600 tokens never fit beside the 500 parked: refused, and the 300 stay.
+    expect(await cache.save(sequence.holding(20_000, 600))).toBeUndefined();
+    expect(cache.find(tokens(10_000, 300))?.shared).toBe(300);
+    expect(cache.bytes).toBe(800 * BYTES_PER_TOKEN);
     cache.close();
   });
 

@@ -19,33 +19,50 @@ function gate(log: string[], name: string) {
 const flush = () => new Promise((resolve) => setImmediate(resolve));
 
 describe("TurnQueue", () => {
-  it("runs one task at a time, first turns in arrival order ahead of later ones", async () => {
+  it("runs one task at a time, the least work left first, then by arrival", async () => {
     const log: string[] = [];
     const queue = new TurnQueue();
     const running = gate(log, "running");
     const results = [
-      queue.run(running.task),
-      queue.run(async () => (log.push("long, again"), "long"), "later"),
-      queue.run(async () => (log.push("short a"), "a")),
-      queue.run(async () => (log.push("short b"), "b")),
+      queue.run(running.task, { rank: 5_000 }),
+      queue.run(async () => (log.push("long, again"), "long"), { rank: 3_000 }),
+      queue.run(async () => (log.push("short a"), "a"), { rank: 60 }),
+      queue.run(async () => (log.push("short b"), "b"), { rank: 60 }),
     ];
     await flush();
     expect(log).toEqual(["running"]);
+    expect(queue.hasShorterThan(5_000)).toBe(true);
+    expect(queue.hasShorterThan(60)).toBe(false);
     running.release();
     expect(await Promise.all(results)).toEqual(["running", "long", "a", "b"]);
     expect(log).toEqual(["running", "short a", "short b", "long, again"]);
   });
 
-  it("runs later turns by rank, the work their request has left, then by arrival", async () => {
+  it("lets bookkeeping that does not interrupt wait without asking a running task to stop", async () => {
+    const log: string[] = [];
+    const queue = new TurnQueue();
+    const running = gate(log, "running");
+    const all = [
+      queue.run(running.task, { rank: 5_000 }),
+      queue.run(async () => log.push("write-behind"), { interrupts: false }),
+    ];
+    await flush();
+    expect(queue.hasShorterThan(5_000)).toBe(false);
+    running.release();
+    await Promise.all(all);
+    expect(log).toEqual(["running", "write-behind"]);
+  });
+
+  it("runs tasks by rank, the work their request has left, then by arrival", async () => {
     const log: string[] = [];
     const queue = new TurnQueue();
     const running = gate(log, "running");
     const all = [
       queue.run(running.task),
-      queue.run(async () => log.push("4,000 tokens left"), "later", 4_000),
-      queue.run(async () => log.push("40 tokens left"), "later", 40),
-      queue.run(async () => log.push("6,000 tokens left"), "later", 6_000),
-      queue.run(async () => log.push("4,000 tokens left, came later"), "later", 4_000),
+      queue.run(async () => log.push("4,000 tokens left"), { rank: 4_000 }),
+      queue.run(async () => log.push("40 tokens left"), { rank: 40 }),
+      queue.run(async () => log.push("6,000 tokens left"), { rank: 6_000 }),
+      queue.run(async () => log.push("4,000 tokens left, came later"), { rank: 4_000 }),
     ];
     running.release();
     await Promise.all(all);
@@ -58,13 +75,13 @@ describe("TurnQueue", () => {
     ]);
   });
 
-  it("lets a later turn of much work left go after MAX_PASSED others started", async () => {
+  it("lets a task of much work left go after MAX_PASSED others started", async () => {
     const log: string[] = [];
     const queue = new TurnQueue();
     const running = gate(log, "running");
     const all: Promise<unknown>[] = [
       queue.run(running.task),
-      queue.run(async () => log.push("long"), "later", 10_000),
+      queue.run(async () => log.push("long"), { rank: 10_000 }),
     ];
     // Shorter turns keep coming while it waits, each queued as the one before it runs.
     const shorter = (i: number): Promise<unknown> =>
@@ -73,8 +90,7 @@ describe("TurnQueue", () => {
           log.push(`short ${i}`);
           if (i < 2 * TurnQueue.MAX_PASSED) all.push(shorter(i + 1));
         },
-        "later",
-        10,
+        { rank: 10 },
       );
     all.push(shorter(0));
     running.release();
@@ -89,13 +105,16 @@ describe("TurnQueue", () => {
     const running = gate(log, "running");
     const controller = new AbortController();
     const first = queue.run(running.task);
-    const cancelled = queue.run(async () => log.push("cancelled"), "later", 5, controller.signal);
+    const cancelled = queue.run(async () => log.push("cancelled"), {
+      rank: 5,
+      signal: controller.signal,
+    });
     const next = queue.run(async () => log.push("next"));
     controller.abort(new Error("client gone"));
     await expect(cancelled).rejects.toThrow("client gone");
     expect(log).toEqual(["running"]);
     await expect(
-      queue.run(async () => "never", "first", 0, AbortSignal.abort(new Error("gone before"))),
+      queue.run(async () => "never", { signal: AbortSignal.abort(new Error("gone before")) }),
     ).rejects.toThrow("gone before");
     running.release();
     await Promise.all([first, next]);
@@ -103,13 +122,16 @@ describe("TurnQueue", () => {
     await queue.idle();
   });
 
-  it("lets a later turn run after at most MAX_PASSED first ones went ahead of it", async () => {
+  it("lets a task run after at most MAX_PASSED shorter ones queued with it went ahead", async () => {
     const log: string[] = [];
     const queue = new TurnQueue();
     const running = gate(log, "running");
-    const all = [queue.run(running.task), queue.run(async () => log.push("later"), "later")];
+    const all = [
+      queue.run(running.task),
+      queue.run(async () => log.push("later"), { rank: 10_000 }),
+    ];
     for (let i = 0; i < TurnQueue.MAX_PASSED + 3; i++)
-      all.push(queue.run(async () => log.push(`first ${i}`)));
+      all.push(queue.run(async () => log.push(`first ${i}`), { rank: 1 }));
     running.release();
     await Promise.all(all);
     expect(log.indexOf("later")).toBe(1 + TurnQueue.MAX_PASSED);
@@ -127,7 +149,7 @@ describe("TurnQueue", () => {
     const thrown = queue.run((): Promise<string> => {
       throw new Error("before any await");
     });
-    const after = queue.run(running.task, "later");
+    const after = queue.run(running.task, { rank: 100 });
     let idle = false;
     const whenIdle = queue.idle().then(() => (idle = true));
     await expect(failed).rejects.toThrow("no logits");

@@ -1,61 +1,70 @@
 /** A task waiting in a {@link TurnQueue}. */
 interface Waiting {
   readonly start: () => void;
-  readonly rank: number;
+  readonly rank: number | (() => number);
+  /** Whether a running task with more work left is to give the model up to it. */
+  readonly interrupts: boolean;
   /** Tasks started before this one was queued: how long it has waited, counted in tasks. */
   readonly queuedAt: number;
 }
 
+/** Options of {@link TurnQueue.run}. */
+export interface TurnOptions {
+  /**
+   * The work the task's request has left (tokens to evaluate), or a function that says it when
+   * asked (for work that depends on what the model holds by then); default 0.
+   */
+  readonly rank?: number | (() => number);
+  /** Aborting it takes a task that has not started out of the queue. */
+  readonly signal?: AbortSignal | undefined;
+  /**
+   * Whether {@link TurnQueue.hasShorterThan} counts it: default `true`; `false` for bookkeeping
+   * not worth a running request's giving the model up.
+   */
+  readonly interrupts?: boolean;
+}
+
 /**
- * The order in which requests get an engine's model, one task at a time: requests that have not
- * had it yet before those that gave it up part way and wait to go on (a multi-level feedback
- * queue of two levels, as operating systems schedule short jobs ahead of long ones), the latter
- * by the work they have left (shortest remaining first), with aging, so that a long request still
- * goes on while others keep coming. Why: docs/decisions/103.
+ * The order in which requests get an engine's model, one task at a time: the request with the
+ * least work left first (shortest remaining processing time, which gives the least mean time of
+ * all orders), with aging, so that a long request still goes on while shorter ones keep coming.
+ * A running request asks {@link hasShorterThan} between two steps and, if so, gives the model up
+ * and queues again with what it has left. Why: docs/decisions/103.
  * @example
  * ```ts
  * const queue = new TurnQueue();
- * queue.run(longTurn, "later", 4_000); // gave the model up once, 4,000 tokens left
- * queue.run(shortRequest); // runs before it
+ * queue.run(longTurn, { rank: 4_000 }); // 4,000 tokens left
+ * queue.run(shortRequest, { rank: 60 }); // runs before it
  * ```
  */
 export class TurnQueue {
   /**
-   * Tasks that may start while a `"later"` task waits before it goes next whatever else waits:
-   * the aging bound.
+   * Tasks that may start while a task waits before it goes next whatever else waits: the aging
+   * bound.
    */
   static readonly MAX_PASSED = 8;
-  private readonly first: Waiting[] = [];
-  private readonly later: Waiting[] = [];
+  private readonly waiting: Waiting[] = [];
   private running = false;
   /** Tasks started so far. */
   private started = 0;
   private readonly idleWaiters: (() => void)[] = [];
 
   /**
-   * Runs `task` once the model is free and its turn comes: `"first"` tasks (a request's first
-   * turn, and any other task) in arrival order, ahead of `"later"` tasks (turns of requests that
-   * gave the model up); those go by `rank` (the work the request has left), the lowest first, then
-   * by arrival. A later task that has waited while {@link MAX_PASSED} tasks started goes next (the
-   * one that has waited longest first). A task that fails does not stop the others.
-   * @param rank - for a `"later"` task, the work its request has left (tokens to evaluate)
-   * @param signal - aborting it takes a task that has not started out of the queue
+   * Runs `task` once the model is free and its turn comes: the waiting task of the lowest `rank`
+   * first, then by arrival, except that a task that has waited while {@link MAX_PASSED} others
+   * started goes next (the one that has waited longest first). A task that fails does not stop
+   * the others.
    * @returns what `task` resolves to
    * @throws what `task` throws; the signal's reason when aborted before `task` started
    */
-  run<T>(
-    task: () => Promise<T>,
-    level: "first" | "later" = "first",
-    rank = 0,
-    signal?: AbortSignal,
-  ): Promise<T> {
+  run<T>(task: () => Promise<T>, options: TurnOptions = {}): Promise<T> {
+    const { rank = 0, signal, interrupts = true } = options;
     return new Promise<T>((resolve, reject) => {
       if (signal?.aborted) return reject(signal.reason);
-      const list = level === "first" ? this.first : this.later;
       const abandon = () => {
-        const at = list.indexOf(waiting);
+        const at = this.waiting.indexOf(waiting);
         if (at < 0) return;
-        list.splice(at, 1);
+        this.waiting.splice(at, 1);
         reject(signal!.reason);
         this.next();
       };
@@ -71,18 +80,23 @@ export class TurnQueue {
       const waiting: Waiting = {
         start: () => void start().finally(() => this.done()),
         rank,
+        interrupts,
         queuedAt: this.started,
       };
       signal?.addEventListener("abort", abandon, { once: true });
-      list.push(waiting);
+      this.waiting.push(waiting);
       this.next();
     });
   }
 
+  /** Whether a task waits (one that interrupts) whose request has less work left than `work`. */
+  hasShorterThan(work: number): boolean {
+    return this.waiting.some((waiting) => waiting.interrupts && rankOf(waiting) < work);
+  }
+
   /** Resolves once no task runs and none waits. */
   idle(): Promise<void> {
-    if (!this.running && this.first.length === 0 && this.later.length === 0)
-      return Promise.resolve();
+    if (!this.running && this.waiting.length === 0) return Promise.resolve();
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
@@ -105,17 +119,18 @@ export class TurnQueue {
 
   /** Removes and returns the task to start next, if any. */
   private take(): Waiting | undefined {
-    const later = this.later;
-    if (later.length === 0) return this.first.shift();
-    const oldest = later.reduce((a, b) => (b.queuedAt < a.queuedAt ? b : a));
-    const aged = this.started - oldest.queuedAt >= TurnQueue.MAX_PASSED;
-    if (!aged && this.first.length > 0) return this.first.shift();
-    const chosen = aged
-      ? oldest
-      : later.reduce((a, b) =>
-          b.rank < a.rank || (b.rank === a.rank && b.queuedAt < a.queuedAt) ? b : a,
-        );
-    later.splice(later.indexOf(chosen), 1);
+    if (this.waiting.length === 0) return undefined;
+    // Waiting tasks are in arrival order: the first is the oldest.
+    const oldest = this.waiting[0]!;
+    const chosen =
+      this.started - oldest.queuedAt >= TurnQueue.MAX_PASSED
+        ? oldest
+        : this.waiting.reduce((a, b) => (rankOf(b) < rankOf(a) ? b : a));
+    this.waiting.splice(this.waiting.indexOf(chosen), 1);
     return chosen;
   }
+}
+
+function rankOf(waiting: Waiting): number {
+  return typeof waiting.rank === "number" ? waiting.rank : waiting.rank();
 }

@@ -16,6 +16,7 @@ import {
   countPrefixTurn,
   dropParked,
   runBranchTurn,
+  sizeOf,
   workLeft,
   YIELDED,
   type Progress,
@@ -70,10 +71,10 @@ type CopyableSequence = LlamaContextSequence & {
  * Sequence 0 keeps the last prefix, so a request whose prefix starts like the previous one only
  * evaluates the tokens that differ; older prefixes come back from the {@link PrefixSnapshotCache}.
  *
- * One request runs at a time, but a long one does not hold the model for those behind it: between
- * the decode calls of its prefix, and between its branches on one lane, when a new request waits,
- * it parks the part evaluated (or the prefix and the lead) in the prefix cache, queues again
- * behind the new ones ({@link TurnQueue}) and resumes from there, with the same logits
+ * One request runs at a time, the one with the least work left first, and a long one does not
+ * hold the model: between the decode calls of its prefix, and between its branches on one lane,
+ * when a request with less work waits, it parks the part evaluated (or the prefix and the lead) in
+ * the prefix cache, queues again ({@link TurnQueue}) and resumes from there, with the same logits
  * (docs/decisions/103). Without a prefix cache, or room in it, it runs to its end.
  *
  * Every prefix, lead and branch is cut into decode calls by its own length (kernel-split.ts), and
@@ -83,10 +84,8 @@ type CopyableSequence = LlamaContextSequence & {
  */
 export class LlamaEngine implements Engine {
   private readonly queue = new TurnQueue();
-  /** Requests waiting for their first turn: a running turn gives way to them. */
-  private newRequestsWaiting = 0;
-  /** Whether a running turn is to give the model up: a new request waits for its first turn. */
-  private readonly giveWay = (): boolean => this.newRequestsWaiting > 0;
+  /** Whether a running turn with `work` tokens left is to give the model up to one waiting. */
+  private readonly giveWay = (work: number): boolean => this.queue.hasShorterThan(work);
   /** Sequence 0 and the prefix it holds. */
   private readonly prefix: PrefixSequence;
   private closed = false;
@@ -181,39 +180,32 @@ export class LlamaEngine implements Engine {
       return Promise.reject(new Error(`model ${this.model.id} does not accept images`));
     const overflow = contextOverflowOf(request, this.model.contextSize);
     if (overflow) return Promise.reject(overflow);
-    // A request that comes before the write-behind takes its place: its prefix.restore writes
-    // the snapshot only if it drops the prefix.
+    // A request before the write-behind takes its place (its restore saves a prefix it drops).
     this.cancelSnapshotWrite();
     return this.takeTurns(request, signal);
   }
 
   /**
-   * Queues `request` for the model until a turn finishes it. A turn gives the model up to new
-   * requests waiting, and the next one waits behind them, ranked by its work left ({@link TurnQueue}).
+   * Queues `request` for the model until a turn finishes it, ranked by its work left
+   * ({@link TurnQueue}): a running turn gives the model up to a request with less.
    */
   private async takeTurns(request: ScoreRequest, signal?: AbortSignal): Promise<ScoreResult> {
     const progress: Progress = { cachedPrefixTokens: undefined, evaluatedTokens: 0 };
-    // Counted among the new requests waiting until its first turn starts or it leaves the queue.
-    let waiting = true;
-    this.newRequestsWaiting++;
+    let rank: number | (() => number) = sizeOf(request, this.prefix);
     try {
-      for (let turns = 0; ; turns++) {
+      for (;;) {
         const turn = await this.queue.run(
           async () => {
-            if (waiting) this.newRequestsWaiting--;
-            waiting = false;
             const result = await this.scoreNow(request, progress, signal);
             if (result !== YIELDED) this.scheduleSnapshotWrite();
             return result;
           },
-          turns === 0 ? "first" : "later",
-          progress.workLeft,
-          signal,
+          { rank, signal },
         );
         if (turn !== YIELDED) return turn;
+        rank = progress.workLeft!;
       }
     } finally {
-      if (waiting) this.newRequestsWaiting--;
       // A request that failed (cancelled, past its deadline) leaves nothing parked.
       dropParked(progress, this.prefixCache);
     }
@@ -245,9 +237,12 @@ export class LlamaEngine implements Engine {
   /** Drops the waiting timer and queues the write-behind now. */
   private startSnapshotWrite(): void {
     this.cancelSnapshotWrite();
-    void this.queue.run(async () => {
-      if (!this.closed) await this.prefix.saveSnapshot();
-    });
+    void this.queue.run(
+      async () => {
+        if (!this.closed) await this.prefix.saveSnapshot();
+      },
+      { interrupts: false },
+    );
   }
 
   private cancelSnapshotWrite(): void {
@@ -275,9 +270,9 @@ export class LlamaEngine implements Engine {
     const prefix = request.prefix as LlamaToken[];
     const limits = { lanes: this.parallelBranches, batchSize: this.batchSize };
     const tally: DecodeTally = { evaluatedTokens: 0, counters: this.counters };
-    const withLead = progress.parkedWithLead ? progress.parked : undefined;
     const tookBack =
-      withLead !== undefined && (await this.prefix.takeBackWithLead(withLead, prefix.length));
+      progress.parkedWithLead &&
+      (await this.prefix.takeBackWithLead(progress.parked!, prefix.length));
     const held = tookBack ? undefined : await this.prefix.restore(prefix, progress.parked);
     // What the last turn parked is in sequence 0 now, or of no more use: a later turn parks more,
     // and the write-behind saves the whole prefix.
@@ -290,11 +285,13 @@ export class LlamaEngine implements Engine {
       plan = planDecode(request, held, limits);
       // An earlier turn of this request came to the prefix too, and gave the model up.
       const contended = progress.cachedPrefixTokens !== undefined;
-      const turn = await this.prefix.evaluate(prefix, plan, this.giveWay, contended, signal);
+      const branchWork = workLeft(request, plan.lead.length, prefix.length);
+      const giveWay = (left: number) => this.giveWay(left + branchWork);
+      const turn = await this.prefix.evaluate(prefix, plan, giveWay, contended, signal);
       countPrefixTurn(progress, turn, this.counters);
       if (turn.parked !== undefined) {
         progress.parked = turn.parked;
-        progress.workLeft = workLeft(request, turn.cached + turn.evaluated);
+        progress.workLeft = workLeft(request, plan.lead.length, turn.cached + turn.evaluated);
         return YIELDED;
       }
     }
@@ -377,12 +374,15 @@ export class LlamaEngine implements Engine {
     if (this.closed) return;
     this.closed = true;
     this.cancelSnapshotWrite();
-    await this.queue.run(async () => {
-      this.prefixCache?.close();
-      await this.context.dispose();
-      await this.llamaModel.dispose();
-      await this.llama.dispose();
-    });
+    await this.queue.run(
+      async () => {
+        this.prefixCache?.close();
+        await this.context.dispose();
+        await this.llamaModel.dispose();
+        await this.llama.dispose();
+      },
+      { rank: Infinity, interrupts: false },
+    );
   }
 }
 

@@ -3,7 +3,7 @@ import type {
   LlamaContextSequence,
   Token as LlamaToken,
 } from "node-llama-cpp";
-import type { DecodePlan } from "../decode/index.js";
+import type { DecodePlan, PlannedBranch } from "../decode/index.js";
 import type { BranchScore, EngineCounters, ScoreBranch, Token } from "../types.js";
 
 /**
@@ -237,8 +237,9 @@ async function evaluateBranch(
  * next branch. At the end every sequence holds exactly the prefix again (sequence 0
  * `keepFirst` tokens).
  * @param prefixLength - tokens of the prefix, which every sequence keeps
- * @param giveWay - asked before each branch but a lane's first: `true` stops the lane there (the
- *   engine passes it with one lane, to give the model up to a request waiting)
+ * @param giveWay - asked before each branch but a lane's first, with the lane's branches left:
+ *   `true` stops the lane there (the engine passes it with one lane, to give the model up to a
+ *   request waiting with less work)
  * @param keepFirst - tokens sequence 0 keeps at the end (default the prefix; the prefix and the
  *   lead when the engine may park them)
  * @returns the score of every branch, in request order; a hole for each branch not run
@@ -251,7 +252,7 @@ export async function runLanes(
   prefixLength: number,
   tally: DecodeTally,
   signal?: AbortSignal,
-  giveWay?: () => boolean,
+  giveWay?: (rest: readonly PlannedBranch[]) => boolean,
   keepFirst = prefixLength,
 ): Promise<(BranchScore | undefined)[]> {
   const scores = new Array<BranchScore | undefined>(branches.length);
@@ -261,7 +262,7 @@ export async function runLanes(
       const sequence = sequences[lane]!;
       try {
         for (const [k, { index, shared, calls }] of run.entries()) {
-          if (failed || (k > 0 && giveWay?.())) return;
+          if (failed || (k > 0 && giveWay?.(run.slice(k)))) return;
           // Keep the tokens this branch shares with the lane's previous one, drop the rest.
           if (sequence.nextTokenIndex > prefixLength + shared)
             await sequence.eraseContextTokenRanges([

@@ -114,13 +114,17 @@ export class PrefixSnapshotCache {
     if (tokens.length === 0) return undefined;
     const key = keyOf(tokens);
     if (this.entries.has(key)) return key;
-    if ((this.bytesPerToken ?? 0) * tokens.length > this.maxBytes) return undefined;
+    const room = this.maxBytes - this.parkedBytes;
+    if ((this.bytesPerToken ?? 0) * tokens.length > room) return undefined;
     const snapshot = await this.write(sequence, tokens);
+    // Checked again after the write: parked snapshots may have come meanwhile.
+    if (snapshot.bytes > this.maxBytes - this.parkedBytes) {
+      await unlink(snapshot.path).catch(() => undefined);
+      return undefined;
+    }
     this.entries.set(key, snapshot);
     this.fitBudget();
-    if (this.entries.has(key)) return key;
-    await unlink(snapshot.path).catch(() => undefined);
-    return undefined;
+    return key;
   }
 
   /**

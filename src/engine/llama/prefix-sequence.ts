@@ -55,10 +55,10 @@ export class PrefixSequence {
   private mapLength: number | undefined = 0;
 
   /**
-   * Whether the sequence holds what {@link park} parked from {@link evaluate} and nothing else:
-   * it is not written to the cache a second time.
+   * The key of what {@link park} parked from {@link evaluate} while the sequence holds that and
+   * nothing else: as long as it is parked, it is not written to the cache a second time.
    */
-  private holdsParkedPart = false;
+  private heldPart: string | undefined;
 
   /**
    * @param sequence - the KV-cache sequence prefixes are evaluated into
@@ -86,7 +86,7 @@ export class PrefixSequence {
     const cache = this.cache;
     if (!cache) return held(shared);
     if (shared < sequence.contextTokens.length) await this.saveSnapshot();
-    this.holdsParkedPart = false;
+    this.heldPart = undefined;
     const own = parked === undefined ? undefined : cache.parkedTokens(parked);
     const ownShared = own ? commonPrefixLength(own, prefix) : 0;
     const found = cache.find(prefix, Math.max(shared, ownShared) + MIN_SNAPSHOT_GAIN);
@@ -107,8 +107,18 @@ export class PrefixSequence {
   }
 
   /**
+   * How many tokens of `prefix` a turn would take over now: what the sequence shares with it, or
+   * the best snapshot in the cache. An estimate for ranking (the sequence may change first).
+   */
+  sharedNow(prefix: readonly Token[]): number {
+    const held = commonPrefixLength(this.sequence.contextTokens, prefix);
+    return Math.max(held, this.cache?.find(prefix, held + 1)?.shared ?? 0);
+  }
+
+  /**
    * Evaluates `prefix` into the sequence from the plan's resume point, one decode call at a time.
-   * Between calls, when `giveWay()` says another request waits and the prefix cache is on, it
+   * Between calls, when `giveWay(tokens of the prefix left)` says a request with less work waits,
+   * it
    * parks the part evaluated so far there ({@link park}) and stops; the request's next turn takes
    * that part over ({@link restore} with its key). Where it cannot park, it goes on to the end.
    * Every call of a prefix of at least 64 tokens is tiled (kernel-split.ts), so the part is the
@@ -122,7 +132,7 @@ export class PrefixSequence {
   async evaluate(
     prefix: readonly Token[],
     plan: DecodePlan,
-    giveWay: () => boolean,
+    giveWay: (prefixLeft: number) => boolean,
     contended: boolean,
     signal?: AbortSignal,
   ): Promise<PrefixTurn> {
@@ -144,9 +154,9 @@ export class PrefixSequence {
       // A part that could not be parked (no room) is not written again at every call.
       let mayPark = tiled;
       for (const [index, size] of calls.entries()) {
-        if (index > 0 && mayPark && giveWay()) {
+        if (index > 0 && mayPark && giveWay(prefix.length - at)) {
           const parked = await this.park();
-          this.holdsParkedPart = parked !== undefined;
+          this.heldPart = parked;
           if (parked) return { cached, evaluated: at - cached, parked };
           mayPark = false;
         }
@@ -170,7 +180,8 @@ export class PrefixSequence {
    * @returns the snapshot's key, `undefined` when none was kept (no cache, or one over its budget)
    */
   async saveSnapshot(): Promise<string | undefined> {
-    if (!this.cache || !this.isWhole() || this.holdsParkedPart) return undefined;
+    const parked = this.heldPart !== undefined && this.cache?.parkedTokens(this.heldPart);
+    if (!this.cache || !this.isWhole() || parked) return undefined;
     try {
       return await this.cache.save(this.sequence);
     } catch {
@@ -205,7 +216,7 @@ export class PrefixSequence {
   async takeBackWithLead(key: string, prefixLength: number): Promise<boolean> {
     if (!this.cache) return false;
     await this.saveSnapshot();
-    this.holdsParkedPart = false;
+    this.heldPart = undefined;
     try {
       if (!(await this.cache.load(this.sequence, key))) return false;
       this.mapLength = prefixLength;

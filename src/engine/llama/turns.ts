@@ -1,7 +1,12 @@
 import { branchAfterLead, type DecodePlan, type PlannedBranch } from "../decode/index.js";
-import type { PrefixSnapshotCache } from "./prefix-cache.js";
-import type { PrefixTurn } from "./prefix-sequence.js";
-import type { BranchScore, EngineCounters, ScoreRequest } from "../types.js";
+import { commonPrefixLength, type PrefixSnapshotCache } from "./prefix-cache.js";
+import type { PrefixSequence, PrefixTurn } from "./prefix-sequence.js";
+import {
+  branchTotalTokens,
+  type BranchScore,
+  type EngineCounters,
+  type ScoreRequest,
+} from "../types.js";
 
 /**
  * A request's turns with the in-process engine's model: a long request gives the model up to
@@ -53,21 +58,43 @@ export function restOfRun(
 }
 
 /**
- * Tokens a request has left to evaluate, which rank its later turns (shortest first, TurnQueue):
- * the rest of its prefix and every branch not scored yet, whole.
+ * Tokens a request has left to evaluate, which rank it in the TurnQueue (least first): the rest of
+ * its prefix, the lead of its branches unless it is evaluated (once any branch is scored), and
+ * every branch not scored yet past the lead, its label chains included.
+ * @param leadLength - tokens every branch starts with (the plan's lead, or {@link commonLead})
  * @param prefixDone - prefix tokens evaluated or taken over so far
  * @param scores - by branch index, `undefined` where not scored yet; absent: none scored
  */
 export function workLeft(
   request: ScoreRequest,
+  leadLength: number,
   prefixDone: number,
   scores?: readonly (BranchScore | undefined)[],
 ): number {
-  let left = request.prefix.length - prefixDone;
+  let left = request.prefix.length - prefixDone + (scores ? 0 : leadLength);
   request.branches.forEach((branch, i) => {
-    if (scores?.[i] === undefined) left += branch.tokens.length;
+    if (scores?.[i] === undefined) left += branchTotalTokens(branch) - leadLength;
   });
   return left;
+}
+
+/**
+ * The work a request has before its first turn ({@link workLeft}), as a function: asked when the
+ * TurnQueue ranks it, as it depends on what sequence 0 and the prefix cache hold by then.
+ */
+export function sizeOf(request: ScoreRequest, sequence: PrefixSequence): () => number {
+  const lead = commonLead(request);
+  return () => workLeft(request, lead, sequence.sharedNow(request.prefix));
+}
+
+/** Tokens every branch of `request` starts with: the most a plan's lead can be. */
+export function commonLead(request: ScoreRequest): number {
+  const [first, ...rest] = request.branches.map((branch) => branch.tokens);
+  if (!first) return 0;
+  return rest.reduce(
+    (lead, tokens) => commonPrefixLength(first.slice(0, lead), tokens),
+    first.length,
+  );
 }
 
 /** How {@link runBranchTurn} runs branches and parks what sequence 0 holds. */
@@ -79,12 +106,15 @@ export interface BranchTurnOptions {
    */
   readonly run: (
     lanes: readonly (readonly PlannedBranch[])[],
-    giveWay: (() => boolean) | undefined,
+    giveWay: ((rest: readonly PlannedBranch[]) => boolean) | undefined,
   ) => Promise<readonly (BranchScore | undefined)[]>;
   /** Parks what sequence 0 holds; its key, or `undefined` when it could not be kept. */
   readonly park: () => Promise<string | undefined>;
-  /** Whether a request waits for the model; `undefined`: the turn never gives way. */
-  readonly giveWay: (() => boolean) | undefined;
+  /**
+   * Whether a request with less work left than `work` tokens waits for the model; `undefined`:
+   * the turn never gives way.
+   */
+  readonly giveWay: ((work: number) => boolean) | undefined;
   readonly batchSize: number;
 }
 
@@ -105,7 +135,18 @@ export async function runBranchTurn(
   const scores = progress.scores ?? new Array<BranchScore | undefined>(request.branches.length);
   const rest = () => [restOfRun(request, plan, scores, options.batchSize)];
   let lanes = progress.scores ? rest() : plan.lanes;
-  let giveWay = options.giveWay;
+  // The branches left in the lane past the lead are all the work left (one lane).
+  const wanted = options.giveWay;
+  let giveWay =
+    wanted &&
+    ((left: readonly PlannedBranch[]) =>
+      wanted(
+        left.reduce(
+          (work, { index }) =>
+            work + branchTotalTokens(request.branches[index]!) - plan.lead.length,
+          0,
+        ),
+      ));
   for (;;) {
     const ran = await options.run(lanes, giveWay);
     for (let i = 0; i < scores.length; i++) scores[i] ??= ran[i];
@@ -114,7 +155,7 @@ export async function runBranchTurn(
     progress.parked = await options.park();
     if (progress.parked !== undefined) {
       progress.parkedWithLead = true;
-      progress.workLeft = workLeft(request, request.prefix.length, scores);
+      progress.workLeft = workLeft(request, plan.lead.length, request.prefix.length, scores);
       return YIELDED;
     }
     [lanes, giveWay] = [rest(), undefined];
