@@ -53,7 +53,7 @@ export class PrefixSnapshotCache {
   /** Parked snapshots by key, outside the LRU. */
   private readonly parked = new Map<string, Snapshot>();
   private parkedBytes = 0;
-  /** Bytes per token of the last snapshot written, to tell a part that cannot fit before writing it. */
+  /** Bytes per token of the last snapshot written: a snapshot that cannot fit is not written. */
   private bytesPerToken: number | undefined;
   private readonly maxBytes: number;
   private counter = 0;
@@ -114,14 +114,8 @@ export class PrefixSnapshotCache {
     if (tokens.length === 0) return undefined;
     const key = keyOf(tokens);
     if (this.entries.has(key)) return key;
-    const room = this.maxBytes - this.parkedBytes;
-    if ((this.bytesPerToken ?? 0) * tokens.length > room) return undefined;
-    const snapshot = await this.write(sequence, tokens);
-    // Checked again after the write: parked snapshots may have come meanwhile.
-    if (snapshot.bytes > this.maxBytes - this.parkedBytes) {
-      await unlink(snapshot.path).catch(() => undefined);
-      return undefined;
-    }
+    const snapshot = await this.writeBesideParked(sequence, tokens);
+    if (!snapshot) return undefined;
     this.entries.set(key, snapshot);
     this.fitBudget();
     return key;
@@ -138,13 +132,8 @@ export class PrefixSnapshotCache {
   async park(sequence: LlamaContextSequence): Promise<string | undefined> {
     const tokens = [...sequence.contextTokens] as Token[];
     if (tokens.length === 0) return undefined;
-    const estimate = (this.bytesPerToken ?? 0) * tokens.length;
-    if (this.parkedBytes + estimate > this.maxBytes) return undefined;
-    const snapshot = await this.write(sequence, tokens);
-    if (this.parkedBytes + snapshot.bytes > this.maxBytes) {
-      await unlink(snapshot.path).catch(() => undefined);
-      return undefined;
-    }
+    const snapshot = await this.writeBesideParked(sequence, tokens);
+    if (!snapshot) return undefined;
     const key = `parked:${this.counter}`;
     this.parked.set(key, snapshot);
     this.parkedBytes += snapshot.bytes;
@@ -184,18 +173,32 @@ export class PrefixSnapshotCache {
     void unlink(parked.path).catch(() => undefined);
   }
 
-  /** Writes the snapshot file of `tokens`; a file left part-written by a failure is removed. */
-  private async write(sequence: LlamaContextSequence, tokens: Token[]): Promise<Snapshot> {
+  /**
+   * Writes the snapshot file of `tokens` if it fits beside the parked snapshots: not at all when
+   * the bytes per token of the last write say it cannot, and removed again when it turns out not
+   * to (parked ones may also have come meanwhile). A file part-written by a failure is removed.
+   * @returns the snapshot, or `undefined` when it does not fit
+   * @throws what writing the file throws
+   */
+  private async writeBesideParked(
+    sequence: LlamaContextSequence,
+    tokens: Token[],
+  ): Promise<Snapshot | undefined> {
+    const room = () => this.maxBytes - this.parkedBytes;
+    if ((this.bytesPerToken ?? 0) * tokens.length > room()) return undefined;
     const path = join(this.directory, `${++this.counter}.kv`);
+    let bytes: number;
     try {
-      const { fileSize } = await sequence.saveStateToFile(path);
-      this.stats.saved++;
-      this.bytesPerToken = fileSize / tokens.length;
-      return { tokens, path, bytes: fileSize };
+      ({ fileSize: bytes } = await sequence.saveStateToFile(path));
     } catch (error) {
       await unlink(path).catch(() => undefined);
       throw error;
     }
+    this.stats.saved++;
+    this.bytesPerToken = bytes / tokens.length;
+    if (bytes <= room()) return { tokens, path, bytes };
+    await unlink(path).catch(() => undefined);
+    return undefined;
   }
 
   /** Evicts the LRU's least recently used snapshots until they fit beside the parked ones. */
