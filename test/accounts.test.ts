@@ -7,6 +7,7 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { Admission, AdmissionError } from "../src/accounts/admission.js";
 import { allowanceWindow } from "../src/accounts/allowance.js";
+import { CallDurations } from "../src/accounts/call-durations.js";
 import { apiKeyFilePath, ensureFirstKey, writeApiKeyFile } from "../src/accounts/keyfile.js";
 import {
   generateApiKey,
@@ -218,6 +219,62 @@ describe("the busy account's retry hint", () => {
     long.settle({ input_tokens: 4999, output_tokens: 1 });
     await long.finish({ status: 200, model: "m" });
     await store.close();
+  });
+
+  it("holds for a long call on a busy server, where short calls wait behind others", async () => {
+    let now = 0;
+    const store = SqliteStore.open(defaultStorePath(), { now: () => now });
+    const admission = new Admission(store, { now: () => now });
+    const { key } = await store.createKey("team-a");
+    const call = async (tokens: number, ms: number) => {
+      const permit = await admission.admit(key);
+      await permit.reserve({ input_tokens: tokens - 1, output_tokens: 1 });
+      now += ms;
+      permit.settle({ input_tokens: tokens - 1, output_tokens: 1 });
+      await permit.finish({ status: 200, model: "m" });
+    };
+    // An outside probe's load: short calls of 100 tokens take 3 s (most of it waiting for other
+    // accounts' work), calls of 5,000 tokens take 15 s.
+    for (let i = 0; i < 6; i++) {
+      for (let j = 0; j < 4; j++) await call(100, 3000);
+      await call(5000, 15_000);
+    }
+    const long = await admission.admit(key);
+    await long.reserve({ input_tokens: 4999, output_tokens: 1 });
+    now += 500;
+    const refusal = await admission.admit(key).catch((e: AdmissionError) => e);
+    expect(refusal).toMatchObject({ code: "concurrencyLimit" });
+    // 14.5 s left; an average of ms per token (short calls 30, long ones 3) said 60 s.
+    expect((refusal as AdmissionError).retryAfterMs).toBeGreaterThan(12_000);
+    expect((refusal as AdmissionError).retryAfterMs).toBeLessThan(17_000);
+    long.settle({ input_tokens: 4999, output_tokens: 1 });
+    await long.finish({ status: 200, model: "m" });
+    await store.close();
+  });
+});
+
+describe("CallDurations", () => {
+  it("fits a fixed part and a part per token", () => {
+    const durations = new CallDurations();
+    expect(durations.expectedMs(1000)).toBe(5000); // before any call: 5 ms a token
+    for (const tokens of [100, 400, 2000, 100, 5000]) durations.add(tokens, 2500 + 2 * tokens);
+    expect(durations.expectedMs(0)).toBeCloseTo(2500, 6);
+    expect(durations.expectedMs(3000)).toBeCloseTo(8500, 6);
+  });
+
+  it("reads calls of one size, or longer ones not slower, as ms per token", () => {
+    const same = new CallDurations();
+    for (let i = 0; i < 5; i++) same.add(200, 1000);
+    expect(same.expectedMs(400)).toBeCloseTo(2000, 6);
+    const faster = new CallDurations();
+    faster.add(100, 3000);
+    faster.add(1000, 1000);
+    const perToken = faster.expectedMs(1000) / 1000; // mostly the long call's 1 ms
+    expect(perToken).toBeGreaterThan(1);
+    expect(perToken).toBeLessThan(4);
+    expect(faster.expectedMs(3000)).toBeCloseTo(3000 * perToken, 6);
+    faster.add(0, 5000); // a call that reserved nothing teaches nothing
+    expect(faster.expectedMs(1000)).toBeCloseTo(1000 * perToken, 6);
   });
 });
 

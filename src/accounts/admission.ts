@@ -1,4 +1,5 @@
 import { CodedError, type Errors, type MessageArgs } from "../protocol/errors.js";
+import { CallDurations } from "./call-durations.js";
 import {
   outagesAsErrors,
   type Account,
@@ -122,8 +123,8 @@ export class Admission {
   private readonly onError: (error: unknown) => void;
   /** A running average of call durations, for Retry-After. */
   private typicalMs = 1000;
-  /** A running average of call durations per token reserved (ms), for Retry-After. */
-  private msPerToken = 5;
+  /** How long a call takes by the tokens it reserved, for Retry-After. */
+  private readonly durations = new CallDurations();
 
   /** The store, its outages turned into `StoreUnavailableError` (store.ts). */
   private readonly store: AccountStore;
@@ -267,7 +268,7 @@ export class Admission {
         reserved = tokens;
         // This call holds the account's slot until it is released.
         const slot = this.slots.get(account.id);
-        if (slot && releasedAt === undefined) slot.expectedMs = tokens * this.msPerToken;
+        if (slot && releasedAt === undefined) slot.expectedMs = this.durations.expectedMs(tokens);
       },
       settle: (u) => {
         if (settled) return;
@@ -276,7 +277,7 @@ export class Admission {
         if (u) {
           const ms = this.now() - started;
           this.typicalMs = 0.8 * this.typicalMs + 0.2 * ms;
-          if (reserved > 0) this.msPerToken = 0.8 * this.msPerToken + 0.2 * (ms / reserved);
+          this.durations.add(reserved, ms);
         }
         release();
         record().catch(this.onError);

@@ -1,0 +1,53 @@
+/**
+ * How long a call of so many tokens takes here, learnt from the calls answered: a straight line,
+ * duration = fixed + perToken × tokens, fitted by least squares over recent calls, each older
+ * call weighing {@link DECAY} of the next. A short call's duration is mostly its fixed part (the
+ * request's overhead and its wait for other accounts' work), a long call's mostly its tokens, so
+ * an average of ms per token, which short calls dominate, overstates a long call several times
+ * over on a busy server (an outside probe: 41 s said for a call of 14.6 s).
+ * Why: docs/decisions/104-retry-after-from-a-line.md
+ */
+
+/** The weight of a call one call older than the newest (about ten calls remembered). */
+const DECAY = 0.9;
+/** What a call is expected to take per token before any has been answered, ms. */
+const PRIOR_MS_PER_TOKEN = 5;
+
+export class CallDurations {
+  /** Decayed sums over the calls answered: weight, tokens, ms, tokens², tokens × ms. */
+  private w = 0;
+  private x = 0;
+  private y = 0;
+  private xx = 0;
+  private xy = 0;
+
+  /**
+   * Learns from a call answered.
+   * @param tokens - the tokens it reserved (input + output), more than 0; others are ignored.
+   * @param ms - how long it took, ms, ≥ 0.
+   */
+  add(tokens: number, ms: number): void {
+    if (!(tokens > 0) || !(ms >= 0)) return;
+    this.w = DECAY * this.w + 1;
+    this.x = DECAY * this.x + tokens;
+    this.y = DECAY * this.y + ms;
+    this.xx = DECAY * this.xx + tokens * tokens;
+    this.xy = DECAY * this.xy + tokens * ms;
+  }
+
+  /**
+   * How long a call of `tokens` tokens is expected to take, ms (≥ 0). Where the calls seen so far
+   * do not fix a line (all of one size, or longer ones not slower), it is the calls' ms per token
+   * (total ms over total tokens, so long calls weigh by their tokens) times `tokens`.
+   * @example `durations.add(100, 3000); durations.add(5000, 15000); durations.expectedMs(5000) // 15000`
+   */
+  expectedMs(tokens: number): number {
+    if (this.w === 0) return PRIOR_MS_PER_TOKEN * tokens;
+    const spread = this.w * this.xx - this.x * this.x;
+    const slope =
+      spread > 1e-9 * this.w * this.xx ? (this.w * this.xy - this.x * this.y) / spread : 0;
+    if (!(slope > 0)) return (this.y / this.x) * tokens;
+    const fixed = (this.y - slope * this.x) / this.w;
+    return Math.max(0, fixed) + slope * tokens;
+  }
+}
