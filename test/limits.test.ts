@@ -615,6 +615,19 @@ describe("request ids, logs and the OpenAPI document", () => {
     expect(responses.map((r) => r.status)).toEqual([200, 200, 200, 404, 401]);
   });
 
+  it("health, readiness and metrics polls are not logged at info; the API's requests are", async () => {
+    await start();
+    const { key } = await store.createKey("team-a");
+    for (const path of ["/healthz", "/readyz", "/metrics", "/healthz"])
+      expect((await fetch(`${url}${path}`)).status).toBe(200);
+    expect((await post(key)).status).toBe(200);
+    const urls = logs.flatMap((line) => {
+      const entry = JSON.parse(line) as { req?: { url: string } };
+      return entry.req ? [entry.req.url] : [];
+    });
+    expect(urls).toEqual(["/v1/systemone"]);
+  });
+
   it("logs hold no keys and no state contents, even at trace level", async () => {
     await start({ logLevel: "trace" });
     const { key } = await store.createKey("team-a");

@@ -32,10 +32,16 @@ export interface ServiceRoutesOptions {
  */
 export function registerServiceRoutes(app: FastifyInstance, options: ServiceRoutesOptions): void {
   const { models, lifecycle, metrics } = options;
+  // Load balancers and Prometheus poll these every few seconds: their requests are not logged at
+  // info (their faults still are).
+  const polled = { logLevel: "warn" } as const;
 
-  app.get("/healthz", async () => ({ status: "ok", models: models.map((m) => m.names[0]) }));
+  app.get("/healthz", polled, async () => ({
+    status: "ok",
+    models: models.map((m) => m.names[0]),
+  }));
 
-  app.get("/readyz", async (_request, reply) => {
+  app.get("/readyz", polled, async (_request, reply) => {
     const checks: Record<string, string> = {};
     await Promise.all(
       Object.entries(options.readiness).map(async ([name, check]) => {
@@ -56,7 +62,7 @@ export function registerServiceRoutes(app: FastifyInstance, options: ServiceRout
     return { status: ready ? "ready" : lifecycle.draining ? "draining" : "not_ready", checks };
   });
 
-  app.get("/metrics", async (_request, reply) => {
+  app.get("/metrics", polled, async (_request, reply) => {
     void reply.header("content-type", metrics.registry.contentType);
     return metrics.registry.metrics();
   });
