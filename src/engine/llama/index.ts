@@ -285,13 +285,13 @@ export class LlamaEngine implements Engine {
       plan = planDecode(request, held, limits);
       // An earlier turn of this request came to the prefix too, and gave the model up.
       const contended = progress.cachedPrefixTokens !== undefined;
-      const branchWork = workLeft(request, plan.lead.length, prefix.length);
+      const branchWork = workLeft(request, plan.lead.length, prefix.length, progress.scores, false);
       const giveWay = (left: number) => this.giveWay(left + branchWork);
       const turn = await this.prefix.evaluate(prefix, plan, giveWay, contended, signal);
       countPrefixTurn(progress, turn, this.counters);
       if (turn.parked !== undefined) {
         progress.parked = turn.parked;
-        progress.workLeft = workLeft(request, plan.lead.length, turn.cached + turn.evaluated);
+        progress.workLeft = branchWork + prefix.length - turn.cached - turn.evaluated;
         return YIELDED;
       }
     }

@@ -59,19 +59,22 @@ export function restOfRun(
 
 /**
  * Tokens a request has left to evaluate, which rank it in the TurnQueue (least first): the rest of
- * its prefix, the lead of its branches unless it is evaluated (once any branch is scored), and
- * every branch not scored yet past the lead, its label chains included.
+ * its prefix, the lead of its branches unless it is evaluated, and every branch not scored yet
+ * past the lead, its label chains included.
  * @param leadLength - tokens every branch starts with (the plan's lead, or {@link commonLead})
  * @param prefixDone - prefix tokens evaluated or taken over so far
  * @param scores - by branch index, `undefined` where not scored yet; absent: none scored
+ * @param leadDone - whether the lead is evaluated; by default once any branch is scored (false
+ *   for a turn that evaluates its prefix again after earlier turns scored branches)
  */
 export function workLeft(
   request: ScoreRequest,
   leadLength: number,
   prefixDone: number,
   scores?: readonly (BranchScore | undefined)[],
+  leadDone = scores !== undefined,
 ): number {
-  let left = request.prefix.length - prefixDone + (scores ? 0 : leadLength);
+  let left = request.prefix.length - prefixDone + (leadDone ? 0 : leadLength);
   request.branches.forEach((branch, i) => {
     if (scores?.[i] === undefined) left += branchTotalTokens(branch) - leadLength;
   });
