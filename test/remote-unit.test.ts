@@ -64,13 +64,29 @@ describe("--engine KIND=URL", () => {
   });
 });
 
-/** A character-code engine whose calls can be slowed down, made to fail, or hang. */
+/**
+ * A character-code engine whose calls can be slowed down, made to fail, or hang (until their
+ * `callTimeoutMs`, as an HTTP call would, or for ever); a frozen one does not answer its health
+ * check either.
+ */
 function memoryEngine(name: string) {
-  const state = { fail: false, hang: false, delayMs: 0, calls: 0, renders: 0 };
+  const state = {
+    fail: false,
+    hang: false,
+    frozen: false,
+    delayMs: 0,
+    callTimeoutMs: 0,
+    calls: 0,
+    renders: 0,
+  };
   const wait = (signal?: AbortSignal) =>
     new Promise<void>((resolve, reject) => {
       if (state.fail) return reject(new EngineCallError(name, "ECONNREFUSED"));
-      const done = () => (state.hang ? undefined : resolve());
+      const timedOut = () =>
+        reject(new EngineCallError(name, `no answer within ${state.callTimeoutMs} ms`, true));
+      const hangs = state.hang || state.frozen;
+      if (hangs && state.callTimeoutMs > 0) setTimeout(timedOut, state.callTimeoutMs);
+      const done = () => (hangs ? undefined : resolve());
       const timer = setTimeout(done, state.delayMs);
       signal?.addEventListener("abort", () => {
         clearTimeout(timer);
@@ -113,8 +129,12 @@ function memoryEngine(name: string) {
         cachedPrefixTokens: 0,
       };
     },
-    async ready() {
-      return !state.fail && !state.hang;
+    async ready(signal?: AbortSignal) {
+      if (state.frozen)
+        await new Promise((_, reject) =>
+          signal?.addEventListener("abort", () => reject(signal.reason)),
+        );
+      return !state.fail; // a hanging call's engine still answers its health check
     },
     async close() {},
   };
@@ -177,17 +197,57 @@ describe("engine pool", () => {
     expect(a.state.calls).toBe(1);
   });
 
-  it("ends a call to a hanging engine at the deadline, never later", async () => {
+  it("moves a call whose engine stops answering: a call timeout, or a frozen engine", async () => {
     const a = memoryEngine("a");
-    const pool = await poolOf([a.engine], { deadlineMs: 300 });
+    const b = memoryEngine("b");
+    const pool = await poolOf([a.engine, b.engine]);
     a.state.hang = true;
-    const started = performance.now();
+    a.state.callTimeoutMs = 300; // an HTTP call past its timeout
+    let started = performance.now();
+    await expect(pool.score(REQUEST)).resolves.toBeDefined();
+    expect(performance.now() - started).toBeGreaterThanOrEqual(290);
+    expect(pool.members.map((m) => m.healthy)).toEqual([false, true]);
+    expect(b.state.calls).toBe(1);
+
+    // Frozen, with calls that would wait 10 s: two health checks unanswered move the call.
+    const c = memoryEngine("c");
+    const d = memoryEngine("d");
+    const frozen = await poolOf([c.engine, d.engine], { probeIntervalMs: 100 });
+    c.state.frozen = true;
+    c.state.callTimeoutMs = 10_000;
+    started = performance.now();
+    await expect(frozen.score(REQUEST)).resolves.toBeDefined();
+    expect(performance.now() - started).toBeLessThan(5000);
+    expect(frozen.members.map((m) => m.healthy)).toEqual([false, true]);
+    // Ready while one engine answers, whichever is frozen.
+    await expect(frozen.ready(AbortSignal.timeout(3000))).resolves.toBe(true);
+  });
+
+  it("alone, a call past its timeout is a 503; a slow engine's calls are not cut", async () => {
+    const a = memoryEngine("a");
+    const pool = await poolOf([a.engine], { deadlineMs: 200 });
+    a.state.hang = true;
+    a.state.callTimeoutMs = 300;
     const error = await pool.score(REQUEST).catch((e: unknown) => e);
-    const took = performance.now() - started;
     expect(error).toBeInstanceOf(EngineUnavailableError);
-    expect((error as Error).message).toMatch(/within 300 ms/);
-    expect(took).toBeGreaterThanOrEqual(290);
-    expect(took).toBeLessThan(1500);
+    expect((error as Error).message).toMatch(/no answer within 300 ms/);
+    // Alone, a timeout does not take it out: the next call goes to it.
+    expect(pool.members[0]!.healthy).toBe(true);
+    a.state.hang = false;
+    a.state.delayMs = 400; // longer than the pool's deadline: a call is bounded by its caller
+    await expect(pool.score(REQUEST)).resolves.toBeDefined();
+  });
+
+  it("is ready while some engine answers its health check, asked at once", async () => {
+    const a = memoryEngine("a");
+    const b = memoryEngine("b");
+    const pool = await poolOf([a.engine, b.engine]);
+    a.state.frozen = true;
+    const started = performance.now();
+    await expect(pool.ready(AbortSignal.timeout(2000))).resolves.toBe(true);
+    expect(performance.now() - started).toBeLessThan(1000);
+    b.state.frozen = true;
+    await expect(pool.ready(AbortSignal.timeout(300))).resolves.toBe(false);
   });
 
   it("passes the caller's abort through as it is", async () => {

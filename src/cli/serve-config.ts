@@ -93,7 +93,7 @@ export interface ServeConfig {
    * the environment (`VLLM_API_KEY`); empty to load the model in-process.
    */
   readonly engines: readonly EngineSpec[];
-  /** `--engine-deadline`: ms one engine call may take, retries included. */
+  /** `--engine-deadline`: ms one HTTP call to an engine may take. */
   readonly engineDeadlineMs: number;
 }
 
@@ -250,7 +250,7 @@ export function serveOptions(): Option[] {
       .default([]),
     envOption(
       "--engine-deadline <ms>",
-      "with --engine: longest time one engine call may take, retries on other engines included, before 503",
+      "with --engine: longest time one HTTP call to an engine may take; past it another engine takes the request, or 503",
       "DECISIOND_ENGINE_DEADLINE",
       milliseconds,
     ).default(DEFAULT_ENGINE_DEADLINE_MS),

@@ -10,16 +10,18 @@ import {
   type Token,
   type TokenizeOptions,
 } from "../types.js";
-import { DEFAULT_ENGINE_DEADLINE_MS, EngineCallError, withDeadline } from "./http.js";
+import { DEFAULT_ENGINE_DEADLINE_MS, EngineCallError } from "./http.js";
 
 /**
  * Several engines serving the same model, as one {@link Engine}. Every call goes to the healthy
  * engine with the fewest calls in flight (the first listed among equals). An engine that does not
- * answer (no connection, a reset, a 5xx, its call timeout) is taken out at once and the call goes
- * to the next one, within the call's deadline; a taken-out engine is probed every
- * `probeIntervalMs` (`ready()`, or opening it when it was down at start) and comes back when it
- * answers. With no engine left, or past the deadline, a call fails with
- * {@link EngineUnavailableError} (the API's 503 with `Retry-After`), never a hang.
+ * answer (no connection, a reset, a 5xx, one HTTP call past its timeout, or, while a call waits on
+ * it, two health checks in a row) is taken out at once and the call goes to the next one; a
+ * taken-out engine is probed every `probeIntervalMs` (`ready()`, or opening it when it was down at
+ * start) and comes back when it answers. With no engine left a call fails with
+ * {@link EngineUnavailableError} (the API's 503 with `Retry-After`), never a hang. The pool does
+ * not bound a whole call (a long state takes many HTTP calls): the caller's signal does (the
+ * request's deadline).
  *
  * @example
  * ```ts
@@ -39,8 +41,8 @@ export interface PoolMember {
 /** Options of {@link EnginePool.open}. */
 export interface PoolOptions {
   /**
-   * Milliseconds one engine call (tokenize, render, score) may take, retries included. Default
-   * {@link DEFAULT_ENGINE_DEADLINE_MS}.
+   * Milliseconds opening an engine may take. Default {@link DEFAULT_ENGINE_DEADLINE_MS}. (Each
+   * HTTP call's own timeout is the engine's.)
    */
   readonly deadlineMs?: number;
   /** Milliseconds between probes of a taken-out engine. Default 1000. */
@@ -61,7 +63,6 @@ interface Slot {
 export class EnginePool implements Engine {
   readonly chatTemplate: ChatTemplate;
   private closed = false;
-  private readonly deadlineMs: number;
   private readonly probeIntervalMs: number;
 
   private constructor(
@@ -69,7 +70,6 @@ export class EnginePool implements Engine {
     readonly model: ModelInfo,
     options: PoolOptions,
   ) {
-    this.deadlineMs = options.deadlineMs ?? DEFAULT_ENGINE_DEADLINE_MS;
     this.probeIntervalMs = options.probeIntervalMs ?? 1000;
     this.chatTemplate = {
       name: "pool",
@@ -161,11 +161,20 @@ export class EnginePool implements Engine {
     return this.run((engine, s) => engine.score(request, s), signal);
   }
 
-  /** Whether some engine is in and answers its health check. */
+  /** Whether some engine is in and answers its health check (asked of all at once). */
   async ready(signal?: AbortSignal): Promise<boolean> {
-    for (const slot of this.slots)
-      if (slot.healthy && slot.engine && (await (slot.engine.ready?.(signal) ?? true))) return true;
-    return false;
+    const asked = this.slots
+      .filter((slot) => slot.healthy && slot.engine)
+      .map(async (slot) => {
+        if (!(await (slot.engine!.ready?.(signal) ?? true))) throw new Error("not ready");
+      });
+    return (
+      asked.length > 0 &&
+      Promise.any(asked).then(
+        () => true,
+        () => false,
+      )
+    );
   }
 
   /** Seconds a client should wait before retrying: the probe interval, at least 1. */
@@ -174,9 +183,8 @@ export class EnginePool implements Engine {
   }
 
   /**
-   * Runs `call` on the least busy healthy engine, moving on to the next when one does not answer,
-   * all within the deadline.
-   * @throws {@link EngineUnavailableError} when no engine answered within the deadline.
+   * Runs `call` on the least busy healthy engine, moving on to the next when one does not answer.
+   * @throws {@link EngineUnavailableError} when no engine is left to try.
    * @throws the caller's abort reason; the engine's own refusals (4xx, context overflow) as they are.
    */
   private async run<T>(
@@ -185,7 +193,6 @@ export class EnginePool implements Engine {
   ): Promise<T> {
     if (this.closed) throw new Error("the engine pool is closed");
     signal?.throwIfAborted();
-    const { signal: combined, deadline } = withDeadline(this.deadlineMs, signal);
     const tried = new Set<Slot>();
     for (;;) {
       const slot = this.pick(tried);
@@ -197,24 +204,54 @@ export class EnginePool implements Engine {
         );
       tried.add(slot);
       slot.inFlight++;
+      const watch = this.watch(slot, signal);
       try {
-        return await call(slot.engine!, combined);
+        return await call(slot.engine!, watch.signal);
       } catch (error) {
         if (signal?.aborted) throw signal.reason;
-        if (deadline.aborted)
-          throw new EngineUnavailableError(
-            "engineDeadline",
-            this.deadlineMs,
-            this.retryAfterSeconds,
-          );
-        if (!(error instanceof EngineCallError)) throw error;
+        const failure: unknown = watch.signal.aborted ? watch.signal.reason : error;
+        if (!(failure instanceof EngineCallError)) throw failure;
+        slot.lastError = failure.message;
         // A slow engine is not a dead one: a timeout takes it out only when another can serve.
-        if (!error.timedOut || this.slots.some((s) => s !== slot && s.healthy))
-          this.takeOut(slot, error.message);
+        if (!failure.timedOut || this.slots.some((s) => s !== slot && s.healthy))
+          this.takeOut(slot, failure.message);
       } finally {
+        watch.stop();
         slot.inFlight--;
       }
     }
+  }
+
+  /**
+   * While a call waits on `slot`, asks the engine's health every `probeIntervalMs` when another
+   * engine could take the call: two checks in a row unanswered (a frozen process, a dead host)
+   * abort the call's signal with a timed-out {@link EngineCallError}.
+   * @returns the signal to pass to the call (the caller's, plus the watch) and how to stop.
+   */
+  private watch(slot: Slot, signal?: AbortSignal): { signal: AbortSignal; stop: () => void } {
+    const controller = new AbortController();
+    const combined = signal ? AbortSignal.any([signal, controller.signal]) : controller.signal;
+    let misses = 0;
+    let asking = false;
+    const timer = setInterval(() => {
+      const engine = slot.engine;
+      if (asking || !engine?.ready || !this.slots.some((s) => s !== slot && s.healthy)) return;
+      asking = true;
+      const timeout = AbortSignal.timeout(Math.max(1000, this.probeIntervalMs));
+      void engine
+        .ready(timeout)
+        .catch(() => false)
+        .then((answered) => {
+          misses = answered ? 0 : misses + 1;
+          if (misses >= 2 && !controller.signal.aborted)
+            controller.abort(
+              new EngineCallError(slot.member.name, "does not answer its health check", true),
+            );
+        })
+        .finally(() => (asking = false));
+    }, this.probeIntervalMs);
+    timer.unref();
+    return { signal: combined, stop: () => clearInterval(timer) };
   }
 
   /** The healthy, untried slot with the fewest calls in flight. */
