@@ -10,7 +10,13 @@ import {
   parseEngineSpec,
   VllmEngine,
 } from "../src/engine/remote/index.js";
-import { SlotPool } from "../src/engine/remote/llama-server.js";
+import { createServer, type Server } from "node:http";
+import {
+  LlamaServerEngine,
+  SlotPool,
+  topLogprobs,
+  type CompletionAnswer,
+} from "../src/engine/remote/llama-server.js";
 import {
   EngineUnavailableError,
   type Engine,
@@ -288,6 +294,87 @@ describe("engine pool", () => {
     const a = memoryEngine("a").engine;
     const other = { ...memoryEngine("b").engine, model: { ...a.model, id: "other" } };
     await expect(poolOf([a, other])).rejects.toThrow(/different models: m and other/);
+  });
+});
+
+describe("a remote engine's answers that cannot be right", () => {
+  const answer = (entries: { id: number; logprob: unknown }[]) =>
+    ({ completion_probabilities: [{ top_logprobs: entries }] }) as CompletionAnswer;
+
+  it("reads log-probabilities of a distribution, and refuses what cannot be one", () => {
+    const fine = topLogprobs(
+      answer([
+        { id: 5, logprob: -0.2 },
+        { id: 9, logprob: -2 },
+      ]),
+      100,
+    );
+    expect([...fine!]).toEqual([
+      [5, -0.2],
+      [9, -2],
+    ]);
+    expect(topLogprobs(answer([]), 100)?.size).toBe(0);
+    for (const bad of [
+      [{ id: 5, logprob: "abc" }], // not a number
+      [{ id: 5, logprob: null }],
+      [{ id: 5, logprob: 5 }], // p > 1
+      [
+        { id: 5, logprob: -0.1 },
+        { id: 6, logprob: -0.1 },
+      ], // sums to 1.8
+      [{ id: 5, logprob: -1e308 }], // the most likely token below 1 in 100
+      [{ id: 100, logprob: -0.1 }], // outside the vocabulary
+      [{ id: -1, logprob: -0.1 }],
+    ])
+      expect(topLogprobs(answer(bad), 100)).toBeUndefined();
+  });
+
+  it("refuses a vLLM whose /v1/models names no model", async () => {
+    let models: unknown = { data: "nope" };
+    const server: Server = createServer((_request, response) =>
+      response.end(JSON.stringify(models)),
+    );
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const address = server.address();
+    const url = `http://127.0.0.1:${typeof address === "object" && address ? address.port : 0}`;
+    try {
+      for (models of [{ data: "nope" }, { data: [{}] }, { data: [{ id: "" }] }, {}])
+        await expect(VllmEngine.open({ url })).rejects.toThrow(/lists no model/);
+      models = { data: [{ id: "qwen", max_model_len: 8192 }] };
+      const engine = await VllmEngine.open({ url });
+      expect(engine.model).toMatchObject({ id: "qwen", contextSize: 8192 });
+      await engine.close();
+    } finally {
+      server.close();
+    }
+  });
+
+  it("refuses /tokenize answers that are not this model's tokens", async () => {
+    let tokens: unknown = [1, 2];
+    const server: Server = createServer((request, response) => {
+      const body = (value: unknown) => response.end(JSON.stringify(value));
+      if (request.url === "/props")
+        return body({ default_generation_settings: { n_ctx: 4096 }, model_path: "/m/x.gguf" });
+      if (request.url === "/v1/models")
+        return body({ data: [{ id: "x", meta: { n_vocab: 100 } }] });
+      if (request.url === "/tokenize") return request.resume().on("end", () => body({ tokens }));
+      response.statusCode = 404;
+      response.end();
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const address = server.address();
+    const port = typeof address === "object" && address ? address.port : 0;
+    try {
+      const engine = await LlamaServerEngine.open({ url: `http://127.0.0.1:${port}` });
+      await expect(engine.tokenize("hi")).resolves.toEqual([1, 2]);
+      for (tokens of ["abc", [], [-5], [999_999_999], [1.5], null])
+        await expect(engine.tokenize("hi")).rejects.toBeInstanceOf(EngineCallError);
+      tokens = [];
+      await expect(engine.tokenize("")).resolves.toEqual([]);
+      await engine.close();
+    } finally {
+      server.close();
+    }
   });
 });
 

@@ -14,8 +14,10 @@ import {
   type TokenizeOptions,
 } from "../types.js";
 import { baseUrl, DEFAULT_ENGINE_DEADLINE_MS, EngineCallError, EngineConnection } from "./http.js";
+import { topLogprobs, type CompletionAnswer } from "./completion-answer.js";
 import { SlotPool } from "./slot-pool.js";
 
+export { topLogprobs, type CompletionAnswer } from "./completion-answer.js";
 export { SlotPool } from "./slot-pool.js";
 
 /**
@@ -69,19 +71,6 @@ interface Props {
 /** What `GET /v1/models` answers (the fields read). */
 interface Models {
   data?: { id?: string; meta?: { n_vocab?: number; n_ctx_train?: number; n_ctx?: number } }[];
-}
-
-/** One probability entry of `/completion`'s `completion_probabilities[i].top_logprobs`. */
-interface TopLogprob {
-  id: number;
-  logprob: number;
-}
-
-/** What `/completion` answers (the fields read). */
-export interface CompletionAnswer {
-  completion_probabilities?: { top_logprobs?: TopLogprob[] }[];
-  tokens_cached?: number;
-  timings?: { prompt_n?: number; cache_n?: number };
 }
 
 /** The counters of a remote llama-server, with what its `timings` report. */
@@ -186,12 +175,21 @@ export class LlamaServerEngine implements Engine {
   }
 
   async tokenize(text: string, options: TokenizeOptions = {}): Promise<Token[]> {
-    const answer = await this.http.call<{ tokens: number[] }>(
+    const answer = await this.http.call<{ tokens: unknown }>(
       "/tokenize",
       { content: text, add_special: false, parse_special: options.special ?? false },
       options.signal,
     );
-    return answer.tokens;
+    const { tokens } = answer;
+    const valid =
+      Array.isArray(tokens) &&
+      (tokens.length > 0 || text === "") &&
+      tokens.every(
+        (t) => Number.isInteger(t) && (t as number) >= 0 && (t as number) < this.vocabularySize,
+      );
+    if (!valid)
+      throw new EngineCallError(this.url, `/tokenize answered tokens that are not this model's`);
+    return tokens as Token[];
   }
 
   async detokenize(tokens: readonly Token[], signal?: AbortSignal): Promise<string> {
@@ -356,9 +354,9 @@ export class LlamaServerEngine implements Engine {
     };
     this.counters.promptTokensEvaluated += timings.prompt_n;
     this.counters.promptTokensCached += timings.cache_n;
-    const top = new Map<Token, number>();
-    for (const entry of answer.completion_probabilities?.[0]?.top_logprobs ?? [])
-      top.set(entry.id, entry.logprob);
+    const top = topLogprobs(answer, this.vocabularySize);
+    if (top === undefined)
+      throw new EngineCallError(this.url, "/completion answered log-probabilities that are not");
     if (nProbs > 0 && top.size === 0)
       throw new EngineCallError(this.url, "/completion returned no probabilities (n_probs)");
     return { top, timings };

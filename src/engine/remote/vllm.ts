@@ -132,9 +132,11 @@ export class VllmEngine implements Engine {
       options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {},
     );
     const models = await http.call<Models>("/v1/models", undefined, signal);
-    const served = models.data?.[0];
-    if (!served) throw new EngineCallError(url, "/v1/models lists no model");
-    const contextSize = served.max_model_len ?? 4096;
+    const served = Array.isArray(models.data) ? models.data[0] : undefined;
+    if (typeof served?.id !== "string" || served.id === "")
+      throw new EngineCallError(url, "/v1/models lists no model (an entry with an id)");
+    const length = served.max_model_len;
+    const contextSize = Number.isInteger(length) && length! > 0 ? length! : 4096;
     const model: ModelInfo = {
       id: served.id,
       path: `${url}/v1/models/${served.id}`,

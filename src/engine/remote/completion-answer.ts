@@ -1,0 +1,40 @@
+import type { Token } from "../types.js";
+
+/** One probability entry of `/completion`'s `completion_probabilities[i].top_logprobs`. */
+interface TopLogprob {
+  id: number;
+  logprob: number;
+}
+
+/** What llama-server's `/completion` answers (the fields read). */
+export interface CompletionAnswer {
+  completion_probabilities?: { top_logprobs?: TopLogprob[] }[];
+  tokens_cached?: number;
+  timings?: { prompt_n?: number; cache_n?: number };
+}
+
+/**
+ * The top log-probabilities of a `/completion` answer by token, or `undefined` when they cannot
+ * be a distribution's: an id outside the vocabulary, a log-probability that is not a number or is
+ * above 0, probabilities that sum past 1, or a most likely token less likely than 1 in the
+ * vocabulary's size (every distribution has one at least that likely). A tolerance of 1e-3 covers
+ * the server's rounding.
+ */
+export function topLogprobs(
+  answer: CompletionAnswer,
+  vocabularySize: number,
+): Map<Token, number> | undefined {
+  const top = new Map<Token, number>();
+  let sum = 0;
+  let best = -Infinity;
+  for (const { id, logprob } of answer.completion_probabilities?.[0]?.top_logprobs ?? []) {
+    if (!Number.isInteger(id) || id < 0 || id >= vocabularySize) return undefined;
+    if (typeof logprob !== "number" || !(logprob <= 1e-3)) return undefined;
+    top.set(id, logprob);
+    sum += Math.exp(logprob);
+    best = Math.max(best, logprob);
+  }
+  if (sum > 1 + 1e-3) return undefined;
+  if (top.size > 0 && best < -Math.log(vocabularySize) - 1e-3) return undefined;
+  return top;
+}
