@@ -11,6 +11,7 @@ import { accountGate } from "../src/api/gate.js";
 import { Lifecycle } from "../src/api/lifecycle.js";
 import type { DecideHooks } from "../src/decision/decide.js";
 import type { DecisionRequest, DecisionResult } from "../src/decision/types.js";
+import { EngineUnavailableError } from "../src/engine/types.js";
 import { postJson } from "./support/service.js";
 
 /**
@@ -238,6 +239,18 @@ describe("/metrics", () => {
     model.hold.catch(() => {});
     const res = await post(key);
     expect(res.status).toBe(500);
+    const families = await scrape();
+    expect(families.get("decisiond_engine_errors_total")!.metrics[0]!.value).toBe("1");
+  });
+
+  it("counts an engine that does not answer (a remote one's 503) as an engine error", async () => {
+    const { key } = await store.createKey("acme");
+    model.hold = Promise.reject(
+      new EngineUnavailableError("engineUnreachable", "e0: ECONNREFUSED", 1),
+    );
+    model.hold.catch(() => {});
+    const res = await post(key);
+    expect(res.status).toBe(503);
     const families = await scrape();
     expect(families.get("decisiond_engine_errors_total")!.metrics[0]!.value).toBe("1");
   });

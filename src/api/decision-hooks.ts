@@ -64,8 +64,10 @@ export function decisionHooks(options: DecisionHooksOptions): DecisionHooks {
     reply.raw.once("close", () => lifecycle.leave());
   };
 
-  const countFaults: Hook = async (_request, reply) => {
-    if (reply.statusCode === 500) metrics.engineErrors.inc();
+  // An internal fault, or an engine that did not answer (a remote one's 503).
+  const countFaults: Hook = async (request, reply) => {
+    if (reply.statusCode === 500 || request.errorType === Errors.engineUnreachable.type)
+      metrics.engineErrors.inc();
   };
 
   if (!gate) return { onRequest: [drain], preHandler: [], onSend: [], onResponse: [countFaults] };

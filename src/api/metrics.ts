@@ -11,7 +11,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom
  * | `decisiond_tokens_total` | counter | `direction` (`input`/`output`) |
  * | `decisiond_requests_in_flight` | gauge | — (decision requests being handled) |
  * | `decisiond_queue_depth` | gauge | — (decision requests waiting for their account's slot) |
- * | `decisiond_engine_errors_total` | counter | — (decisions that failed in the engine or readout) |
+ * | `decisiond_engine_errors_total` | counter | — (decisions that failed in the engine or readout, or whose engine did not answer) |
  * | `decisiond_draining` | gauge | — (1 after SIGTERM) |
  *
  * plus prom-client's default process metrics (`process_*`, `nodejs_*`).
@@ -84,7 +84,7 @@ export function createMetrics(sources: MetricsSources): ServiceMetrics {
     }),
     engineErrors: new Counter({
       name: "decisiond_engine_errors_total",
-      help: "Decision requests that failed in the engine or the readout (answered 5xx)",
+      help: "Decision requests that failed in the engine or the readout (500), or whose engine did not answer (503 engine_unreachable)",
       registers,
     }),
     draining: new Gauge({
