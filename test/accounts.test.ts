@@ -418,6 +418,16 @@ describe("CLI", () => {
     ).toHaveLength(1);
   });
 
+  it("keys create takes the labels the console takes, and refuses the others saying why", async () => {
+    for (const label of ["evil\u202eRLO", "red\u001b[31m", "x".repeat(101)])
+      await expect(
+        cli(all, "keys", "create", "--account", "team-a", "--label", label),
+      ).rejects.toThrow(/control characters|at most 100 characters/);
+    await cli(all, "keys", "create", "--account", "team-a", "--label", "  ci runner  ");
+    const [key] = JSON.parse((await cli(all, "keys", "list", "--json")).stdout);
+    expect(key.label).toBe("ci runner");
+  });
+
   it("keys create prints the key alone on stdout; list, revoke and accounts work on the store", async () => {
     const created = await cli(all, "keys", "create", "--account", "team-a", "--label", "ci");
     const key = created.stdout.trim();
@@ -467,8 +477,10 @@ describe("CLI", () => {
     });
     await expect(cli(all, "usage", "--account", "nobody")).rejects.toThrow(/no account "nobody"/);
 
-    // A label from before the console refused control characters is printed escaped.
-    await cli(all, "keys", "create", "--account", "team-d", "--label", "evil\u001b[2J\u0007");
+    // A label from before the console and the CLI refused control characters is printed escaped.
+    const store = SqliteStore.open(defaultStorePath());
+    await store.createKey("team-d", "evil\u001b[2J\u0007");
+    await store.close();
     const escaped = (await cli(all, "keys", "list", "--account", "team-d")).stdout;
     expect(escaped).toContain("evil\\u001b[2J\\u0007");
     expect([...escaped].filter((c) => c < " " && c !== "\n")).toEqual([]);

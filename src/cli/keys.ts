@@ -2,7 +2,7 @@ import { InvalidArgumentError, type Command } from "commander";
 import Table from "cli-table3";
 import { openStore, parseStoreUrl } from "../accounts/open.js";
 import type { AccountStore } from "../accounts/store.js";
-import { UNPRINTABLE } from "../console/schemas.js";
+import { KeyLabel, UNPRINTABLE } from "../console/schemas.js";
 import { keyView } from "../console/views.js";
 import { storeOption } from "./options.js";
 
@@ -24,7 +24,7 @@ export function registerKeysCommand(program: Command): void {
       "create an API key for an account (created when missing); the key is printed once, on stdout",
     )
     .requiredOption("--account <name>", "the account the key belongs to")
-    .option("--label <label>", "a note to tell keys apart, e.g. who holds it")
+    .option("--label <label>", "a note to tell keys apart, e.g. who holds it", keyLabel)
     .option("--json", "print {id, account, prefix, label, created_at, key} as JSON")
     .addOption(storeOption())
     .action((flags: { account: string; label?: string; json?: boolean; store?: string }) =>
@@ -187,4 +187,14 @@ export function table(head: string[], rows: (string | number)[][]): string {
     .split("\n")
     .map((line) => line.trimEnd())
     .join("\n");
+}
+
+/**
+ * Parses `--label` as the console does ({@link KeyLabel}).
+ * @throws `InvalidArgumentError` saying what is wrong with it.
+ */
+function keyLabel(value: string): string | undefined {
+  const parsed = KeyLabel.safeParse(value);
+  if (!parsed.success) throw new InvalidArgumentError(parsed.error.issues[0]!.message);
+  return parsed.data;
 }

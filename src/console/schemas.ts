@@ -23,19 +23,25 @@ const AccountName = z.string().min(1, "An account name should not be empty");
  */
 export const UNPRINTABLE = /[\p{Cc}\p{Cs}\u202A-\u202E\u2066-\u2069]/u;
 
+/**
+ * A key's label, as the console and `decisiond keys create` take it: trimmed, at most
+ * {@link MAX_LABEL_LENGTH} characters, nothing {@link UNPRINTABLE}; an empty one is none.
+ */
+export const KeyLabel = z
+  .string()
+  .trim()
+  .max(MAX_LABEL_LENGTH, `A label has at most ${MAX_LABEL_LENGTH} characters`)
+  .refine(
+    (label) => !UNPRINTABLE.test(label),
+    "A label may not hold control characters, lone surrogates or bidirectional overrides",
+  )
+  .optional()
+  .transform((label) => (label === "" ? undefined : label));
+
 /** `POST /console/api/keys`: the account (admin only; a key creates in its own) and a label. */
 export const CreateKeyBody = z.strictObject({
   account: AccountName.optional(),
-  label: z
-    .string()
-    .trim()
-    .max(MAX_LABEL_LENGTH, `A label has at most ${MAX_LABEL_LENGTH} characters`)
-    .refine(
-      (label) => !UNPRINTABLE.test(label),
-      "A label may not hold control characters, lone surrogates or bidirectional overrides",
-    )
-    .optional()
-    .transform((label) => (label === "" ? undefined : label)),
+  label: KeyLabel,
 });
 
 /** `GET /console/api/keys?account=`. */
