@@ -356,7 +356,10 @@ export class LlamaServerEngine implements Engine {
     this.counters.promptTokensCached += timings.cache_n;
     const top = topLogprobs(answer, this.vocabularySize);
     if (top === undefined)
-      throw new EngineCallError(this.url, "/completion answered log-probabilities that are not");
+      throw new EngineCallError(
+        this.url,
+        "/completion answered numbers that are no distribution's log-probabilities",
+      );
     if (nProbs > 0 && top.size === 0)
       throw new EngineCallError(this.url, "/completion returned no probabilities (n_probs)");
     return { top, timings };
