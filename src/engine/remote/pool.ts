@@ -21,7 +21,7 @@ import { DEFAULT_ENGINE_DEADLINE_MS, EngineCallError } from "./http.js";
  * start) and comes back when it answers. With no engine left a call fails with
  * {@link EngineUnavailableError} (the API's 503 with `Retry-After`), never a hang. The pool does
  * not bound a whole call (a long state takes many HTTP calls): the caller's signal does (the
- * request's deadline).
+ * request's deadline). Why: docs/decisions/105-an-engine-deadline-bounds-one-call.md
  *
  * @example
  * ```ts
