@@ -181,6 +181,18 @@ describe("decisions through a real llama-server", () => {
     for (const { diff, where } of diffs) expect(diff, where).toBeLessThanOrEqual(0.02);
   }, 1_200_000);
 
+  it("refuses at start an engine that does not apply the adapter decisiond reads for", async () => {
+    // This server was started without --lora.
+    const adapter = "adapters/smollm2-135m-instruct.decision.gguf";
+    await expect(
+      openRemoteEngines([{ kind: "llama-server", url: server.url }], { adapter }),
+    ).rejects.toThrow(/applies none, but decisiond reads its answers for --adapter smollm2-135m/);
+    const serving = await openRemoteEngines([{ kind: "llama-server", url: server.url }], {
+      adapter: "none",
+    });
+    if (serving.kind === "engine") await serving.engine.close();
+  });
+
   it("evaluates the state once per request, and reuses it in the next request", async () => {
     const engine = await LlamaServerEngine.open({ url: server.url });
     const decider = new Decider(engine, { contentFree: false, questionContrast: false });

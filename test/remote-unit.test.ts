@@ -349,6 +349,38 @@ describe("a remote engine's answers that cannot be right", () => {
     }
   });
 
+  it("opens a llama-server only when it applies the adapter decisiond reads for", async () => {
+    let adapters: unknown = [{ id: 0, path: "/srv/adapters/a.decision.gguf", scale: 1 }];
+    const server: Server = createServer((request, response) => {
+      const body = (value: unknown) => response.end(JSON.stringify(value));
+      if (request.url === "/props")
+        return body({ default_generation_settings: { n_ctx: 4096 }, model_path: "/m/x.gguf" });
+      if (request.url === "/v1/models")
+        return body({ data: [{ id: "x", meta: { n_vocab: 100 } }] });
+      if (request.url === "/lora-adapters" && adapters !== 404) return body(adapters);
+      response.statusCode = 404;
+      response.end("{}");
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const address = server.address();
+    const url = `http://127.0.0.1:${typeof address === "object" && address ? address.port : 0}`;
+    const open = (adapter: string) => LlamaServerEngine.open({ url, adapter });
+    try {
+      await expect(open("adapters/a.decision.gguf")).resolves.toBeDefined();
+      await expect(open("none")).rejects.toThrow(
+        /applies the LoRA adapter a\.decision\.gguf, but decisiond reads its answers for --adapter none/,
+      );
+      await expect(open("b.gguf")).rejects.toThrow(/--adapter b\.gguf/);
+      adapters = [{ id: 0, path: "/srv/a.decision.gguf", scale: 0 }]; // loaded, not applied
+      await expect(open("none")).resolves.toBeDefined();
+      await expect(open("a.decision.gguf")).rejects.toThrow(/applies none/);
+      adapters = 404; // a server without the route is not checked
+      await expect(open("a.decision.gguf")).resolves.toBeDefined();
+    } finally {
+      server.close();
+    }
+  });
+
   it("refuses /tokenize answers that are not this model's tokens", async () => {
     let tokens: unknown = [1, 2];
     const server: Server = createServer((request, response) => {

@@ -223,7 +223,15 @@ export async function composeService(
       ],
     };
   }
-  const remote = await openRemoteEngines(config.engines, { deadlineMs: config.engineDeadlineMs });
+  // With --engine, no --adapter is none: the engine's model may be any file.
+  const adapterPath =
+    config.adapter && config.adapter !== "none"
+      ? resolveAdapter(config.adapter, undefined)
+      : undefined;
+  const remote = await openRemoteEngines(config.engines, {
+    deadlineMs: config.engineDeadlineMs,
+    adapter: adapterPath ?? "none",
+  });
   const urls = config.engines.map((e) => `${e.kind}=${e.url}`).join(", ");
   if (remote.kind === "pass-through") {
     const service = await startService({
@@ -241,8 +249,6 @@ export async function composeService(
     };
   }
   const entry = catalogueEntryOfFile(remote.engine.model.path);
-  const adapterPath =
-    config.adapter && config.adapter !== "none" ? resolveAdapter(config.adapter, entry) : undefined;
   const service = await startService({
     ...common,
     ...servedEntry(entry),

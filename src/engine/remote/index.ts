@@ -33,6 +33,11 @@ export interface RemoteEngineOptions {
   readonly timeoutMs: number;
   /** The engine's API key, for a kind that takes one ({@link RemoteEngineKind.apiKeyVariable}). */
   readonly apiKey?: string | undefined;
+  /**
+   * The LoRA adapter decisiond reads the answers for (a file path, or `"none"`), which a kind that
+   * says what it applies (llama-server) must apply; absent: not checked.
+   */
+  readonly adapter?: string | undefined;
 }
 
 /** One kind of remote engine: how to open one. */
@@ -56,7 +61,10 @@ export interface RemoteEngineKind {
 export const REMOTE_ENGINE_KINDS = {
   "llama-server": {
     open: (url, options, signal) =>
-      LlamaServerEngine.open({ url, timeoutMs: options.timeoutMs }, signal),
+      LlamaServerEngine.open(
+        { url, timeoutMs: options.timeoutMs, adapter: options.adapter },
+        signal,
+      ),
   },
   vllm: {
     apiKeyVariable: "VLLM_API_KEY",
@@ -115,6 +123,8 @@ export function parseEngineList(text: string): EngineSpec[] {
 export interface RemoteOptions extends PoolOptions {
   /** Milliseconds one HTTP call to an engine may take. Default: the deadline. */
   readonly callTimeoutMs?: number;
+  /** The adapter the engines must apply ({@link RemoteEngineOptions.adapter}). */
+  readonly adapter?: string | undefined;
 }
 
 /**
@@ -136,7 +146,11 @@ export async function openEnginePool(
     specs.map((spec) => ({
       name: spec.url,
       open: (signal?: AbortSignal) =>
-        REMOTE_ENGINE_KINDS[spec.kind].open(spec.url, { timeoutMs, apiKey: spec.apiKey }, signal),
+        REMOTE_ENGINE_KINDS[spec.kind].open(
+          spec.url,
+          { timeoutMs, apiKey: spec.apiKey, adapter: options.adapter },
+          signal,
+        ),
     })),
     options,
   );

@@ -15,6 +15,7 @@ import {
 } from "../types.js";
 import { baseUrl, DEFAULT_ENGINE_DEADLINE_MS, EngineCallError, EngineConnection } from "./http.js";
 import { topLogprobs, type CompletionAnswer } from "./completion-answer.js";
+import { checkAppliedAdapter } from "./llama-server-adapter.js";
 import { SlotPool } from "./slot-pool.js";
 
 export { topLogprobs, type CompletionAnswer } from "./completion-answer.js";
@@ -40,6 +41,8 @@ export { SlotPool } from "./slot-pool.js";
 export interface LlamaServerOptions {
   /** Base URL, e.g. `http://127.0.0.1:8081`. */
   readonly url: string;
+  /** The LoRA adapter the server must apply (a file path, or `"none"`); absent: not checked. */
+  readonly adapter?: string | undefined;
   /**
    * Milliseconds one HTTP call may take before the engine counts as unanswering. Default
    * {@link DEFAULT_ENGINE_DEADLINE_MS}.
@@ -134,7 +137,7 @@ export class LlamaServerEngine implements Engine {
   /**
    * Connects to a running llama-server and reads its model: `/props` (slot context size, model
    * path) and `/v1/models` (vocabulary, training context).
-   * @throws {@link EngineCallError} when the server does not answer.
+   * @throws {@link EngineCallError} when the server does not answer, or applies another adapter.
    * @example
    * ```ts
    * const engine = await LlamaServerEngine.open({ url: "http://127.0.0.1:8081" });
@@ -144,6 +147,7 @@ export class LlamaServerEngine implements Engine {
     const url = baseUrl(options.url);
     const http = new EngineConnection(url, options.timeoutMs ?? DEFAULT_ENGINE_DEADLINE_MS);
     const props = await http.call<Props>("/props", undefined, signal);
+    if (options.adapter) await checkAppliedAdapter(http, options.adapter, signal);
     const models = await http.call<Models>("/v1/models", undefined, signal);
     const meta = models.data?.[0]?.meta ?? {};
     const contextSize = props.default_generation_settings?.n_ctx ?? meta.n_ctx;

@@ -1,0 +1,45 @@
+import { basename } from "node:path";
+import { EngineCallError, EngineRequestError, type EngineConnection } from "./http.js";
+
+/** One entry of llama-server's `GET /lora-adapters` (the fields read). */
+interface LoraAdapter {
+  readonly path?: unknown;
+  readonly scale?: unknown;
+}
+
+/**
+ * Checks that a llama-server applies the LoRA adapter decisiond reads its answers for: the tuned
+ * readout and its calibration profile belong to one adapter, and a server started without it (or
+ * with another) answers every question wrongly without any error. Adapters at scale 0 are not
+ * applied. A server without `/lora-adapters` (404) is not checked.
+ * @param expected - the adapter file `--adapter` names (compared by file name), or `"none"`
+ * @throws {@link EngineCallError} when the server applies other adapters, naming both sides.
+ * @example `await checkAppliedAdapter(http, "adapters/smollm2-135m-instruct.decision.gguf");`
+ */
+export async function checkAppliedAdapter(
+  http: EngineConnection,
+  expected: string,
+  signal?: AbortSignal,
+): Promise<void> {
+  let listed: unknown;
+  try {
+    listed = await http.call<unknown>("/lora-adapters", undefined, signal);
+  } catch (error) {
+    if (error instanceof EngineRequestError && error.status === 404) return;
+    throw error;
+  }
+  if (!Array.isArray(listed))
+    throw new EngineCallError(http.url, "/lora-adapters answered something that is not a list");
+  const applied = (listed as LoraAdapter[])
+    .filter((a) => typeof a.scale !== "number" || a.scale !== 0)
+    .map((a) => basename(String(a.path)));
+  const wanted = expected === "none" ? [] : [basename(expected)];
+  if (applied.length === wanted.length && applied.every((name, i) => name === wanted[i])) return;
+  const serves = applied.length ? `applies the LoRA adapter ${applied.join(", ")}` : "applies none";
+  const given = expected === "none" ? "none" : wanted[0]!;
+  throw new EngineCallError(
+    http.url,
+    `${serves}, but decisiond reads its answers for --adapter ${given}: start llama-server with ` +
+      `--lora and give decisiond --adapter with the same file (or neither)`,
+  );
+}
