@@ -1,6 +1,7 @@
 #!/usr/bin/env node
-// The root package's `postinstall`: builds better-sqlite3's native binding, whose own install
-// script `allowScripts` in package.json turns off. It runs that same script (`prebuild-install ||
+// The repository's `prepare` (run by `npm install` and `npm ci` in a clone, not where decisiond is
+// installed as a dependency): builds better-sqlite3's native binding, whose own install script
+// `allowScripts` in package.json turns off. It runs that same script (`prebuild-install ||
 // node-gyp rebuild --release`), with one difference: when the running Node's own headers are
 // installed beside it (`<prefix>/include/node`, as Node's release archives, NodeSource, nvm and
 // Homebrew install them) and are of its version, node-gyp builds against them instead of
@@ -11,7 +12,7 @@
 // Exit status: 0 when the binding loads at the end; else the failed build's, with a message that
 // names docs/DEVELOPMENT.md#installing.
 //
-// Usage: npm install (runs it), or `node scripts/install-sqlite.mjs` from the repository root.
+// Usage: npm install (runs it), or `npm run prepare` (npm puts node-gyp on the PATH).
 import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -31,12 +32,13 @@ function loads() {
 
 /**
  * The directory holding the running Node's headers (`include/node/node_version.h` of this very
- * version), or undefined.
+ * version, and the `common.gypi` node-gyp builds with), or undefined.
  */
 function localNodeDir() {
   const prefix = resolve(dirname(process.execPath), "..");
   const header = join(prefix, "include", "node", "node_version.h");
-  if (!existsSync(header)) return undefined;
+  if (!existsSync(header) || !existsSync(join(prefix, "include", "node", "common.gypi")))
+    return undefined;
   const text = readFileSync(header, "utf8");
   const part = (name) => text.match(new RegExp(`#define NODE_${name}_VERSION (\\d+)`))?.[1];
   const version = `${part("MAJOR")}.${part("MINOR")}.${part("PATCH")}`;
@@ -50,7 +52,16 @@ const { scripts } = JSON.parse(readFileSync(join(packageDir, "package.json"), "u
 const env = { ...process.env };
 const nodeDir = localNodeDir();
 if (nodeDir && !env.npm_config_nodedir) env.npm_config_nodedir = nodeDir;
-env.PATH = [join(packageDir, "node_modules", ".bin"), env.PATH].join(delimiter);
+// The PATH variable is `Path` on Windows; prepackaged tools live in the .bin beside the package
+// (hoisted) or inside it.
+const pathKey = Object.keys(env).find((k) => k.toUpperCase() === "PATH") ?? "PATH";
+env[pathKey] = [
+  join(packageDir, "node_modules", ".bin"),
+  join(packageDir, "..", ".bin"),
+  env[pathKey],
+]
+  .filter(Boolean)
+  .join(delimiter);
 console.log(
   `better-sqlite3: ${scripts.install}` + (nodeDir ? ` (Node's headers from ${nodeDir})` : ""),
 );
