@@ -276,6 +276,29 @@ describe("CallDurations", () => {
     faster.add(0, 5000); // a call that reserved nothing teaches nothing
     expect(faster.expectedMs(1000)).toBeCloseTo(1000 * perToken, 6);
   });
+
+  it("fits no line to calls of nearly one size, and none that starts below 0", () => {
+    // Short calls whose waits vary: a line through them is steep, and 5,000 tokens would read
+    // minutes; their ms per token says 5,000 × about 26 ms.
+    const close = new CallDurations();
+    close.add(100, 500);
+    close.add(120, 5000);
+    const perToken = close.expectedMs(1) / 1;
+    expect(perToken).toBeGreaterThan(2.3); // between the two calls' own rates
+    expect(perToken).toBeLessThan(42);
+    expect(close.expectedMs(5000)).toBeCloseTo(5000 * perToken, 6);
+    // Spread calls whose line would start below 0: the line through 0.
+    const steep = new CallDurations();
+    for (const [tokens, ms] of [
+      [100, 100],
+      [1000, 4000],
+      [2000, 9000],
+    ] as const)
+      steep.add(tokens, ms);
+    expect(steep.expectedMs(0)).toBe(0);
+    expect(steep.expectedMs(2000)).toBeGreaterThan(7000);
+    expect(steep.expectedMs(2000)).toBeLessThan(10_000);
+  });
 });
 
 describe("key file and first start", () => {

@@ -12,6 +12,12 @@
 const DECAY = 0.9;
 /** What a call is expected to take per token before any has been answered, ms. */
 const PRIOR_MS_PER_TOKEN = 5;
+/**
+ * The least spread of the calls' sizes (standard deviation over mean) a line is fitted to: calls
+ * of nearly one size say nothing of how a longer one scales, and a line through them, carried to a
+ * call fifty times their size, is noise times fifty.
+ */
+const MIN_SPREAD = 0.5;
 
 export class CallDurations {
   /** Decayed sums over the calls answered: weight, tokens, ms, tokens², tokens × ms. */
@@ -37,17 +43,18 @@ export class CallDurations {
 
   /**
    * How long a call of `tokens` tokens is expected to take, ms (≥ 0). Where the calls seen so far
-   * do not fix a line (all of one size, or longer ones not slower), it is the calls' ms per token
-   * (total ms over total tokens, so long calls weigh by their tokens) times `tokens`.
+   * do not fix a line (of nearly one size, or longer ones not slower), it is the calls' ms per token
+   * (total ms over total tokens, so long calls weigh by their tokens) times `tokens`; where the line
+   * would start below 0, the line through 0 that fits them best.
    * @example `durations.add(100, 3000); durations.add(5000, 15000); durations.expectedMs(5000) // 15000`
    */
   expectedMs(tokens: number): number {
     if (this.w === 0) return PRIOR_MS_PER_TOKEN * tokens;
-    const spread = this.w * this.xx - this.x * this.x;
-    const slope =
-      spread > 1e-9 * this.w * this.xx ? (this.w * this.xy - this.x * this.y) / spread : 0;
-    if (!(slope > 0)) return (this.y / this.x) * tokens;
-    const fixed = (this.y - slope * this.x) / this.w;
-    return Math.max(0, fixed) + slope * tokens;
+    const mean = this.x / this.w;
+    const variance = this.xx / this.w - mean * mean;
+    const slope = (this.xy / this.w - mean * (this.y / this.w)) / variance;
+    if (!(variance >= (MIN_SPREAD * mean) ** 2) || !(slope > 0)) return (this.y / this.x) * tokens;
+    const fixed = this.y / this.w - slope * mean;
+    return fixed >= 0 ? fixed + slope * tokens : (this.xy / this.xx) * tokens;
   }
 }
