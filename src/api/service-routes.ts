@@ -7,7 +7,7 @@ import { openApiDocument } from "./openapi.js";
 import type { ServedModel } from "./options.js";
 
 /** How long `/readyz` waits for each check, in ms. */
-const READY_CHECK_MS = 2000;
+export const READY_CHECK_MS = 2000;
 
 /** What the service routes read. */
 export interface ServiceRoutesOptions {

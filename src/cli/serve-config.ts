@@ -123,7 +123,7 @@ export function serveOptions(): Option[] {
     ).default(DEFAULT_MODEL),
     envOption(
       "--adapter <path|none>",
-      "GGUF LoRA adapter applied on the model; none for the base alone (default: the catalogue model's shipped decision-tuned adapter)",
+      "GGUF LoRA adapter applied on the model; none for the base alone (default: the catalogue model's shipped decision-tuned adapter; with --engine, none: the engine must apply the same file)",
       "DECISIOND_ADAPTER",
     ),
     envOption(

@@ -1,4 +1,5 @@
 import type { ServedModel } from "../api/app.js";
+import { READY_CHECK_MS } from "../api/service-routes.js";
 import type { ServiceSettings } from "../cli/service-settings.js";
 import type { SystemOnePassThrough } from "../decision/backends/systemone.js";
 import { Decider } from "../decision/decide.js";
@@ -72,7 +73,8 @@ export async function openBackend(bundle: ModelBundle, options: BackendOptions):
 
 /** The engine's `/readyz` check. */
 export async function engineReady(engine: Engine): Promise<void> {
-  if ((await engine.ready?.()) === false)
+  // Bounded as /readyz waits for it, so no poll leaves a health call open behind it.
+  if ((await engine.ready?.(AbortSignal.timeout(READY_CHECK_MS))) === false)
     throw new Error("the engine does not answer its health check");
 }
 

@@ -17,8 +17,8 @@ export interface CompletionAnswer {
  * The top log-probabilities of a `/completion` answer by token, or `undefined` when they cannot
  * be a distribution's: an id outside the vocabulary, a log-probability that is not a number or is
  * above 0, probabilities that sum past 1, or a most likely token less likely than 1 in the
- * vocabulary's size (every distribution has one at least that likely). A tolerance of 1e-3 covers
- * the server's rounding.
+ * vocabulary's size (every distribution has one at least that likely). Tolerances cover the
+ * server's rounding.
  */
 export function topLogprobs(
   answer: CompletionAnswer,
@@ -34,7 +34,9 @@ export function topLogprobs(
     sum += Math.exp(logprob);
     best = Math.max(best, logprob);
   }
-  if (sum > 1 + 1e-3) return undefined;
+  // llama-server normalises in 32-bit floats: over a whole vocabulary the probabilities it
+  // returns sum past 1 by up to about the vocabulary's size in float steps (2⁻²⁴ each).
+  if (sum > 1 + 1e-3 + vocabularySize * 2 ** -24) return undefined;
   if (top.size > 0 && best < -Math.log(vocabularySize) - 1e-3) return undefined;
   return top;
 }

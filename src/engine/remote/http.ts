@@ -10,9 +10,9 @@
  */
 
 /**
- * Milliseconds a remote engine call may take when nothing else is said: one HTTP call, a pool's
- * call with its retries on other engines, a pass-through's decision. `serve --engine-deadline`
- * defaults to it.
+ * Milliseconds one HTTP call to a remote engine may take when nothing else is said (a
+ * pass-through's decision is one such call; opening a pool's engines is bounded by it too).
+ * `serve --engine-deadline` defaults to it.
  */
 export const DEFAULT_ENGINE_DEADLINE_MS = 30_000;
 

@@ -1,4 +1,3 @@
-import { basename } from "node:path";
 import { EngineCallError, EngineRequestError, type EngineConnection } from "./http.js";
 
 /** One entry of llama-server's `GET /lora-adapters` (the fields read). */
@@ -32,8 +31,8 @@ export async function checkAppliedAdapter(
     throw new EngineCallError(http.url, "/lora-adapters answered something that is not a list");
   const applied = (listed as LoraAdapter[])
     .filter((a) => typeof a.scale !== "number" || a.scale !== 0)
-    .map((a) => basename(String(a.path)));
-  const wanted = expected === "none" ? [] : [basename(expected)];
+    .map((a) => fileName(String(a.path)));
+  const wanted = expected === "none" ? [] : [fileName(expected)];
   if (applied.length === wanted.length && applied.every((name, i) => name === wanted[i])) return;
   const serves = applied.length ? `applies the LoRA adapter ${applied.join(", ")}` : "applies none";
   const given = expected === "none" ? "none" : wanted[0]!;
@@ -42,4 +41,9 @@ export async function checkAppliedAdapter(
     `${serves}, but decisiond reads its answers for --adapter ${given}: start llama-server with ` +
       `--lora and give decisiond --adapter with the same file (or neither)`,
   );
+}
+
+/** A path's last part, whichever the separator (the server may run on another system). */
+function fileName(path: string): string {
+  return path.split(/[\\/]/).pop() ?? path;
 }

@@ -209,12 +209,12 @@ export class EnginePool implements Engine {
         return await call(slot.engine!, watch.signal);
       } catch (error) {
         if (signal?.aborted) throw signal.reason;
-        const failure: unknown = watch.signal.aborted ? watch.signal.reason : error;
-        if (!(failure instanceof EngineCallError)) throw failure;
-        slot.lastError = failure.message;
+        // The watch's abort comes back as its reason, an EngineCallError.
+        if (!(error instanceof EngineCallError)) throw error;
+        slot.lastError = error.message;
         // A slow engine is not a dead one: a timeout takes it out only when another can serve.
-        if (!failure.timedOut || this.slots.some((s) => s !== slot && s.healthy))
-          this.takeOut(slot, failure.message);
+        if (!error.timedOut || this.slots.some((s) => s !== slot && s.healthy))
+          this.takeOut(slot, error.message);
       } finally {
         watch.stop();
         slot.inFlight--;
@@ -223,9 +223,9 @@ export class EnginePool implements Engine {
   }
 
   /**
-   * While a call waits on `slot`, asks the engine's health every `probeIntervalMs` when another
-   * engine could take the call: two checks in a row unanswered (a frozen process, a dead host)
-   * abort the call's signal with a timed-out {@link EngineCallError}.
+   * While a call waits on `slot`, asks the engine's health every `probeIntervalMs` (each check
+   * given 2 s at least) when another engine could take the call: two checks in a row unanswered (a
+   * frozen process, a dead host) abort the call's signal with a timed-out {@link EngineCallError}.
    * @returns the signal to pass to the call (the caller's, plus the watch) and how to stop.
    */
   private watch(slot: Slot, signal?: AbortSignal): { signal: AbortSignal; stop: () => void } {
@@ -237,7 +237,7 @@ export class EnginePool implements Engine {
       const engine = slot.engine;
       if (asking || !engine?.ready || !this.slots.some((s) => s !== slot && s.healthy)) return;
       asking = true;
-      const timeout = AbortSignal.timeout(Math.max(1000, this.probeIntervalMs));
+      const timeout = AbortSignal.timeout(Math.max(2000, this.probeIntervalMs));
       void engine
         .ready(timeout)
         .catch(() => false)
@@ -281,19 +281,23 @@ export class EnginePool implements Engine {
     slot.probe.unref();
   }
 
-  /** One probe: opens a member that never opened, else asks its health; puts it back when it answers. */
+  /**
+   * One probe: asks a member's health (when it was open), then opens it again, which checks what
+   * it serves anew (its model here, a llama-server's adapter in its `open`: an engine restarted
+   * with other flags stays out, saying why); puts it back when all that answers.
+   */
   private async probeOnce(slot: Slot): Promise<void> {
     const signal = AbortSignal.timeout(Math.max(500, this.probeIntervalMs));
     try {
-      if (!slot.engine) {
-        const engine = await slot.member.open(signal);
-        if (engine.model.id !== this.model.id) {
-          slot.lastError = `serves ${engine.model.id}, not ${this.model.id}`;
-          await engine.close();
-          return;
-        }
-        slot.engine = engine;
-      } else if (!(await (slot.engine.ready?.(signal) ?? true))) return;
+      if (slot.engine && !(await (slot.engine.ready?.(signal) ?? true))) return;
+      const engine = await slot.member.open(signal);
+      if (engine.model.id !== this.model.id) {
+        slot.lastError = `serves ${engine.model.id}, not ${this.model.id}`;
+        if (engine !== slot.engine) await engine.close();
+        return;
+      }
+      // The engine it replaces is not closed: a call may still be leaving it.
+      slot.engine = engine;
     } catch (error) {
       slot.lastError = (error as Error).message;
       return;
