@@ -52,8 +52,8 @@ const { scripts } = JSON.parse(readFileSync(join(packageDir, "package.json"), "u
 const env = { ...process.env };
 const nodeDir = localNodeDir();
 if (nodeDir && !env.npm_config_nodedir) env.npm_config_nodedir = nodeDir;
-// The PATH variable is `Path` on Windows; prepackaged tools live in the .bin beside the package
-// (hoisted) or inside it.
+// The PATH variable is `Path` on Windows; prebuild-install's command is in the .bin beside the
+// package (hoisted) or in its own.
 const pathKey = Object.keys(env).find((k) => k.toUpperCase() === "PATH") ?? "PATH";
 env[pathKey] = [
   join(packageDir, "node_modules", ".bin"),
