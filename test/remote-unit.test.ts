@@ -323,6 +323,34 @@ describe("engine pool", () => {
   });
 });
 
+/**
+ * A fake engine on a free local port: each request (its body read first) is answered with the
+ * JSON `answer(path)` gives, or 404 where it gives `undefined`.
+ */
+async function fakeEngine(
+  answer: (path: string) => unknown,
+): Promise<{ url: string; close: () => void }> {
+  const server: Server = createServer((request, response) =>
+    request.resume().on("end", () => {
+      const value = answer(request.url ?? "");
+      if (value === undefined) response.statusCode = 404;
+      response.end(JSON.stringify(value ?? {}));
+    }),
+  );
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const address = server.address();
+  const port = typeof address === "object" && address ? address.port : 0;
+  return { url: `http://127.0.0.1:${port}`, close: () => server.close() };
+}
+
+/** What a llama-server of a 100-token model answers to `open`'s `/props` and `/v1/models`. */
+function llamaServerModel(path: string): unknown {
+  if (path === "/props")
+    return { default_generation_settings: { n_ctx: 4096 }, model_path: "/m/x.gguf" };
+  if (path === "/v1/models") return { data: [{ id: "x", meta: { n_vocab: 100 } }] };
+  return undefined;
+}
+
 describe("a remote engine's answers that cannot be right", () => {
   const answer = (entries: { id: number; logprob: unknown }[]) =>
     ({ completion_probabilities: [{ top_logprobs: entries }] }) as CompletionAnswer;
@@ -357,12 +385,7 @@ describe("a remote engine's answers that cannot be right", () => {
 
   it("refuses a vLLM whose /v1/models names no model", async () => {
     let models: unknown = { data: "nope" };
-    const server: Server = createServer((_request, response) =>
-      response.end(JSON.stringify(models)),
-    );
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    const address = server.address();
-    const url = `http://127.0.0.1:${typeof address === "object" && address ? address.port : 0}`;
+    const { url, close } = await fakeEngine(() => models);
     try {
       for (models of [{ data: "nope" }, { data: [{}] }, { data: [{ id: "" }] }, {}])
         await expect(VllmEngine.open({ url })).rejects.toThrow(/lists no model/);
@@ -371,25 +394,15 @@ describe("a remote engine's answers that cannot be right", () => {
       expect(engine.model).toMatchObject({ id: "qwen", contextSize: 8192 });
       await engine.close();
     } finally {
-      server.close();
+      close();
     }
   });
 
   it("opens a llama-server only when it applies the adapter decisiond reads for", async () => {
     let adapters: unknown = [{ id: 0, path: "/srv/adapters/a.decision.gguf", scale: 1 }];
-    const server: Server = createServer((request, response) => {
-      const body = (value: unknown) => response.end(JSON.stringify(value));
-      if (request.url === "/props")
-        return body({ default_generation_settings: { n_ctx: 4096 }, model_path: "/m/x.gguf" });
-      if (request.url === "/v1/models")
-        return body({ data: [{ id: "x", meta: { n_vocab: 100 } }] });
-      if (request.url === "/lora-adapters" && adapters !== 404) return body(adapters);
-      response.statusCode = 404;
-      response.end("{}");
-    });
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    const address = server.address();
-    const url = `http://127.0.0.1:${typeof address === "object" && address ? address.port : 0}`;
+    const { url, close } = await fakeEngine((path) =>
+      path === "/lora-adapters" && adapters !== 404 ? adapters : llamaServerModel(path),
+    );
     const open = (adapter: string) => LlamaServerEngine.open({ url, adapter });
     try {
       await expect(open("adapters/a.decision.gguf")).resolves.toBeDefined();
@@ -403,27 +416,17 @@ describe("a remote engine's answers that cannot be right", () => {
       adapters = 404; // a server without the route is not checked
       await expect(open("a.decision.gguf")).resolves.toBeDefined();
     } finally {
-      server.close();
+      close();
     }
   });
 
   it("refuses /tokenize answers that are not this model's tokens", async () => {
     let tokens: unknown = [1, 2];
-    const server: Server = createServer((request, response) => {
-      const body = (value: unknown) => response.end(JSON.stringify(value));
-      if (request.url === "/props")
-        return body({ default_generation_settings: { n_ctx: 4096 }, model_path: "/m/x.gguf" });
-      if (request.url === "/v1/models")
-        return body({ data: [{ id: "x", meta: { n_vocab: 100 } }] });
-      if (request.url === "/tokenize") return request.resume().on("end", () => body({ tokens }));
-      response.statusCode = 404;
-      response.end();
-    });
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    const address = server.address();
-    const port = typeof address === "object" && address ? address.port : 0;
+    const { url, close } = await fakeEngine((path) =>
+      path === "/tokenize" ? { tokens } : llamaServerModel(path),
+    );
     try {
-      const engine = await LlamaServerEngine.open({ url: `http://127.0.0.1:${port}` });
+      const engine = await LlamaServerEngine.open({ url });
       await expect(engine.tokenize("hi")).resolves.toEqual([1, 2]);
       for (tokens of ["abc", [], [-5], [999_999_999], [1.5], null])
         await expect(engine.tokenize("hi")).rejects.toBeInstanceOf(EngineCallError);
@@ -431,7 +434,7 @@ describe("a remote engine's answers that cannot be right", () => {
       await expect(engine.tokenize("")).resolves.toEqual([]);
       await engine.close();
     } finally {
-      server.close();
+      close();
     }
   });
 });
