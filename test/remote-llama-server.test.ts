@@ -328,3 +328,50 @@ describe("a llama-server killed mid-run", () => {
     }
   }, 900_000);
 });
+
+describe("a llama-server that clears idle slots", () => {
+  it("is used through one slot, and says so; a server that keeps them, through all", async () => {
+    // A unified KV cache with --cache-idle-slots (llama-server's defaults without --parallel):
+    // each task saves every idle slot to host memory and clears it.
+    const unified = await startLlamaServer({
+      modelPath: inject("modelPath"),
+      parallel: 2,
+      args: ["--kv-unified"],
+    });
+    const kept = await startLlamaServer({ modelPath: inject("modelPath"), parallel: 2 });
+    try {
+      const notices: string[] = [];
+      const engine = await LlamaServerEngine.open({
+        url: unified.url,
+        onNotice: (m) => notices.push(m),
+      });
+      expect(engine.slotCount).toBe(1);
+      expect(notices).toHaveLength(1);
+      expect(notices[0]).toMatch(/uses 1 of its 2 slots.*--no-cache-idle-slots/);
+      // Two requests at once: each evaluates its own tokens once, none evaluates the other's again.
+      const decider = new Decider(engine, { contentFree: false, questionContrast: false });
+      const plans = await Promise.all(
+        MIXED.slice(0, 2).map((r) => decider.plan(decisionRequest(r))),
+      );
+      await Promise.all(plans.map((p) => engine.score({ prefix: p.prefix, branches: p.branches })));
+      const tokens = plans.reduce(
+        (sum, p) => sum + p.prefix.length + p.branches.reduce((s, b) => s + b.tokens.length, 0),
+        0,
+      );
+      const { promptTokensEvaluated, completionCalls } = engine.counters;
+      console.log(
+        `cleared idle slots: ${promptTokensEvaluated} tokens evaluated in ${completionCalls} calls for ${tokens} tokens`,
+      );
+      expect(promptTokensEvaluated).toBeLessThanOrEqual(tokens + completionCalls);
+      await engine.close();
+
+      const all = await LlamaServerEngine.open({ url: kept.url, onNotice: (m) => notices.push(m) });
+      expect(all.slotCount).toBe(2);
+      expect(notices).toHaveLength(1);
+      await all.close();
+    } finally {
+      await unified.kill();
+      await kept.kill();
+    }
+  }, 600_000);
+});

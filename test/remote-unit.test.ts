@@ -25,6 +25,7 @@ import {
   type BranchScore,
   type ScoreBranch,
 } from "../src/engine/types.js";
+import { SlotPrompts } from "../src/engine/remote/llama-server-slots.js";
 import { PromptTextError } from "../src/protocol/prompt-text.js";
 import { startService } from "../src/service/build.js";
 import { postJson } from "./support/service.js";
@@ -324,29 +325,39 @@ describe("engine pool", () => {
 });
 
 /**
- * A fake engine on a free local port: each request (its body read first) is answered with the
- * JSON `answer(path)` gives, or 404 where it gives `undefined`.
+ * A fake engine on a free local port: each request is answered with the JSON `answer(path, body)`
+ * gives (`body` parsed, `undefined` when there is none), or 404 where it gives `undefined`.
  */
 async function fakeEngine(
-  answer: (path: string) => unknown,
+  answer: (path: string, body: Record<string, unknown> | undefined) => unknown,
 ): Promise<{ url: string; close: () => void }> {
-  const server: Server = createServer((request, response) =>
-    request.resume().on("end", () => {
-      const value = answer(request.url ?? "");
+  const server: Server = createServer((request, response) => {
+    const chunks: Buffer[] = [];
+    request.on("data", (chunk: Buffer) => chunks.push(chunk));
+    request.on("end", () => {
+      const text = Buffer.concat(chunks).toString("utf8");
+      const value = answer(request.url ?? "", text ? JSON.parse(text) : undefined);
       if (value === undefined) response.statusCode = 404;
       response.end(JSON.stringify(value ?? {}));
-    }),
-  );
+    });
+  });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const address = server.address();
   const port = typeof address === "object" && address ? address.port : 0;
   return { url: `http://127.0.0.1:${port}`, close: () => server.close() };
 }
 
-/** What a llama-server of a 100-token model answers to `open`'s `/props` and `/v1/models`. */
-function llamaServerModel(path: string): unknown {
+/**
+ * What a llama-server of a 100-token model with `slots` slots answers to `open`'s `/props` and
+ * `/v1/models`.
+ */
+function llamaServerModel(path: string, slots = 1): unknown {
   if (path === "/props")
-    return { default_generation_settings: { n_ctx: 4096 }, model_path: "/m/x.gguf" };
+    return {
+      default_generation_settings: { n_ctx: 4096 },
+      model_path: "/m/x.gguf",
+      total_slots: slots,
+    };
   if (path === "/v1/models") return { data: [{ id: "x", meta: { n_vocab: 100 } }] };
   return undefined;
 }
@@ -455,6 +466,83 @@ describe("slots of a llama-server", () => {
     await third;
     expect(order).toEqual([second]);
     expect(first).not.toBe(second);
+  });
+
+  it("knows what a slot holds after a call answered, and nothing while one is out or failed", () => {
+    const held = new SlotPrompts();
+    const prefix = [1, 2, 3, 4];
+    expect(held.heldPrefix(0, prefix)).toEqual({ shared: 0, length: 0 });
+    expect(held.mustCut(0, prefix, 0)).toBe(false); // never called: holds nothing
+    held.calling(0);
+    held.called(0, [1, 2, 3, 9]);
+    held.setPrefix(0, 3);
+    expect(held.heldPrefix(0, prefix)).toEqual({ shared: 3, length: 3 });
+    expect(held.mustCut(0, prefix, 3)).toBe(false);
+    expect(held.mustCut(0, prefix, 2)).toBe(true); // holds 3 of them: cut back to 2
+    held.calling(0); // a call out that never answers
+    expect(held.heldPrefix(0, prefix)).toEqual({ shared: 0, length: 0 });
+    expect(held.mustCut(0, prefix, 0)).toBe(true);
+    expect(held.mustCut(1, prefix, 0)).toBe(false); // another slot is not touched
+  });
+
+  it("cuts a slot back after a failed call before the next request evaluates on it", async () => {
+    const prompts: number[][] = [];
+    let failAt = 2; // the second /completion call fails
+    const { url, close } = await fakeEngine((path, body) => {
+      if (path !== "/completion") return llamaServerModel(path);
+      const prompt = body!.prompt as number[];
+      prompts.push(prompt);
+      if (prompts.length === failAt) return undefined; // 404: the call failed
+      return {
+        completion_probabilities: [{ top_logprobs: [{ id: 7, logprob: -0.1 }] }],
+        timings: { prompt_n: prompt.length, cache_n: 0 },
+      };
+    });
+    try {
+      const engine = await LlamaServerEngine.open({ url });
+      const request: ScoreRequest = {
+        prefix: Array.from({ length: 70 }, (_, i) => 10 + (i % 50)),
+        branches: [{ tokens: [5], candidates: [7] }],
+      };
+      await expect(engine.score(request)).rejects.toThrow();
+      prompts.length = 0;
+      failAt = 0;
+      await engine.score(request);
+      // First the cut: one token that is not the prefix's first; then the prefix from its start.
+      expect(prompts[0]).toEqual([11]);
+      expect(prompts[1]).toEqual(request.prefix);
+      // Answered: the next request keeps the prefix and cuts only its branch off (5 → 6).
+      prompts.length = 0;
+      await engine.score(request);
+      expect(prompts[0]).toEqual([...request.prefix, 6]);
+      await engine.close();
+    } finally {
+      close();
+    }
+  });
+
+  it("uses one slot of a server that clears idle slots, and says why", async () => {
+    let keeps = false;
+    const { url, close } = await fakeEngine((path, body) => {
+      if (path !== "/completion") return llamaServerModel(path, 4);
+      const prompt = body!.prompt as number[];
+      // The probe's third call extends its first by one token.
+      const cached = keeps && prompt.length === 17 ? 16 : 0;
+      return { timings: { prompt_n: prompt.length - cached, cache_n: cached } };
+    });
+    try {
+      const notices: string[] = [];
+      const onNotice = (m: string) => notices.push(m);
+      const clears = await LlamaServerEngine.open({ url, onNotice });
+      expect(clears.slotCount).toBe(1);
+      expect(notices).toEqual([expect.stringMatching(/uses 1 of its 4 slots/)]);
+      keeps = true;
+      const keeping = await LlamaServerEngine.open({ url, onNotice });
+      expect(keeping.slotCount).toBe(4);
+      expect(notices).toHaveLength(1);
+    } finally {
+      close();
+    }
   });
 });
 

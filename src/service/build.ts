@@ -231,6 +231,7 @@ export async function composeService(
   const remote = await openRemoteEngines(config.engines, {
     deadlineMs: config.engineDeadlineMs,
     adapter: adapterPath ?? "none",
+    onNotice: (message) => print(`decisiond: ${message}`),
   });
   const urls = config.engines.map((e) => `${e.kind}=${e.url}`).join(", ");
   if (remote.kind === "pass-through") {

@@ -38,6 +38,8 @@ export interface RemoteEngineOptions {
    * says what it applies (llama-server) must apply; absent: not checked.
    */
   readonly adapter?: string | undefined;
+  /** Told what decisiond uses differently from what the engine offers (e.g. fewer slots). */
+  readonly onNotice?: ((message: string) => void) | undefined;
 }
 
 /** One kind of remote engine: how to open one. */
@@ -62,7 +64,7 @@ export const REMOTE_ENGINE_KINDS = {
   "llama-server": {
     open: (url, options, signal) =>
       LlamaServerEngine.open(
-        { url, timeoutMs: options.timeoutMs, adapter: options.adapter },
+        { url, timeoutMs: options.timeoutMs, adapter: options.adapter, onNotice: options.onNotice },
         signal,
       ),
   },
@@ -125,6 +127,8 @@ export interface RemoteOptions extends PoolOptions {
   readonly callTimeoutMs?: number;
   /** The adapter the engines must apply ({@link RemoteEngineOptions.adapter}). */
   readonly adapter?: string | undefined;
+  /** {@link RemoteEngineOptions.onNotice}, for every engine, each time it is opened. */
+  readonly onNotice?: ((message: string) => void) | undefined;
 }
 
 /**
@@ -148,7 +152,7 @@ export async function openEnginePool(
       open: (signal?: AbortSignal) =>
         REMOTE_ENGINE_KINDS[spec.kind].open(
           spec.url,
-          { timeoutMs, apiKey: spec.apiKey, adapter: options.adapter },
+          { timeoutMs, apiKey: spec.apiKey, adapter: options.adapter, onNotice: options.onNotice },
           signal,
         ),
     })),

@@ -1,4 +1,4 @@
-import { planDecode, sharedStart } from "../decode/index.js";
+import { planDecode } from "../decode/index.js";
 import {
   contextOverflowOf,
   type BranchScore,
@@ -16,6 +16,7 @@ import {
 import { baseUrl, DEFAULT_ENGINE_DEADLINE_MS, EngineCallError, EngineConnection } from "./http.js";
 import { topLogprobs, type CompletionAnswer } from "./completion-answer.js";
 import { checkAppliedAdapter } from "./llama-server-adapter.js";
+import { SlotPrompts, usableSlots } from "./llama-server-slots.js";
 import { SlotPool } from "./slot-pool.js";
 
 export { topLogprobs, type CompletionAnswer } from "./completion-answer.js";
@@ -58,6 +59,8 @@ export interface LlamaServerOptions {
    * 128. Default 512.
    */
   readonly batchSize?: number;
+  /** Told what decisiond does differently from what the server offers (e.g. fewer slots). */
+  readonly onNotice?: ((message: string) => void) | undefined;
 }
 
 /** What `GET /props` answers (the fields read). */
@@ -104,10 +107,8 @@ export class LlamaServerEngine implements Engine {
    * follow each other in that slot's KV cache and no other request's prompt comes between them.
    */
   private readonly slots: SlotPool;
-  /** Per slot: the tokens the server holds after our last call on it (its prompt). */
-  private readonly held: (readonly Token[])[] = [];
-  /** Per slot: the length of the last request's prefix (what a next prefix may take over). */
-  private readonly heldPrefix: number[] = [];
+  /** What each slot holds after our calls on it. */
+  private readonly held = new SlotPrompts();
 
   private constructor(
     private readonly http: EngineConnection,
@@ -167,7 +168,7 @@ export class LlamaServerEngine implements Engine {
       http,
       model,
       meta.n_vocab,
-      props.total_slots ?? 1,
+      await usableSlots(http, props.total_slots ?? 1, meta.n_vocab, options.onNotice, signal),
       options.topProbs ?? 64,
       options.batchSize ?? 512,
     );
@@ -246,18 +247,15 @@ export class LlamaServerEngine implements Engine {
     const timings: { prompt_n: number; cache_n: number }[] = [];
     const prefix = request.prefix;
     const length = prefix.length;
-    const heldPrefix = this.heldPrefix[slot] ?? 0;
-    const shared = Math.min(sharedStart(this.held[slot] ?? [], prefix), heldPrefix);
     // The embedded engine's plan on a CPU: one lane (decisions/047).
-    const plan = planDecode(
-      request,
-      { shared, length: heldPrefix },
-      { lanes: 1, batchSize: this.batchSize },
-    );
+    const plan = planDecode(request, this.held.heldPrefix(slot, prefix), {
+      lanes: 1,
+      batchSize: this.batchSize,
+    });
     const { resume } = plan.prefix;
     if (resume < length)
       await this.evaluate(slot, prefix, resume, plan.prefix.calls, 0, timings, signal);
-    this.heldPrefix[slot] = length;
+    this.held.setPrefix(slot, length);
     const prefixEvaluated = timings.reduce((sum, t) => sum + t.prompt_n, 0);
     const cachedPrefixTokens = length - Math.min(length, prefixEvaluated);
 
@@ -296,10 +294,10 @@ export class LlamaServerEngine implements Engine {
 
   /**
    * Evaluates `target[from…]` on the slot in calls of `calls` tokens (the last one reads the top
-   * `nProbs` log-probabilities). When the slot holds more of `target` than `from`, it is first cut
-   * back to `target[0…from)`: a one-token call of `target[0…from)` and a token that differs from
-   * `target[from]`, so that the server's prompt cache keeps exactly `from` tokens and evaluates
-   * the rest in the given calls.
+   * `nProbs` log-probabilities). When the slot holds more of `target` than `from`, or what it
+   * holds is unknown, it is first cut back to `target[0…from)`: a call of `target[0…from)` and a
+   * token that differs from `target[from]`, so that the server's prompt cache keeps exactly `from`
+   * tokens and evaluates the rest in the given calls.
    */
   private async evaluate(
     slot: number,
@@ -310,7 +308,7 @@ export class LlamaServerEngine implements Engine {
     timings: { prompt_n: number; cache_n: number }[],
     signal?: AbortSignal,
   ): Promise<Map<Token, number>> {
-    if (sharedStart(this.held[slot] ?? [], target) > from) {
+    if (this.held.mustCut(slot, target, from)) {
       const other = ((target[from] ?? 0) + 1) % this.vocabularySize;
       const cut = await this.complete(slot, [...target.slice(0, from), other], 0, signal);
       timings.push(cut.timings);
@@ -337,6 +335,7 @@ export class LlamaServerEngine implements Engine {
     nProbs: number,
     signal?: AbortSignal,
   ): Promise<{ top: Map<Token, number>; timings: { prompt_n: number; cache_n: number } }> {
+    this.held.calling(slot);
     const answer = await this.http.call<CompletionAnswer>(
       "/completion",
       {
@@ -351,7 +350,7 @@ export class LlamaServerEngine implements Engine {
       signal,
     );
     this.counters.completionCalls++;
-    this.held[slot] = tokens;
+    this.held.called(slot, tokens);
     const timings = {
       prompt_n: answer.timings?.prompt_n ?? tokens.length,
       cache_n: answer.timings?.cache_n ?? answer.tokens_cached ?? 0,
