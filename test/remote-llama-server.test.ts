@@ -375,3 +375,42 @@ describe("a llama-server that clears idle slots", () => {
     }
   }, 600_000);
 });
+
+describe("requests on a llama-server's one slot", () => {
+  it("take turns: a short request goes between a long one's calls, which answers as alone", async () => {
+    const server = await startLlamaServer({ modelPath: inject("modelPath"), slotContext: 4096 });
+    try {
+      const engine = await LlamaServerEngine.open({ url: server.url });
+      expect(engine.slotCount).toBe(1);
+      const decider = new Decider(engine, { contentFree: false, questionContrast: false });
+      const sentences = Array.from(
+        { length: 120 },
+        (_, i) =>
+          `${i + 1}. The clerk counted ${i + 3} baskets of apples in the market on day ${i}.`,
+      );
+      const long = await decider.plan(
+        decisionRequest({
+          state: sentences.join(" "),
+          questions: { apples: { type: "noul", instructions: "Were apples counted?" } },
+        }),
+      );
+      const short = await decider.plan(decisionRequest(MIXED[1]!));
+      const score = (plan: typeof long) =>
+        engine.score({ prefix: plan.prefix, branches: plan.branches });
+      const alone = await score(long);
+      await score(short); // the slot now holds the short request's prompt
+      const done: string[] = [];
+      const t0 = Date.now();
+      const longRun = score(long).then((r) => (done.push(`long ${Date.now() - t0} ms`), r));
+      await new Promise((r) => setTimeout(r, 300));
+      const shortRun = score(short).then((r) => (done.push(`short ${Date.now() - t0} ms`), r));
+      const [beside] = await Promise.all([longRun, shortRun]);
+      console.log(`turns: ${long.prefix.length}-token prefix; done: ${done.join(", ")}`);
+      expect(done[0]).toMatch(/^short/);
+      expect(beside.branches.map((b) => b.logprobs)).toEqual(alone.branches.map((b) => b.logprobs));
+      await engine.close();
+    } finally {
+      await server.kill();
+    }
+  }, 600_000);
+});

@@ -14,6 +14,7 @@ import { createServer, type Server } from "node:http";
 import {
   LlamaServerEngine,
   SlotPool,
+  SlotTurn,
   topLogprobs,
   type CompletionAnswer,
 } from "../src/engine/remote/llama-server.js";
@@ -349,7 +350,7 @@ async function fakeEngine(
 
 /**
  * What a llama-server of a 100-token model with `slots` slots answers to `open`'s `/props` and
- * `/v1/models`.
+ * `/v1/models`, and to its probe of the slots (`/completion`, nothing said of the cache).
  */
 function llamaServerModel(path: string, slots = 1): unknown {
   if (path === "/props")
@@ -359,6 +360,7 @@ function llamaServerModel(path: string, slots = 1): unknown {
       total_slots: slots,
     };
   if (path === "/v1/models") return { data: [{ id: "x", meta: { n_vocab: 100 } }] };
+  if (path === "/completion") return {};
   return undefined;
 }
 
@@ -458,7 +460,7 @@ describe("slots of a llama-server", () => {
     const order: number[] = [];
     const third = slots.acquire().then((s) => order.push(s));
     const controller = new AbortController();
-    const fourth = slots.acquire(controller.signal);
+    const fourth = slots.acquire({ signal: controller.signal });
     controller.abort(new Error("left"));
     await expect(fourth).rejects.toThrow("left");
     expect(slots.queued).toBe(1);
@@ -466,6 +468,31 @@ describe("slots of a llama-server", () => {
     await third;
     expect(order).toEqual([second]);
     expect(first).not.toBe(second);
+  });
+
+  it("gives a slot up between calls to a shorter request, and takes one again after it", async () => {
+    const pool = new SlotPool(1);
+    const long = await SlotTurn.take(pool, 1_000);
+    const order: string[] = [];
+    const short = SlotTurn.take(pool, 50).then((turn) => (order.push("short"), turn));
+    await long.beforeCall(true); // no call made in this turn yet: keeps the slot
+    expect(long.slot).toBe(0);
+    long.afterCall(100);
+    await long.beforeCall(false); // not taking turns: keeps the slot
+    expect(long.slot).toBe(0);
+    const longer = SlotTurn.take(pool, 5_000);
+    const resumed = long.beforeCall(true).then(() => order.push("long"));
+    const shortTurn = await short;
+    expect(shortTurn.slot).toBe(0);
+    shortTurn.afterCall(50);
+    shortTurn.release();
+    await resumed; // 900 tokens left: before the longer request
+    expect(order).toEqual(["short", "long"]);
+    expect(pool.queued).toBe(1);
+    long.afterCall(900);
+    long.release();
+    (await longer).release();
+    expect(pool.queued).toBe(0);
   });
 
   it("knows what a slot holds after a call answered, and nothing while one is out or failed", () => {
@@ -487,7 +514,7 @@ describe("slots of a llama-server", () => {
 
   it("cuts a slot back after a failed call before the next request evaluates on it", async () => {
     const prompts: number[][] = [];
-    let failAt = 2; // the second /completion call fails
+    let failAt = 0;
     const { url, close } = await fakeEngine((path, body) => {
       if (path !== "/completion") return llamaServerModel(path);
       const prompt = body!.prompt as number[];
@@ -500,6 +527,8 @@ describe("slots of a llama-server", () => {
     });
     try {
       const engine = await LlamaServerEngine.open({ url });
+      prompts.length = 0;
+      failAt = 2; // the request's second /completion call fails
       const request: ScoreRequest = {
         prefix: Array.from({ length: 70 }, (_, i) => 10 + (i % 50)),
         branches: [{ tokens: [5], candidates: [7] }],
@@ -521,25 +550,33 @@ describe("slots of a llama-server", () => {
     }
   });
 
-  it("uses one slot of a server that clears idle slots, and says why", async () => {
+  it("uses one slot of a server that clears idle slots; says what a server does not keep", async () => {
     let keeps = false;
+    let restores = true;
     const { url, close } = await fakeEngine((path, body) => {
       if (path !== "/completion") return llamaServerModel(path, 4);
       const prompt = body!.prompt as number[];
-      // The probe's third call extends its first by one token.
-      const cached = keeps && prompt.length === 17 ? 16 : 0;
+      // The probe's first call again, one token longer after another slot's call (kept), two
+      // tokens longer after another prompt on its slot (restored).
+      const hit = prompt.length === 17 ? keeps : prompt.length === 18 ? restores : false;
+      const cached = hit ? 16 : 0;
       return { timings: { prompt_n: prompt.length - cached, cache_n: cached } };
     });
     try {
-      const notices: string[] = [];
+      let notices: string[] = [];
       const onNotice = (m: string) => notices.push(m);
       const clears = await LlamaServerEngine.open({ url, onNotice });
       expect(clears.slotCount).toBe(1);
       expect(notices).toEqual([expect.stringMatching(/uses 1 of its 4 slots/)]);
       keeps = true;
+      notices = [];
       const keeping = await LlamaServerEngine.open({ url, onNotice });
       expect(keeping.slotCount).toBe(4);
-      expect(notices).toHaveLength(1);
+      expect(notices).toEqual([]);
+      restores = false;
+      const noTurns = await LlamaServerEngine.open({ url, onNotice });
+      expect(noTurns.slotCount).toBe(4);
+      expect(notices).toEqual([expect.stringMatching(/keeps its slot to its end.*--cache-ram/)]);
     } finally {
       close();
     }

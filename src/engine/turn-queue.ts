@@ -25,8 +25,8 @@ export interface TurnOptions {
 }
 
 /**
- * The order in which requests get an engine's model, one task at a time: the request with the
- * least work left first (shortest remaining processing time, which gives the least mean time of
+ * The order in which requests get an engine's model, `capacity` tasks at a time (one for a model
+ * in-process, a llama-server's slots for a remote one): the request with the least work left first (shortest remaining processing time, which gives the least mean time of
  * all orders), with aging, so that a long request still goes on while shorter ones keep coming.
  * A running request asks {@link hasShorterThan} between two steps and, if so, gives the model up
  * and queues again with what it has left. Why: docs/decisions/103.
@@ -44,13 +44,17 @@ export class TurnQueue {
    */
   static readonly MAX_PASSED = 8;
   private readonly waiting: Waiting[] = [];
-  private running = false;
+  /** Tasks running now. */
+  private running = 0;
   /** Tasks started so far. */
   private started = 0;
   private readonly idleWaiters: (() => void)[] = [];
 
+  /** @param capacity - tasks that run at once, at least 1. */
+  constructor(private readonly capacity = 1) {}
+
   /**
-   * Runs `task` once the model is free and its turn comes: the waiting task of the lowest `rank`
+   * Runs `task` once fewer than `capacity` tasks run and its turn comes: the waiting task of the lowest `rank`
    * first, then by arrival, except that a task that has waited while {@link MAX_PASSED} others
    * started goes next (the one that has waited longest first). A task that fails does not stop
    * the others.
@@ -94,27 +98,33 @@ export class TurnQueue {
     return this.waiting.some((waiting) => waiting.interrupts && rankOf(waiting) < work);
   }
 
+  /** Tasks waiting to start. */
+  get queued(): number {
+    return this.waiting.length;
+  }
+
   /** Resolves once no task runs and none waits. */
   idle(): Promise<void> {
-    if (!this.running && this.waiting.length === 0) return Promise.resolve();
+    if (this.running === 0 && this.waiting.length === 0) return Promise.resolve();
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
   private done(): void {
-    this.running = false;
+    this.running--;
     this.next();
   }
 
   private next(): void {
-    if (this.running) return;
-    const task = this.take();
-    if (!task) {
-      for (const wake of this.idleWaiters.splice(0)) wake();
-      return;
+    while (this.running < this.capacity) {
+      const task = this.take();
+      if (!task) {
+        if (this.running === 0) for (const wake of this.idleWaiters.splice(0)) wake();
+        return;
+      }
+      this.running++;
+      this.started++;
+      task.start();
     }
-    this.running = true;
-    this.started++;
-    task.start();
   }
 
   /** Removes and returns the task to start next, if any. */

@@ -1,5 +1,21 @@
 import type { Token } from "../types.js";
 
+/** What `GET /props` answers (the fields read). */
+export interface Props {
+  default_generation_settings?: { n_ctx?: number };
+  model_path?: string;
+  model_alias?: string;
+  chat_template?: string;
+  total_slots?: number;
+  modalities?: { vision?: boolean };
+  build_info?: string;
+}
+
+/** What `GET /v1/models` answers (the fields read). */
+export interface Models {
+  data?: { id?: string; meta?: { n_vocab?: number; n_ctx_train?: number; n_ctx?: number } }[];
+}
+
 /** One probability entry of `/completion`'s `completion_probabilities[i].top_logprobs`. */
 interface TopLogprob {
   id: number;

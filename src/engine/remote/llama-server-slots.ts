@@ -50,27 +50,41 @@ export class SlotPrompts {
   }
 }
 
-/** Tokens per probe call of {@link slotsKeepPrompts}. */
+/** Tokens per probe call of {@link probeSlots}. */
 const PROBE_TOKENS = 16;
 
+/** What {@link probeSlots} found. */
+export interface SlotBehaviour {
+  /**
+   * A slot keeps its prompt while another slot takes a task, which every request's calls after
+   * its first rely on (each evaluates only what it adds). A llama-server with a unified KV cache
+   * and `--cache-idle-slots` (both its defaults when started without `--parallel`: four slots, one
+   * cache) saves every idle slot to its host-memory prompt cache and clears it whenever another
+   * slot takes a task, and a call naming the cleared slot (`id_slot`) does not load it back: under
+   * concurrent requests every call would evaluate its whole prompt again (4 requests of about 340
+   * tokens at once: 24,447 prompt tokens evaluated instead of 3,706).
+   */
+  readonly keep: boolean;
+  /**
+   * A prompt displaced from a slot by another task is restored when a call continues it (the
+   * host-memory prompt cache, `--cache-ram`, on by default): what lets a request give its slot up
+   * to a shorter one and go on later without evaluating again what it had.
+   */
+  readonly restore: boolean;
+}
+
 /**
- * Whether a llama-server's slot keeps its prompt while another slot takes a task, which every
- * request's calls after its first rely on (each evaluates only what it adds). A llama-server with a
- * unified KV cache and `--cache-idle-slots` (both its defaults when started without `--parallel`:
- * four slots, one cache) saves every idle slot to its host-memory prompt cache and clears it
- * whenever another slot takes a task, and a call naming the cleared slot (`id_slot`) does not load
- * it back: under concurrent requests every call would evaluate its whole prompt again (4 requests
- * of about 340 tokens at once: 24,447 prompt tokens evaluated instead of 3,706).
- * Three calls of {@link PROBE_TOKENS} tokens: slot 0, slot 1, slot 0 again with one token more.
- * @returns `true` when the last call took the first one's tokens from slot 0, or when the server
- *   does not report what it took from its cache.
+ * Finds out how a llama-server of `total` slots keeps prompts ({@link SlotBehaviour}), with calls
+ * of {@link PROBE_TOKENS} tokens on slots 0 and 1. What a server does not report (no
+ * `timings.cache_n`) counts as kept.
  * @throws {@link EngineCallError} when the server does not answer.
  */
-export async function slotsKeepPrompts(
+export async function probeSlots(
   http: EngineConnection,
+  total: number,
   vocabularySize: number,
   signal?: AbortSignal,
-): Promise<boolean> {
+): Promise<SlotBehaviour> {
   const run = (start: number, length: number) =>
     Array.from({ length }, (_, i) => (start + i) % vocabularySize);
   const call = (prompt: readonly Token[], slot: number) =>
@@ -79,32 +93,49 @@ export async function slotsKeepPrompts(
       { prompt, n_predict: 0, n_probs: 0, cache_prompt: true, temperature: 0, id_slot: slot },
       signal,
     );
+  const kept = (answer: CompletionAnswer) => {
+    const cached = answer.timings?.cache_n ?? answer.tokens_cached;
+    return cached === undefined || cached >= PROBE_TOKENS;
+  };
   await call(run(1000, PROBE_TOKENS), 0);
-  await call(run(2000, PROBE_TOKENS), 1);
-  const again = await call(run(1000, PROBE_TOKENS + 1), 0);
-  const cached = again.timings?.cache_n ?? again.tokens_cached;
-  return cached === undefined || cached >= PROBE_TOKENS;
+  let keep = true;
+  if (total > 1) {
+    await call(run(2000, PROBE_TOKENS), 1);
+    keep = kept(await call(run(1000, PROBE_TOKENS + 1), 0));
+  }
+  await call(run(3000, PROBE_TOKENS), 0);
+  const restore = kept(await call(run(1000, PROBE_TOKENS + 2), 0));
+  return { keep, restore };
 }
 
 /**
- * How many of a llama-server's `total` slots decisiond uses: all of them, or 1 when the server
- * clears an idle slot's prompt ({@link slotsKeepPrompts}), saying so to `onNotice` with what to
- * change.
+ * How decisiond uses a llama-server of `total` slots: all of them, or 1 when the server clears an
+ * idle slot's prompt; and whether requests take turns on them, which only a server that restores
+ * a displaced prompt makes worth it ({@link SlotBehaviour}). What it gives up is said to
+ * `onNotice`, with the flags that change it.
  * @throws {@link EngineCallError} when the server does not answer.
  */
-export async function usableSlots(
+export async function slotUse(
   http: EngineConnection,
   total: number,
   vocabularySize: number,
   onNotice: ((message: string) => void) | undefined,
   signal?: AbortSignal,
-): Promise<number> {
-  if (total <= 1 || (await slotsKeepPrompts(http, vocabularySize, signal))) return total;
-  onNotice?.(
-    `the llama-server at ${http.url} clears a slot's prompt whenever another slot takes a task ` +
-      `(a unified KV cache with --cache-idle-slots, its default without --parallel): decisiond ` +
-      `uses 1 of its ${total} slots. To use them all, start it with --no-cache-idle-slots, or ` +
-      `with --parallel N and no --kv-unified`,
-  );
-  return 1;
+): Promise<{ slots: number; turns: boolean }> {
+  const { keep, restore } = await probeSlots(http, total, vocabularySize, signal);
+  const server = `the llama-server at ${http.url}`;
+  if (!keep)
+    onNotice?.(
+      `${server} clears a slot's prompt whenever another slot takes a task (a unified KV ` +
+        `cache with --cache-idle-slots, its default without --parallel): decisiond uses 1 of ` +
+        `its ${total} slots. To use them all, start it with --no-cache-idle-slots, or with ` +
+        `--parallel N and no --kv-unified`,
+    );
+  if (!restore)
+    onNotice?.(
+      `${server} does not restore a prompt another task displaced from its slot (--cache-ram ` +
+        `0): a request keeps its slot to its end, and shorter requests wait for it. Start it ` +
+        `with --cache-ram (default 8192 MiB) for requests to take turns`,
+    );
+  return { slots: keep ? total : 1, turns: restore };
 }

@@ -1,5 +1,6 @@
 import { planDecode } from "../decode/index.js";
 import {
+  branchTotalTokens,
   contextOverflowOf,
   type BranchScore,
   type ChatMessage,
@@ -14,13 +15,18 @@ import {
   type TokenizeOptions,
 } from "../types.js";
 import { baseUrl, DEFAULT_ENGINE_DEADLINE_MS, EngineCallError, EngineConnection } from "./http.js";
-import { topLogprobs, type CompletionAnswer } from "./completion-answer.js";
+import {
+  topLogprobs,
+  type CompletionAnswer,
+  type Models,
+  type Props,
+} from "./completion-answer.js";
 import { checkAppliedAdapter } from "./llama-server-adapter.js";
-import { SlotPrompts, usableSlots } from "./llama-server-slots.js";
-import { SlotPool } from "./slot-pool.js";
+import { SlotPrompts, slotUse } from "./llama-server-slots.js";
+import { SlotPool, SlotTurn } from "./slot-pool.js";
 
 export { topLogprobs, type CompletionAnswer } from "./completion-answer.js";
-export { SlotPool } from "./slot-pool.js";
+export { SlotPool, SlotTurn } from "./slot-pool.js";
 
 /**
  * An engine served by llama.cpp's `llama-server` over its native HTTP API, any GGUF:
@@ -34,8 +40,10 @@ export { SlotPool } from "./slot-pool.js";
  * of its own, then each branch on top of it (in token order, starting from what it shares with
  * the previous one) and each chained child on top of its branch, every call cut where the
  * embedded engine cuts its decode calls ({@link LlamaServerEngine.scoreOnSlot}). Each call
- * evaluates only its new tokens (`timings.prompt_n`): the state once per request.
- * Why the calls are cut so: docs/decisions/047.
+ * evaluates only its new tokens (`timings.prompt_n`): the state once per request. Between two
+ * calls it gives its slot up to a waiting request with less work left, on a server that restores
+ * the displaced prompt from its host-memory cache, and goes on in its next turn ({@link SlotTurn}).
+ * Why the calls are cut so: docs/decisions/047; why requests take turns: docs/decisions/106.
  */
 
 /** Options of {@link LlamaServerEngine.open}. */
@@ -63,22 +71,6 @@ export interface LlamaServerOptions {
   readonly onNotice?: ((message: string) => void) | undefined;
 }
 
-/** What `GET /props` answers (the fields read). */
-interface Props {
-  default_generation_settings?: { n_ctx?: number };
-  model_path?: string;
-  model_alias?: string;
-  chat_template?: string;
-  total_slots?: number;
-  modalities?: { vision?: boolean };
-  build_info?: string;
-}
-
-/** What `GET /v1/models` answers (the fields read). */
-interface Models {
-  data?: { id?: string; meta?: { n_vocab?: number; n_ctx_train?: number; n_ctx?: number } }[];
-}
-
 /** The counters of a remote llama-server, with what its `timings` report. */
 export interface LlamaServerCounters extends EngineCounters {
   /** `/completion` calls made. */
@@ -103,8 +95,8 @@ export class LlamaServerEngine implements Engine {
   /** The `timings` of each `/completion` call of the last {@link score} (for tests and the bench). */
   lastTimings: { prompt_n: number; cache_n: number }[] = [];
   /**
-   * The server's slots: one request holds one slot for all its calls (`id_slot`), so its calls
-   * follow each other in that slot's KV cache and no other request's prompt comes between them.
+   * The server's slots: a request holds one for its calls (`id_slot`), so they follow each other
+   * in that slot's KV cache, until it gives the slot up between two calls ({@link SlotTurn}).
    */
   private readonly slots: SlotPool;
   /** What each slot holds after our calls on it. */
@@ -115,8 +107,10 @@ export class LlamaServerEngine implements Engine {
     readonly model: ModelInfo,
     /** Tokens in the vocabulary, the largest `n_probs` worth asking. */
     readonly vocabularySize: number,
-    /** Slots the server runs side by side (`--parallel`). */
+    /** Slots of the server in use ({@link slotUse}: its `--parallel`, or 1). */
     readonly slotCount: number,
+    /** Whether a request gives its slot up to a shorter one between calls ({@link slotUse}). */
+    private readonly takesTurns: boolean,
     private readonly topProbs: number,
     /** Largest call, at most the server's `--ubatch-size`. */
     private readonly batchSize: number,
@@ -164,11 +158,13 @@ export class LlamaServerEngine implements Engine {
       trainContextSize: meta.n_ctx_train ?? contextSize,
       vision: false,
     };
+    const use = await slotUse(http, props.total_slots ?? 1, meta.n_vocab, options.onNotice, signal);
     return new LlamaServerEngine(
       http,
       model,
       meta.n_vocab,
-      await usableSlots(http, props.total_slots ?? 1, meta.n_vocab, options.onNotice, signal),
+      use.slots,
+      use.turns,
       options.topProbs ?? 64,
       options.batchSize ?? 512,
     );
@@ -222,11 +218,12 @@ export class LlamaServerEngine implements Engine {
     if (request.media?.length) throw new Error(`model ${this.model.id} does not accept images`);
     const overflow = contextOverflowOf(request, this.model.contextSize);
     if (overflow) throw overflow;
-    const slot = await this.slots.acquire(signal);
+    const work = request.branches.reduce((n, b) => n + branchTotalTokens(b), request.prefix.length);
+    const turn = await SlotTurn.take(this.slots, work, signal);
     try {
-      return await this.scoreOnSlot(slot, request, signal);
+      return await this.scoreOnSlot(turn, request, signal);
     } finally {
-      this.slots.release(slot);
+      turn.release();
     }
   }
 
@@ -240,7 +237,7 @@ export class LlamaServerEngine implements Engine {
    * it goes through in-process, which is what makes the answers match (decisions/047).
    */
   private async scoreOnSlot(
-    slot: number,
+    turn: SlotTurn,
     request: ScoreRequest,
     signal?: AbortSignal,
   ): Promise<ScoreResult> {
@@ -248,21 +245,21 @@ export class LlamaServerEngine implements Engine {
     const prefix = request.prefix;
     const length = prefix.length;
     // The embedded engine's plan on a CPU: one lane (decisions/047).
-    const plan = planDecode(request, this.held.heldPrefix(slot, prefix), {
+    const plan = planDecode(request, this.held.heldPrefix(turn.slot, prefix), {
       lanes: 1,
       batchSize: this.batchSize,
     });
     const { resume } = plan.prefix;
     if (resume < length)
-      await this.evaluate(slot, prefix, resume, plan.prefix.calls, 0, timings, signal);
-    this.held.setPrefix(slot, length);
+      await this.evaluate(turn, prefix, resume, plan.prefix.calls, 0, timings, signal);
+    this.held.setPrefix(turn.slot, length);
     const prefixEvaluated = timings.reduce((sum, t) => sum + t.prompt_n, 0);
     const cachedPrefixTokens = length - Math.min(length, prefixEvaluated);
 
     const first = request.branches[0];
     if (first && plan.lead.length > 0) {
       const withLead = [...prefix, ...first.tokens.slice(0, plan.lead.length)];
-      await this.evaluate(slot, withLead, length, plan.lead.calls, 0, timings, signal);
+      await this.evaluate(turn, withLead, length, plan.lead.calls, 0, timings, signal);
     }
     const scores: BranchScore[] = new Array<BranchScore>(request.branches.length);
     const read = async (
@@ -273,8 +270,8 @@ export class LlamaServerEngine implements Engine {
     ): Promise<BranchScore> => {
       if (branch.tokens.length === 0) throw new Error("a branch must have at least one token");
       const tokens = [...before, ...branch.tokens];
-      const top = await this.evaluate(slot, tokens, from, calls, this.topProbs, timings, signal);
-      const logprobs = await this.candidateLogprobs(slot, tokens, top, branch.candidates, signal);
+      const top = await this.evaluate(turn, tokens, from, calls, this.topProbs, timings, signal);
+      const logprobs = await this.candidateLogprobs(turn, tokens, top, branch.candidates, signal);
       if (!branch.children) return { logprobs };
       const children: BranchScore[] = [];
       for (const child of branch.children)
@@ -300,7 +297,7 @@ export class LlamaServerEngine implements Engine {
    * tokens and evaluates the rest in the given calls.
    */
   private async evaluate(
-    slot: number,
+    turn: SlotTurn,
     target: readonly Token[],
     from: number,
     calls: readonly number[],
@@ -308,9 +305,10 @@ export class LlamaServerEngine implements Engine {
     timings: { prompt_n: number; cache_n: number }[],
     signal?: AbortSignal,
   ): Promise<Map<Token, number>> {
-    if (this.held.mustCut(slot, target, from)) {
+    await turn.beforeCall(this.takesTurns, signal); // before the cut is decided on a slot
+    if (this.held.mustCut(turn.slot, target, from)) {
       const other = ((target[from] ?? 0) + 1) % this.vocabularySize;
-      const cut = await this.complete(slot, [...target.slice(0, from), other], 0, signal);
+      const cut = await this.complete(turn, [...target.slice(0, from), other], 0, signal);
       timings.push(cut.timings);
     }
     let at = from;
@@ -318,7 +316,7 @@ export class LlamaServerEngine implements Engine {
     for (const [i, size] of calls.entries()) {
       at += size;
       const last = i === calls.length - 1;
-      const answer = await this.complete(slot, target.slice(0, at), last ? nProbs : 0, signal);
+      const answer = await this.complete(turn, target.slice(0, at), last ? nProbs : 0, signal);
       timings.push(answer.timings);
       top = answer.top;
     }
@@ -330,11 +328,13 @@ export class LlamaServerEngine implements Engine {
    * from its cache) and returns the top `nProbs` log-probabilities at the position after them.
    */
   private async complete(
-    slot: number,
+    turn: SlotTurn,
     tokens: readonly Token[],
     nProbs: number,
     signal?: AbortSignal,
   ): Promise<{ top: Map<Token, number>; timings: { prompt_n: number; cache_n: number } }> {
+    await turn.beforeCall(this.takesTurns, signal);
+    const slot = turn.slot;
     this.held.calling(slot);
     const answer = await this.http.call<CompletionAnswer>(
       "/completion",
@@ -355,6 +355,7 @@ export class LlamaServerEngine implements Engine {
       prompt_n: answer.timings?.prompt_n ?? tokens.length,
       cache_n: answer.timings?.cache_n ?? answer.tokens_cached ?? 0,
     };
+    turn.afterCall(timings.prompt_n);
     this.counters.promptTokensEvaluated += timings.prompt_n;
     this.counters.promptTokensCached += timings.cache_n;
     const top = topLogprobs(answer, this.vocabularySize);
@@ -375,7 +376,7 @@ export class LlamaServerEngine implements Engine {
    * what a readout can show).
    */
   private async candidateLogprobs(
-    slot: number,
+    turn: SlotTurn,
     tokens: readonly Token[],
     top: ReadonlyMap<Token, number>,
     candidates: readonly Token[],
@@ -383,7 +384,7 @@ export class LlamaServerEngine implements Engine {
   ): Promise<number[]> {
     let all: ReadonlyMap<Token, number> | undefined;
     if (candidates.some((c) => !top.has(c)))
-      all = (await this.complete(slot, tokens, this.vocabularySize, signal)).top;
+      all = (await this.complete(turn, tokens, this.vocabularySize, signal)).top;
     return candidates.map((candidate) => {
       const value = top.get(candidate) ?? all?.get(candidate);
       if (value === undefined)

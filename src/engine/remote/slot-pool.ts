@@ -1,44 +1,112 @@
-/** Slot ids 0…n−1 handed out one request at a time, waiters served first come, first served. */
+import { TurnQueue } from "../turn-queue.js";
+
+/** Options of {@link SlotPool.acquire}. */
+export interface SlotOptions {
+  /** The work the request has left, in tokens to evaluate: the least goes first. Default 0. */
+  readonly rank?: number;
+  /** Aborting it takes a request that waits out of the queue. */
+  readonly signal?: AbortSignal | undefined;
+}
+
+/**
+ * Slot ids 0…n−1 of a llama-server, handed out one request at a time, in a {@link TurnQueue}'s
+ * order: the waiting request with the least work left first, with aging; by arrival for equal
+ * work. A request holding a slot may give it up to a shorter one ({@link hasShorterThan}) and
+ * acquire one again. Why: docs/decisions/106.
+ */
 export class SlotPool {
   private readonly free: number[];
-  private readonly waiting: { resolve: (slot: number) => void; reject: (e: unknown) => void }[] =
-    [];
+  private readonly queue: TurnQueue;
+  /** Per slot held: ends its task in the queue. */
+  private readonly finish = new Map<number, () => void>();
 
   constructor(count: number) {
     this.free = Array.from({ length: Math.max(1, count) }, (_, i) => i);
+    this.queue = new TurnQueue(this.free.length);
   }
 
   /** Requests waiting for a slot. */
   get queued(): number {
-    return this.waiting.length;
+    return this.queue.queued;
   }
 
-  /** A free slot id, now or when one is released. @throws the signal's reason on abort. */
-  acquire(signal?: AbortSignal): Promise<number> {
-    signal?.throwIfAborted();
-    const slot = this.free.shift();
-    if (slot !== undefined) return Promise.resolve(slot);
+  /** A free slot id, now or when its turn comes. @throws the signal's reason on abort. */
+  acquire(options: SlotOptions = {}): Promise<number> {
     return new Promise<number>((resolve, reject) => {
-      const waiter = {
-        resolve: (s: number) => {
-          signal?.removeEventListener("abort", onAbort);
-          resolve(s);
-        },
-        reject,
-      };
-      const onAbort = () => {
-        const at = this.waiting.indexOf(waiter);
-        if (at >= 0) this.waiting.splice(at, 1);
-        reject(signal!.reason);
-      };
-      signal?.addEventListener("abort", onAbort, { once: true });
-      this.waiting.push(waiter);
+      this.queue
+        .run(
+          () =>
+            new Promise<void>((done) => {
+              const slot = this.free.shift()!;
+              this.finish.set(slot, done);
+              resolve(slot);
+            }),
+          options,
+        )
+        .catch(reject);
     });
   }
 
+  /** Gives `slot` back: the next request in the queue's order takes it. */
   release(slot: number): void {
-    const next = this.waiting.shift();
-    if (next) next.resolve(slot);
-    else this.free.push(slot);
+    const done = this.finish.get(slot);
+    if (!done) return;
+    this.finish.delete(slot);
+    this.free.push(slot);
+    done();
+  }
+
+  /** Whether a request waits with less work left than `work` tokens. */
+  hasShorterThan(work: number): boolean {
+    return this.queue.hasShorterThan(work);
+  }
+}
+
+/**
+ * One request's hold on a slot of a {@link SlotPool}, from {@link SlotTurn.take} to
+ * {@link SlotTurn.release}. Between two calls ({@link beforeCall}) it may give the slot up to a
+ * waiting request with less work left and queue again with what it has left; each turn makes at
+ * least one call, so every request finishes.
+ */
+export class SlotTurn {
+  /** Calls made in this turn. */
+  private calls = 0;
+
+  private constructor(
+    private readonly pool: SlotPool,
+    /** The slot held, −1 while none is. */
+    public slot: number,
+    /** Tokens the request has left to evaluate. */
+    private left: number,
+  ) {}
+
+  /** A slot for a request of `work` tokens, now or when its turn comes. @throws as acquire does. */
+  static async take(pool: SlotPool, work: number, signal?: AbortSignal): Promise<SlotTurn> {
+    return new SlotTurn(pool, await pool.acquire({ rank: work, signal }), work);
+  }
+
+  /**
+   * Before a call: when `yields` and this turn has made a call, gives the slot up to a waiting
+   * request with less work left and resolves once a slot is held again (perhaps another one).
+   * @throws the signal's reason when aborted while waiting
+   */
+  async beforeCall(yields: boolean, signal?: AbortSignal): Promise<void> {
+    if (!yields || this.calls === 0 || !this.pool.hasShorterThan(this.left)) return;
+    this.release();
+    this.slot = await this.pool.acquire({ rank: this.left, signal });
+    this.calls = 0;
+  }
+
+  /** After a call that evaluated `tokens` tokens. */
+  afterCall(tokens: number): void {
+    this.calls++;
+    this.left = Math.max(0, this.left - tokens);
+  }
+
+  /** Gives the slot back, if one is held. */
+  release(): void {
+    if (this.slot < 0) return;
+    this.pool.release(this.slot);
+    this.slot = -1;
   }
 }
