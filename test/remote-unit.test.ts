@@ -6,6 +6,7 @@ import { SystemOnePassThrough, toWireRequest } from "../src/decision/backends/sy
 import { EngineCallError, EngineRequestError } from "../src/engine/remote/http.js";
 import {
   EnginePool,
+  openEnginePool,
   parseEngineList,
   parseEngineSpec,
   VllmEngine,
@@ -203,6 +204,11 @@ describe("engine pool", () => {
     // Still out: the next call fails at once, without calling it.
     await expect(pool.tokenize("x")).rejects.toBeInstanceOf(EngineUnavailableError);
     expect(a.state.calls).toBe(1);
+    // /readyz says why: taken out, and what its call answered.
+    expect(await pool.ready()).toBe(false);
+    expect(pool.notReadyReason()).toMatch(
+      /^no engine answers: e0 is taken out \(engine a: ECONNREFUSED\), probed every 1500 ms$/,
+    );
   });
 
   it("moves a call whose engine stops answering: a call timeout, or a frozen engine", async () => {
@@ -577,6 +583,12 @@ describe("slots of a llama-server", () => {
       const noTurns = await LlamaServerEngine.open({ url, onNotice });
       expect(noTurns.slotCount).toBe(4);
       expect(notices).toEqual([expect.stringMatching(/keeps its slot to its end.*--cache-ram/)]);
+      // A pool opens its engines again after outages: each notice is said once.
+      notices = [];
+      const spec = { kind: "llama-server", url } as const;
+      const pool = await openEnginePool([spec, spec], { onNotice });
+      expect(notices).toHaveLength(1);
+      await pool.close();
     } finally {
       close();
     }

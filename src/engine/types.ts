@@ -166,6 +166,8 @@ export interface Engine {
    * Optional: an engine without it counts as ready.
    */
   ready?(signal?: AbortSignal): Promise<boolean>;
+  /** Why {@link ready} answered false, in words (a pool: each engine's state). Optional. */
+  notReadyReason?(): string;
   /** Releases the model and its context (a remote engine: its connections). */
   close(): Promise<void>;
 }

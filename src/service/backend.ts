@@ -75,7 +75,7 @@ export async function openBackend(bundle: ModelBundle, options: BackendOptions):
 export async function engineReady(engine: Engine): Promise<void> {
   // Bounded as /readyz waits for it, so no poll leaves a health call open behind it.
   if ((await engine.ready?.(AbortSignal.timeout(READY_CHECK_MS))) === false)
-    throw new Error("the engine does not answer its health check");
+    throw new Error(engine.notReadyReason?.() ?? "the engine does not answer its health check");
 }
 
 /**

@@ -127,7 +127,7 @@ export interface RemoteOptions extends PoolOptions {
   readonly callTimeoutMs?: number;
   /** The adapter the engines must apply ({@link RemoteEngineOptions.adapter}). */
   readonly adapter?: string | undefined;
-  /** {@link RemoteEngineOptions.onNotice}, for every engine, each time it is opened. */
+  /** {@link RemoteEngineOptions.onNotice}, for every engine: each distinct message once. */
   readonly onNotice?: ((message: string) => void) | undefined;
 }
 
@@ -146,13 +146,20 @@ export async function openEnginePool(
 ): Promise<EnginePool> {
   checkOneKind(specs);
   const timeoutMs = options.callTimeoutMs ?? options.deadlineMs ?? DEFAULT_ENGINE_DEADLINE_MS;
+  // Engines are opened again after each outage: each notice is said once.
+  const said = new Set<string>();
+  const onNotice = (message: string) => {
+    if (said.has(message)) return;
+    said.add(message);
+    options.onNotice?.(message);
+  };
   return EnginePool.open(
     specs.map((spec) => ({
       name: spec.url,
       open: (signal?: AbortSignal) =>
         REMOTE_ENGINE_KINDS[spec.kind].open(
           spec.url,
-          { timeoutMs, apiKey: spec.apiKey, adapter: options.adapter, onNotice: options.onNotice },
+          { timeoutMs, apiKey: spec.apiKey, adapter: options.adapter, onNotice },
           signal,
         ),
     })),

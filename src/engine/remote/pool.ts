@@ -177,6 +177,16 @@ export class EnginePool implements Engine {
     );
   }
 
+  /** Why {@link ready} answered false, for `/readyz`: each engine's state. */
+  notReadyReason(): string {
+    const states = this.slots.map((slot) =>
+      slot.healthy && slot.engine
+        ? `${slot.member.name} does not answer its health check`
+        : `${slot.member.name} is taken out (${slot.lastError ?? "not opened"}), probed every ${this.probeIntervalMs} ms`,
+    );
+    return `no engine answers: ${states.join("; ")}`;
+  }
+
   /** Seconds a client should wait before retrying: the probe interval, at least 1. */
   get retryAfterSeconds(): number {
     return Math.max(1, Math.ceil(this.probeIntervalMs / 1000));
