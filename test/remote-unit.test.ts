@@ -501,21 +501,25 @@ describe("slots of a llama-server", () => {
     expect(pool.queued).toBe(0);
   });
 
-  it("knows what a slot holds after a call answered, and nothing while one is out or failed", () => {
-    const held = new SlotPrompts();
+  it("knows what a slot holds after a call answered, and nothing before, or while one is out", () => {
+    const held = new SlotPrompts(2);
     const prefix = [1, 2, 3, 4];
-    expect(held.heldPrefix(0, prefix)).toEqual({ shared: 0, length: 0 });
-    expect(held.mustCut(0, prefix, 0)).toBe(false); // never called: holds nothing
-    held.calling(0);
-    held.called(0, [1, 2, 3, 9]);
-    held.setPrefix(0, 3);
+    const unknown = { shared: 0, length: undefined };
+    expect(held.heldPrefix(0, prefix)).toEqual(unknown); // not called yet: anything
+    expect(held.mustCut(0, prefix, 0)).toBe(true);
+    held.forget(0);
+    held.called(0, [1, 2, 3, 9], 3);
     expect(held.heldPrefix(0, prefix)).toEqual({ shared: 3, length: 3 });
     expect(held.mustCut(0, prefix, 3)).toBe(false);
     expect(held.mustCut(0, prefix, 2)).toBe(true); // holds 3 of them: cut back to 2
-    held.calling(0); // a call out that never answers
-    expect(held.heldPrefix(0, prefix)).toEqual({ shared: 0, length: 0 });
+    held.called(0, [1, 2], null); // a request whose prefix was broken off
+    expect(held.heldPrefix(0, prefix)).toEqual(unknown);
+    expect(held.mustCut(0, prefix, 2)).toBe(false);
+    held.called(1, [1, 2, 3], 3);
+    held.forget(0); // a call out that never answers
+    expect(held.heldPrefix(0, prefix)).toEqual(unknown);
     expect(held.mustCut(0, prefix, 0)).toBe(true);
-    expect(held.mustCut(1, prefix, 0)).toBe(false); // another slot is not touched
+    expect(held.heldPrefix(1, prefix)).toEqual({ shared: 3, length: 3 }); // not touched
   });
 
   it("cuts a slot back after a failed call before the next request evaluates on it", async () => {
@@ -582,7 +586,7 @@ describe("slots of a llama-server", () => {
       restores = false;
       const noTurns = await LlamaServerEngine.open({ url, onNotice });
       expect(noTurns.slotCount).toBe(4);
-      expect(notices).toEqual([expect.stringMatching(/keeps its slot to its end.*--cache-ram/)]);
+      expect(notices).toEqual([expect.stringMatching(/--cache-ram 0.*keeps its slot to its end/)]);
       // A pool opens its engines again after outages: each notice is said once.
       notices = [];
       const spec = { kind: "llama-server", url } as const;

@@ -1,33 +1,37 @@
-import { sharedStart } from "../decode/index.js";
+import { sharedStart, type HeldPrefix } from "../decode/index.js";
 import type { Token } from "../types.js";
 import type { CompletionAnswer } from "./completion-answer.js";
 import type { EngineConnection } from "./http.js";
 
 /**
- * What each slot of a llama-server holds, as far as decisiond knows: the tokens of its last call
- * on the slot and the length of the last request's prefix in them. While a call is out, and after
- * one that failed (aborted, timed out, refused), the slot holds something unknown: the server may
- * have evaluated part of it. A slot never called holds nothing.
+ * What each slot of a llama-server holds, as far as decisiond knows: the tokens of the last call
+ * on it that answered, and the length of that request's prefix (`null` while its prefix was being
+ * evaluated: a prefix broken off). A slot's tokens are unknown until a call on it answers (another
+ * engine object or client may have used it), while a call is out, after one that failed
+ * (aborted, timed out, refused: the server may have evaluated part of it), and after a request
+ * moved onto it (the server brings that request's own prompt back).
  */
 export class SlotPrompts {
   /** Per slot: the tokens held, or `null` when unknown. */
-  private readonly tokens: (readonly Token[] | null)[] = [];
-  private readonly prefixLength: number[] = [];
+  private readonly tokens: (readonly Token[] | null)[];
+  /** Per slot: the prefix length of the request that made its last call. */
+  private readonly prefixLength: (number | null)[];
 
-  /**
-   * What a request's `prefix` may take over on `slot`: the tokens it shares with the previous
-   * request's prefix there (`shared`) and that prefix's length (`length`), as `planDecode` takes
-   * them. Nothing when the slot's tokens are unknown.
-   */
-  heldPrefix(slot: number, prefix: readonly Token[]): { shared: number; length: number } {
-    const held = this.tokens[slot] ?? [];
-    const length = this.tokens[slot] === null ? 0 : (this.prefixLength[slot] ?? 0);
-    return { shared: Math.min(sharedStart(held, prefix), length), length };
+  constructor(slots: number) {
+    this.tokens = Array.from({ length: slots }, () => null);
+    this.prefixLength = Array.from({ length: slots }, () => null);
   }
 
-  /** Records that the request on `slot` has a prefix of `length` tokens. */
-  setPrefix(slot: number, length: number): void {
-    this.prefixLength[slot] = length;
+  /**
+   * What a request's `prefix` may take over on `slot`, as `planDecode` takes it: the tokens it
+   * shares with the previous request's prefix there and that prefix's length; nothing (`length`
+   * undefined) when the slot's tokens are unknown or its prefix was broken off.
+   */
+  heldPrefix(slot: number, prefix: readonly Token[]): HeldPrefix {
+    const held = this.tokens[slot];
+    const length = this.prefixLength[slot];
+    if (!held || length === null || length === undefined) return { shared: 0, length: undefined };
+    return { shared: Math.min(sharedStart(held, prefix), length), length };
   }
 
   /**
@@ -36,17 +40,21 @@ export class SlotPrompts {
    */
   mustCut(slot: number, target: readonly Token[], from: number): boolean {
     const held = this.tokens[slot];
-    return held === null || sharedStart(held ?? [], target) > from;
+    return !held || sharedStart(held, target) > from;
   }
 
-  /** Marks `slot` unknown while a call is out: call before sending it. */
-  calling(slot: number): void {
+  /** Marks `slot`'s tokens unknown: before a call is sent on it, or when a request moves onto it. */
+  forget(slot: number): void {
     this.tokens[slot] = null;
   }
 
-  /** Records that `slot` holds `tokens`: call when a call on it has answered. */
-  called(slot: number, tokens: readonly Token[]): void {
+  /**
+   * Records that `slot` holds `tokens`, from a request whose prefix has `prefixLength` tokens
+   * (`null` while it is being evaluated): call when a call on it has answered.
+   */
+  called(slot: number, tokens: readonly Token[], prefixLength: number | null): void {
     this.tokens[slot] = tokens;
+    this.prefixLength[slot] = prefixLength;
   }
 }
 
@@ -67,8 +75,11 @@ export interface SlotBehaviour {
   readonly keep: boolean;
   /**
    * A prompt displaced from a slot by another task is restored when a call continues it (the
-   * host-memory prompt cache, `--cache-ram`, on by default): what lets a request give its slot up
-   * to a shorter one and go on later without evaluating again what it had.
+   * host-memory prompt cache, `--cache-ram`, on by default, with `--slot-prompt-similarity` not
+   * 0): what lets a request give its slot up to a shorter one and go on later without evaluating
+   * again what it had. Not always: the server saves a displaced prompt only when the new task
+   * would keep less than half of it, and its cache drops the oldest prompts when full; a request
+   * whose prompt was not kept evaluates the lost part again, in one call.
    */
   readonly restore: boolean;
 }
@@ -85,8 +96,9 @@ export async function probeSlots(
   vocabularySize: number,
   signal?: AbortSignal,
 ): Promise<SlotBehaviour> {
-  const run = (start: number, length: number) =>
-    Array.from({ length }, (_, i) => (start + i) % vocabularySize);
+  // Three runs of distinct tokens, a quarter of the vocabulary apart.
+  const run = (k: number, length: number) =>
+    Array.from({ length }, (_, i) => (Math.floor((vocabularySize * k) / 4) + i) % vocabularySize);
   const call = (prompt: readonly Token[], slot: number) =>
     http.call<CompletionAnswer>(
       "/completion",
@@ -97,14 +109,14 @@ export async function probeSlots(
     const cached = answer.timings?.cache_n ?? answer.tokens_cached;
     return cached === undefined || cached >= PROBE_TOKENS;
   };
-  await call(run(1000, PROBE_TOKENS), 0);
+  await call(run(1, PROBE_TOKENS), 0);
   let keep = true;
   if (total > 1) {
-    await call(run(2000, PROBE_TOKENS), 1);
-    keep = kept(await call(run(1000, PROBE_TOKENS + 1), 0));
+    await call(run(2, PROBE_TOKENS), 1);
+    keep = kept(await call(run(1, PROBE_TOKENS + 1), 0));
   }
-  await call(run(3000, PROBE_TOKENS), 0);
-  const restore = kept(await call(run(1000, PROBE_TOKENS + 2), 0));
+  await call(run(3, PROBE_TOKENS), 0);
+  const restore = kept(await call(run(1, PROBE_TOKENS + 2), 0));
   return { keep, restore };
 }
 
@@ -128,14 +140,13 @@ export async function slotUse(
     onNotice?.(
       `${server} clears a slot's prompt whenever another slot takes a task (a unified KV ` +
         `cache with --cache-idle-slots, its default without --parallel): decisiond uses 1 of ` +
-        `its ${total} slots. To use them all, start it with --no-cache-idle-slots, or with ` +
-        `--parallel N and no --kv-unified`,
+        `its ${total} slots. To use them all, start it with --parallel N and no --kv-unified`,
     );
   if (!restore)
     onNotice?.(
       `${server} does not restore a prompt another task displaced from its slot (--cache-ram ` +
-        `0): a request keeps its slot to its end, and shorter requests wait for it. Start it ` +
-        `with --cache-ram (default 8192 MiB) for requests to take turns`,
+        `0, or --slot-prompt-similarity 0): a request keeps its slot to its end, and shorter ` +
+        `requests wait for it. Start it without those flags for requests to take turns`,
     );
   return { slots: keep ? total : 1, turns: restore };
 }

@@ -42,7 +42,8 @@ export { SlotPool, SlotTurn } from "./slot-pool.js";
  * embedded engine cuts its decode calls ({@link LlamaServerEngine.scoreOnSlot}). Each call
  * evaluates only its new tokens (`timings.prompt_n`): the state once per request. Between two
  * calls it gives its slot up to a waiting request with less work left, on a server that restores
- * the displaced prompt from its host-memory cache, and goes on in its next turn ({@link SlotTurn}).
+ * the displaced prompt from its host-memory cache, and goes on in its next turn ({@link SlotTurn});
+ * where the server did not keep that prompt, the request evaluates the lost part again.
  * Why the calls are cut so: docs/decisions/047; why requests take turns: docs/decisions/106.
  */
 
@@ -100,14 +101,14 @@ export class LlamaServerEngine implements Engine {
    */
   private readonly slots: SlotPool;
   /** What each slot holds after our calls on it. */
-  private readonly held = new SlotPrompts();
+  private readonly held: SlotPrompts;
 
   private constructor(
     private readonly http: EngineConnection,
     readonly model: ModelInfo,
     /** Tokens in the vocabulary, the largest `n_probs` worth asking. */
     readonly vocabularySize: number,
-    /** Slots of the server in use ({@link slotUse}: its `--parallel`, or 1). */
+    /** Slots of the server in use: its `--parallel`, or 1 ({@link slotUse}). */
     readonly slotCount: number,
     /** Whether a request gives its slot up to a shorter one between calls ({@link slotUse}). */
     private readonly takesTurns: boolean,
@@ -116,6 +117,7 @@ export class LlamaServerEngine implements Engine {
     private readonly batchSize: number,
   ) {
     this.slots = new SlotPool(slotCount);
+    this.held = new SlotPrompts(slotCount);
     this.chatTemplate = {
       name: "llama-server",
       render: async (messages: readonly ChatMessage[], signal?: AbortSignal) => {
@@ -252,7 +254,7 @@ export class LlamaServerEngine implements Engine {
     const { resume } = plan.prefix;
     if (resume < length)
       await this.evaluate(turn, prefix, resume, plan.prefix.calls, 0, timings, signal);
-    this.held.setPrefix(turn.slot, length);
+    turn.prefixLength = length;
     const prefixEvaluated = timings.reduce((sum, t) => sum + t.prompt_n, 0);
     const cachedPrefixTokens = length - Math.min(length, prefixEvaluated);
 
@@ -291,10 +293,11 @@ export class LlamaServerEngine implements Engine {
 
   /**
    * Evaluates `target[from…]` on the slot in calls of `calls` tokens (the last one reads the top
-   * `nProbs` log-probabilities). When the slot holds more of `target` than `from`, or what it
-   * holds is unknown, it is first cut back to `target[0…from)`: a call of `target[0…from)` and a
-   * token that differs from `target[from]`, so that the server's prompt cache keeps exactly `from`
-   * tokens and evaluates the rest in the given calls.
+   * `nProbs` log-probabilities), giving the slot up between calls when a shorter request waits.
+   * Before a call from `at`, a slot that holds more of `target` than `at`, or holds what is unknown
+   * (after a move: the server brings the request's prompt back), is cut back to `target[0…at)`:
+   * a call of `target[0…at)` and a token other than `target[at]`, so that the server's prompt
+   * cache keeps exactly `at` tokens and evaluates the rest in the given calls.
    */
   private async evaluate(
     turn: SlotTurn,
@@ -305,15 +308,15 @@ export class LlamaServerEngine implements Engine {
     timings: { prompt_n: number; cache_n: number }[],
     signal?: AbortSignal,
   ): Promise<Map<Token, number>> {
-    await turn.beforeCall(this.takesTurns, signal); // before the cut is decided on a slot
-    if (this.held.mustCut(turn.slot, target, from)) {
-      const other = ((target[from] ?? 0) + 1) % this.vocabularySize;
-      const cut = await this.complete(turn, [...target.slice(0, from), other], 0, signal);
-      timings.push(cut.timings);
-    }
     let at = from;
     let top = new Map<Token, number>();
     for (const [i, size] of calls.entries()) {
+      if (await turn.beforeCall(this.takesTurns, signal)) this.held.forget(turn.slot);
+      if (this.held.mustCut(turn.slot, target, at)) {
+        const other = ((target[at] ?? 0) + 1) % this.vocabularySize;
+        const cut = await this.complete(turn, [...target.slice(0, at), other], 0, signal);
+        timings.push(cut.timings);
+      }
       at += size;
       const last = i === calls.length - 1;
       const answer = await this.complete(turn, target.slice(0, at), last ? nProbs : 0, signal);
@@ -333,9 +336,8 @@ export class LlamaServerEngine implements Engine {
     nProbs: number,
     signal?: AbortSignal,
   ): Promise<{ top: Map<Token, number>; timings: { prompt_n: number; cache_n: number } }> {
-    await turn.beforeCall(this.takesTurns, signal);
     const slot = turn.slot;
-    this.held.calling(slot);
+    this.held.forget(slot);
     const answer = await this.http.call<CompletionAnswer>(
       "/completion",
       {
@@ -350,7 +352,7 @@ export class LlamaServerEngine implements Engine {
       signal,
     );
     this.counters.completionCalls++;
-    this.held.called(slot, tokens);
+    this.held.called(slot, tokens, turn.prefixLength);
     const timings = {
       prompt_n: answer.timings?.prompt_n ?? tokens.length,
       cache_n: answer.timings?.cache_n ?? answer.tokens_cached ?? 0,
@@ -370,10 +372,9 @@ export class LlamaServerEngine implements Engine {
   }
 
   /**
-   * The candidates' log-probabilities from a call's top entries; candidates outside them are read
-   * from a second call asking for the whole vocabulary (the position's logits are evaluated once
-   * more, alone: those candidates are below every top entry, so the difference is far below
-   * what a readout can show).
+   * The candidates' log-probabilities from a call's top entries; those outside them from a second
+   * call asking for the whole vocabulary (the position evaluated once more, alone: those are below
+   * every top entry, so the difference is far below what a readout can show).
    */
   private async candidateLogprobs(
     turn: SlotTurn,

@@ -71,6 +71,8 @@ export class SlotPool {
 export class SlotTurn {
   /** Calls made in this turn. */
   private calls = 0;
+  /** The request's prefix length once evaluated; `null` while it is being evaluated. */
+  prefixLength: number | null = null;
 
   private constructor(
     private readonly pool: SlotPool,
@@ -88,13 +90,15 @@ export class SlotTurn {
   /**
    * Before a call: when `yields` and this turn has made a call, gives the slot up to a waiting
    * request with less work left and resolves once a slot is held again (perhaps another one).
+   * @returns whether the slot was given up (what the slot now held holds is the server's doing)
    * @throws the signal's reason when aborted while waiting
    */
-  async beforeCall(yields: boolean, signal?: AbortSignal): Promise<void> {
-    if (!yields || this.calls === 0 || !this.pool.hasShorterThan(this.left)) return;
+  async beforeCall(yields: boolean, signal?: AbortSignal): Promise<boolean> {
+    if (!yields || this.calls === 0 || !this.pool.hasShorterThan(this.left)) return false;
     this.release();
     this.slot = await this.pool.acquire({ rank: this.left, signal });
     this.calls = 0;
+    return true;
   }
 
   /** After a call that evaluated `tokens` tokens. */
