@@ -1,3 +1,4 @@
+import { resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { SystemOneRequestSchema } from "../src/protocol/schemas.js";
 import { toDecisionRequest } from "../src/decision/from-wire.js";
@@ -5,6 +6,7 @@ import { Decider } from "../src/decision/decide.js";
 import type { DecisionRequest } from "../src/decision/types.js";
 import { openRemoteEngines } from "../src/decision/backends/remote.js";
 import { EnginePool, LlamaServerEngine } from "../src/engine/remote/index.js";
+import type { ScoreResult } from "../src/engine/types.js";
 import type { Service } from "../src/service/build.js";
 import { startLlamaServer, type LlamaServerProcess } from "./support/llama-server.js";
 import { postJson, startTestService } from "./support/service.js";
@@ -429,6 +431,49 @@ describe("requests on a llama-server's one slot", () => {
       expect(shortTimes.length).toBeGreaterThanOrEqual(2);
       expect(beside.branches).toEqual(alone.branches);
       await engine.close();
+    } finally {
+      await server.kill();
+    }
+  }, 600_000);
+});
+
+describe("a llama-server whose adapter scales change after start", () => {
+  it("answers as at start: every call names the scales checked", async () => {
+    const adapter = "adapters/smollm2-135m-instruct.decision.gguf";
+    const server = await startLlamaServer({
+      modelPath: inject("modelPath"),
+      args: ["--lora", resolve(adapter)],
+    });
+    try {
+      const pinned = await LlamaServerEngine.open({ url: server.url, adapter });
+      const unpinned = await LlamaServerEngine.open({ url: server.url });
+      const decider = new Decider(pinned, { contentFree: false, questionContrast: false });
+      const plan = await decider.plan(decisionRequest(MIXED[0]!));
+      const request = { prefix: plan.prefix, branches: plan.branches };
+      const largest = (a: ScoreResult, b: ScoreResult) =>
+        Math.max(
+          ...a.branches.flatMap((branch, i) =>
+            branch.logprobs.map((l, k) =>
+              Math.abs(Math.exp(l) - Math.exp(b.branches[i]!.logprobs[k]!)),
+            ),
+          ),
+        );
+      const before = await pinned.score(request);
+      // An operator turns the adapter off on the server.
+      const off = await fetch(`${server.url}/lora-adapters`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify([{ id: 0, scale: 0 }]),
+      });
+      expect(off.status).toBe(200);
+      const after = await pinned.score(request);
+      expect(after.branches).toEqual(before.branches);
+      // An engine that does not name the scales reads the server's own: the adapter is off.
+      const moved = largest(before, await unpinned.score(request));
+      console.log(`adapter off on the server: a branch probability moved by ${moved.toFixed(3)}`);
+      expect(moved).toBeGreaterThan(0.1);
+      await pinned.close();
+      await unpinned.close();
     } finally {
       await server.kill();
     }

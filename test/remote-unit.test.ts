@@ -439,6 +439,40 @@ describe("a remote engine's answers that cannot be right", () => {
     }
   });
 
+  it("pins every call to the adapter scales checked at open", async () => {
+    let adapters: unknown = [{ id: 0, path: "/srv/a.decision.gguf", scale: 1 }];
+    const loras: unknown[] = [];
+    const { url, close } = await fakeEngine((path, body) => {
+      if (path === "/lora-adapters") return adapters;
+      if (path === "/completion") {
+        loras.push(body!.lora);
+        return { completion_probabilities: [{ top_logprobs: [{ id: 7, logprob: -0.1 }] }] };
+      }
+      return llamaServerModel(path);
+    });
+    const request: ScoreRequest = {
+      prefix: [10, 11, 12],
+      branches: [{ tokens: [5], candidates: [7] }],
+    };
+    const callsOf = async (adapter: string | undefined) => {
+      const engine = await LlamaServerEngine.open({ url, ...(adapter ? { adapter } : {}) });
+      loras.length = 0;
+      await engine.score(request);
+      await engine.close();
+      return [...new Set(loras.map((l) => JSON.stringify(l)))];
+    };
+    try {
+      expect(await callsOf("a.decision.gguf")).toEqual([JSON.stringify([{ id: 0, scale: 1 }])]);
+      adapters = [{ id: 0, path: "/srv/a.decision.gguf", scale: 0 }]; // loaded, not applied
+      expect(await callsOf("none")).toEqual([JSON.stringify([{ id: 0, scale: 0 }])]);
+      expect(await callsOf(undefined)).toEqual([undefined]); // not checked: the server's own
+      adapters = [];
+      expect(await callsOf("none")).toEqual([undefined]); // nothing loaded: nothing to pin
+    } finally {
+      close();
+    }
+  });
+
   it("refuses /tokenize answers that are not this model's tokens", async () => {
     let tokens: unknown = [1, 2];
     const { url, close } = await fakeEngine((path) =>

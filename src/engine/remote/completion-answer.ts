@@ -1,4 +1,5 @@
-import type { Token } from "../types.js";
+import type { ModelInfo, Token } from "../types.js";
+import { EngineCallError } from "./http.js";
 
 /** What `GET /props` answers (the fields read). */
 export interface Props {
@@ -14,6 +15,30 @@ export interface Props {
 /** What `GET /v1/models` answers (the fields read). */
 export interface Models {
   data?: { id?: string; meta?: { n_vocab?: number; n_ctx_train?: number; n_ctx?: number } }[];
+}
+
+/**
+ * The model a llama-server serves, from its `/props` (slot context size, model path) and
+ * `/v1/models` (vocabulary, training context).
+ * @throws {@link EngineCallError} when they do not say the context or vocabulary.
+ */
+export function modelOf(
+  url: string,
+  props: Props,
+  models: Models,
+): { model: ModelInfo; vocabularySize: number } {
+  const meta = models.data?.[0]?.meta ?? {};
+  const contextSize = props.default_generation_settings?.n_ctx ?? meta.n_ctx;
+  if (!contextSize || !meta.n_vocab)
+    throw new EngineCallError(url, "/props and /v1/models do not say the context or vocabulary");
+  const path = props.model_path ?? url;
+  // The alias is the model path unless the server was started with `--alias`.
+  const id = ((props.model_alias || path).split(/[\\/]/).pop() || url).replace(/\.gguf$/i, "");
+  const trainContextSize = meta.n_ctx_train ?? contextSize;
+  return {
+    model: { id, path, contextSize, trainContextSize, vision: false },
+    vocabularySize: meta.n_vocab,
+  };
 }
 
 /** One probability entry of `/completion`'s `completion_probabilities[i].top_logprobs`. */

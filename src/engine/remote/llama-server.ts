@@ -15,13 +15,9 @@ import {
   type TokenizeOptions,
 } from "../types.js";
 import { baseUrl, DEFAULT_ENGINE_DEADLINE_MS, EngineCallError, EngineConnection } from "./http.js";
-import {
-  topLogprobs,
-  type CompletionAnswer,
-  type Models,
-  type Props,
-} from "./completion-answer.js";
-import { checkAppliedAdapter } from "./llama-server-adapter.js";
+import { modelOf, topLogprobs, type CompletionAnswer } from "./completion-answer.js";
+import type { Models, Props } from "./completion-answer.js";
+import { checkAppliedAdapter, type LoraScales } from "./llama-server-adapter.js";
 import { SlotPrompts, slotUse } from "./llama-server-slots.js";
 import { SlotPool, SlotTurn } from "./slot-pool.js";
 
@@ -51,7 +47,10 @@ export { SlotPool, SlotTurn } from "./slot-pool.js";
 export interface LlamaServerOptions {
   /** Base URL, e.g. `http://127.0.0.1:8081`. */
   readonly url: string;
-  /** The LoRA adapter the server must apply (a file path, or `"none"`); absent: not checked. */
+  /**
+   * The LoRA adapter the server must apply (a file path, or `"none"`); absent: not checked. Every
+   * call then names the scales checked, so that a later `POST /lora-adapters` changes no answer.
+   */
   readonly adapter?: string | undefined;
   /**
    * Milliseconds one HTTP call may take before the engine counts as unanswering. Default
@@ -112,6 +111,8 @@ export class LlamaServerEngine implements Engine {
     readonly slotCount: number,
     /** Whether a request gives its slot up to a shorter one between calls ({@link slotUse}). */
     private readonly takesTurns: boolean,
+    /** Every call's adapter scales ({@link checkAppliedAdapter}); `undefined`: the server's own. */
+    private readonly lora: LoraScales | undefined,
     private readonly topProbs: number,
     /** Largest call, at most the server's `--ubatch-size`. */
     private readonly batchSize: number,
@@ -144,31 +145,22 @@ export class LlamaServerEngine implements Engine {
     const url = baseUrl(options.url);
     const http = new EngineConnection(url, options.timeoutMs ?? DEFAULT_ENGINE_DEADLINE_MS);
     const props = await http.call<Props>("/props", undefined, signal);
-    if (options.adapter) await checkAppliedAdapter(http, options.adapter, signal);
+    const lora = options.adapter && (await checkAppliedAdapter(http, options.adapter, signal));
     const models = await http.call<Models>("/v1/models", undefined, signal);
-    const meta = models.data?.[0]?.meta ?? {};
-    const contextSize = props.default_generation_settings?.n_ctx ?? meta.n_ctx;
-    if (!contextSize || !meta.n_vocab)
-      throw new EngineCallError(url, "/props and /v1/models do not say the context or vocabulary");
-    const path = props.model_path ?? url;
-    // The alias is the model path unless the server was started with `--alias`.
-    const id = ((props.model_alias || path).split(/[\\/]/).pop() || url).replace(/\.gguf$/i, "");
-    const model: ModelInfo = {
-      id,
-      path,
-      contextSize,
-      trainContextSize: meta.n_ctx_train ?? contextSize,
-      vision: false,
-    };
-    const use = await slotUse(http, props.total_slots ?? 1, meta.n_vocab, options.onNotice, signal);
+    const { model, vocabularySize } = modelOf(url, props, models);
+    const total = props.total_slots ?? 1;
+    const use = await slotUse(http, total, vocabularySize, options.onNotice, signal);
+    const [topProbs, batchSize] = [options.topProbs ?? 64, options.batchSize ?? 512];
+    const pin = lora || undefined;
     return new LlamaServerEngine(
       http,
       model,
-      meta.n_vocab,
+      vocabularySize,
       use.slots,
       use.turns,
-      options.topProbs ?? 64,
-      options.batchSize ?? 512,
+      pin,
+      topProbs,
+      batchSize,
     );
   }
 
@@ -348,6 +340,7 @@ export class LlamaServerEngine implements Engine {
         cache_prompt: true,
         temperature: 0,
         id_slot: slot,
+        ...(this.lora && { lora: this.lora }),
       },
       signal,
     );
