@@ -15,6 +15,7 @@ export default tseslint.config(
       "eval/data/**",
       "training/.venv/**",
       ".decisiond-train/**",
+      ".deploy-check/**",
     ],
   },
   js.configs.recommended,
