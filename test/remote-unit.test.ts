@@ -333,7 +333,8 @@ describe("engine pool", () => {
 
 /**
  * A fake engine on a free local port: each request is answered with the JSON `answer(path, body)`
- * gives (`body` parsed, `undefined` when there is none), or 404 where it gives `undefined`.
+ * gives (`body` parsed, `undefined` when there is none), 404 where it gives `undefined`, or the
+ * status it gives as a number.
  */
 async function fakeEngine(
   answer: (path: string, body: Record<string, unknown> | undefined) => unknown,
@@ -344,6 +345,10 @@ async function fakeEngine(
     request.on("end", () => {
       const text = Buffer.concat(chunks).toString("utf8");
       const value = answer(request.url ?? "", text ? JSON.parse(text) : undefined);
+      if (typeof value === "number") {
+        response.statusCode = value;
+        return response.end("{}");
+      }
       if (value === undefined) response.statusCode = 404;
       response.end(JSON.stringify(value ?? {}));
     });
@@ -356,7 +361,8 @@ async function fakeEngine(
 
 /**
  * What a llama-server of a 100-token model with `slots` slots answers to `open`'s `/props` and
- * `/v1/models`, and to its probe of the slots (`/completion`, nothing said of the cache).
+ * `/v1/models`, to its probe of the slots (`/completion`, nothing said of the cache) and to
+ * `/health`.
  */
 function llamaServerModel(path: string, slots = 1): unknown {
   if (path === "/props")
@@ -367,6 +373,7 @@ function llamaServerModel(path: string, slots = 1): unknown {
     };
   if (path === "/v1/models") return { data: [{ id: "x", meta: { n_vocab: 100 } }] };
   if (path === "/completion") return {};
+  if (path === "/health") return { status: "ok" };
   return undefined;
 }
 
@@ -597,7 +604,9 @@ describe("slots of a llama-server", () => {
   it("uses one slot of a server that clears idle slots; says what a server does not keep", async () => {
     let keeps = false;
     let restores = true;
+    let down = false;
     const { url, close } = await fakeEngine((path, body) => {
+      if (down) return 503;
       if (path !== "/completion") return llamaServerModel(path, 4);
       const prompt = body!.prompt as number[];
       // The probe's first call again, one token longer after another slot's call (kept), two
@@ -621,10 +630,19 @@ describe("slots of a llama-server", () => {
       const noTurns = await LlamaServerEngine.open({ url, onNotice });
       expect(noTurns.slotCount).toBe(4);
       expect(notices).toEqual([expect.stringMatching(/--cache-ram 0.*keeps its slot to its end/)]);
-      // A pool opens its engines again after outages: each notice is said once.
+      // A pool opens an engine again after an outage: each notice is said once.
       notices = [];
       const spec = { kind: "llama-server", url } as const;
-      const pool = await openEnginePool([spec, spec], { onNotice });
+      await expect(openEnginePool([spec, spec])).rejects.toThrow(/is given twice/);
+      const pool = await openEnginePool([spec], { onNotice, probeIntervalMs: 20 });
+      expect(notices).toHaveLength(1);
+      down = true;
+      await expect(pool.tokenize("x")).rejects.toBeInstanceOf(EngineUnavailableError);
+      expect(pool.members[0]!.healthy).toBe(false);
+      down = false;
+      for (let i = 0; i < 100 && !pool.members[0]!.healthy; i++)
+        await new Promise((r) => setTimeout(r, 20));
+      expect(pool.members[0]!.healthy).toBe(true); // opened again, its slots probed again
       expect(notices).toHaveLength(1);
       await pool.close();
     } finally {

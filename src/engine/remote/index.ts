@@ -168,11 +168,14 @@ export async function openEnginePool(
 }
 
 /**
- * @throws `Error` when `specs` is empty or names engines of different kinds.
+ * @throws `Error` when `specs` is empty, names engines of different kinds, or one engine twice.
  */
 export function checkOneKind(specs: readonly EngineSpec[]): void {
   if (specs.length === 0) throw new Error("no engine given");
   const kinds = new Set(specs.map((s) => s.kind));
   if (kinds.size > 1)
     throw new Error(`all engines must be of one kind, got ${[...kinds].join(" and ")}`);
+  // Two members on one llama-server would send calls for one slot at once (docs/OPERATIONS.md).
+  const twice = specs.find((s, i) => specs.findIndex((t) => t.url === s.url) !== i);
+  if (twice) throw new Error(`engine ${twice.url} is given twice: give each engine once`);
 }
