@@ -33,12 +33,17 @@ export function modelOf(
     throw new EngineCallError(url, "/props and /v1/models do not say the context or vocabulary");
   const path = props.model_path ?? url;
   // The alias is the model path unless the server was started with `--alias`.
-  const id = ((props.model_alias || path).split(/[\\/]/).pop() || url).replace(/\.gguf$/i, "");
+  const id = (fileName(props.model_alias || path) || url).replace(/\.gguf$/i, "");
   const trainContextSize = meta.n_ctx_train ?? contextSize;
   return {
     model: { id, path, contextSize, trainContextSize, vision: false },
     vocabularySize: meta.n_vocab,
   };
+}
+
+/** A path's last part, whichever the separator (the server may run on another system). */
+export function fileName(path: string): string {
+  return path.split(/[\\/]/).pop() ?? path;
 }
 
 /** One probability entry of `/completion`'s `completion_probabilities[i].top_logprobs`. */

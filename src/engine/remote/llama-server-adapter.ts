@@ -1,3 +1,4 @@
+import { fileName } from "./completion-answer.js";
 import { EngineCallError, EngineRequestError, type EngineConnection } from "./http.js";
 
 /** One entry of llama-server's `GET /lora-adapters` (the fields read). */
@@ -54,9 +55,4 @@ export async function checkAppliedAdapter(
     `${serves}, but decisiond reads its answers for --adapter ${given}: start llama-server with ` +
       `--lora and give decisiond --adapter with the same file (or neither)`,
   );
-}
-
-/** A path's last part, whichever the separator (the server may run on another system). */
-function fileName(path: string): string {
-  return path.split(/[\\/]/).pop() ?? path;
 }

@@ -145,20 +145,21 @@ export class LlamaServerEngine implements Engine {
     const url = baseUrl(options.url);
     const http = new EngineConnection(url, options.timeoutMs ?? DEFAULT_ENGINE_DEADLINE_MS);
     const props = await http.call<Props>("/props", undefined, signal);
-    const lora = options.adapter && (await checkAppliedAdapter(http, options.adapter, signal));
+    const lora = options.adapter
+      ? await checkAppliedAdapter(http, options.adapter, signal)
+      : undefined;
     const models = await http.call<Models>("/v1/models", undefined, signal);
     const { model, vocabularySize } = modelOf(url, props, models);
     const total = props.total_slots ?? 1;
     const use = await slotUse(http, total, vocabularySize, options.onNotice, signal);
     const [topProbs, batchSize] = [options.topProbs ?? 64, options.batchSize ?? 512];
-    const pin = lora || undefined;
     return new LlamaServerEngine(
       http,
       model,
       vocabularySize,
       use.slots,
       use.turns,
-      pin,
+      lora,
       topProbs,
       batchSize,
     );
