@@ -69,8 +69,8 @@ export interface SlotBehaviour {
    * and `--cache-idle-slots` (both its defaults when started without `--parallel`: four slots, one
    * cache) saves every idle slot to its host-memory prompt cache and clears it whenever another
    * slot takes a task, and a call naming the cleared slot (`id_slot`) does not load it back: under
-   * concurrent requests every call would evaluate its whole prompt again (4 requests of about 340
-   * tokens at once: 24,447 prompt tokens evaluated instead of 3,706).
+   * concurrent requests every call would evaluate its whole prompt again. Measured:
+   * docs/decisions/106.
    */
   readonly keep: boolean;
   /**
