@@ -183,12 +183,12 @@ describe("decisions through a real llama-server", () => {
     for (const { diff, where } of diffs) expect(diff, where).toBeLessThanOrEqual(0.02);
   }, 1_200_000);
 
-  it("refuses at start an engine that does not apply the adapter decisiond reads for", async () => {
+  it("refuses at start an engine that has not loaded the adapter decisiond reads for", async () => {
     // This server was started without --lora.
     const adapter = "adapters/smollm2-135m-instruct.decision.gguf";
     await expect(
       openRemoteEngines([{ kind: "llama-server", url: server.url }], { adapter }),
-    ).rejects.toThrow(/applies none, but decisiond reads its answers for --adapter smollm2-135m/);
+    ).rejects.toThrow(/loads none, but decisiond reads its answers for --adapter smollm2-135m/);
     const serving = await openRemoteEngines([{ kind: "llama-server", url: server.url }], {
       adapter: "none",
     });
@@ -438,7 +438,7 @@ describe("requests on a llama-server's one slot", () => {
 });
 
 describe("a llama-server whose adapter scales change after start", () => {
-  it("answers as at start: every call names the scales checked", async () => {
+  it("answers as at start: every call names the adapter at scale 1, the others at 0", async () => {
     const adapter = "adapters/smollm2-135m-instruct.decision.gguf";
     const server = await startLlamaServer({
       modelPath: inject("modelPath"),
@@ -472,8 +472,10 @@ describe("a llama-server whose adapter scales change after start", () => {
       const moved = largest(before, await unpinned.score(request));
       console.log(`adapter off on the server: a branch probability moved by ${moved.toFixed(3)}`);
       expect(moved).toBeGreaterThan(0.1);
-      await pinned.close();
-      await unpinned.close();
+      // Opened again (a pool does after an outage): the adapter is loaded, named at scale 1.
+      const reopened = await LlamaServerEngine.open({ url: server.url, adapter });
+      expect((await reopened.score(request)).branches).toEqual(before.branches);
+      await Promise.all([pinned.close(), unpinned.close(), reopened.close()]);
     } finally {
       await server.kill();
     }

@@ -70,6 +70,11 @@ describe("--engine KIND=URL", () => {
     expect(() => parseEngineSpec("sglang=http://x")).toThrow(/unknown engine kind "sglang"/);
     expect(() => parseEngineSpec("vllm=ftp://x")).toThrow(/http:\/\/ or https:\/\//);
     expect(() => parseEngineSpec("vllm=not a url")).toThrow(/http:\/\/ or https:\/\//);
+    // What /readyz would show: no secret in an engine's name.
+    const secret = () => parseEngineSpec("vllm=http://me:s3cret@gpu:8000");
+    expect(secret).toThrow(/engine URL gpu:8000: remove the user:password@ part/);
+    expect(secret).not.toThrow(/s3cret/);
+    expect(() => parseEngineSpec("vllm=http://gpu:8000/?key=s3cret")).toThrow(/query or fragment/);
   });
 });
 
@@ -337,20 +342,23 @@ describe("engine pool", () => {
  * status it gives as a number.
  */
 async function fakeEngine(
-  answer: (path: string, body: Record<string, unknown> | undefined) => unknown,
+  answer: (path: string, body: Record<string, unknown> | undefined) => unknown | Promise<unknown>,
 ): Promise<{ url: string; close: () => void }> {
   const server: Server = createServer((request, response) => {
     const chunks: Buffer[] = [];
     request.on("data", (chunk: Buffer) => chunks.push(chunk));
     request.on("end", () => {
       const text = Buffer.concat(chunks).toString("utf8");
-      const value = answer(request.url ?? "", text ? JSON.parse(text) : undefined);
-      if (typeof value === "number") {
-        response.statusCode = value;
-        return response.end("{}");
-      }
-      if (value === undefined) response.statusCode = 404;
-      response.end(JSON.stringify(value ?? {}));
+      void Promise.resolve(answer(request.url ?? "", text ? JSON.parse(text) : undefined)).then(
+        (value) => {
+          if (typeof value === "number") {
+            response.statusCode = value;
+            return response.end("{}");
+          }
+          if (value === undefined) response.statusCode = 404;
+          response.end(JSON.stringify(value ?? {}));
+        },
+      );
     });
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
@@ -424,7 +432,7 @@ describe("a remote engine's answers that cannot be right", () => {
     }
   });
 
-  it("opens a llama-server only when it applies the adapter decisiond reads for", async () => {
+  it("opens a llama-server only when it has loaded the adapter decisiond reads for", async () => {
     let adapters: unknown = [{ id: 0, path: "/srv/adapters/a.decision.gguf", scale: 1 }];
     const { url, close } = await fakeEngine((path) =>
       path === "/lora-adapters" && adapters !== 404 ? adapters : llamaServerModel(path),
@@ -432,13 +440,15 @@ describe("a remote engine's answers that cannot be right", () => {
     const open = (adapter: string) => LlamaServerEngine.open({ url, adapter });
     try {
       await expect(open("adapters/a.decision.gguf")).resolves.toBeDefined();
-      await expect(open("none")).rejects.toThrow(
-        /applies the LoRA adapter a\.decision\.gguf, but decisiond reads its answers for --adapter none/,
+      await expect(open("none")).resolves.toBeDefined(); // named at scale 0
+      await expect(open("b.gguf")).rejects.toThrow(
+        /loads a\.decision\.gguf, but decisiond reads its answers for --adapter b\.gguf/,
       );
-      await expect(open("b.gguf")).rejects.toThrow(/--adapter b\.gguf/);
-      adapters = [{ id: 0, path: "/srv/a.decision.gguf", scale: 0 }]; // loaded, not applied
+      adapters = [{ id: 0, path: "/srv/a.decision.gguf", scale: 0 }]; // loaded, turned off
+      await expect(open("a.decision.gguf")).resolves.toBeDefined();
+      adapters = [];
+      await expect(open("a.decision.gguf")).rejects.toThrow(/loads none/);
       await expect(open("none")).resolves.toBeDefined();
-      await expect(open("a.decision.gguf")).rejects.toThrow(/applies none/);
       adapters = 404; // a server without the route is not checked
       await expect(open("a.decision.gguf")).resolves.toBeDefined();
     } finally {
@@ -446,7 +456,7 @@ describe("a remote engine's answers that cannot be right", () => {
     }
   });
 
-  it("pins every call to the adapter scales checked at open", async () => {
+  it("names the adapter at scale 1 and every other at 0 in every call", async () => {
     let adapters: unknown = [{ id: 0, path: "/srv/a.decision.gguf", scale: 1 }];
     const loras: unknown[] = [];
     const { url, close } = await fakeEngine((path, body) => {
@@ -470,11 +480,21 @@ describe("a remote engine's answers that cannot be right", () => {
     };
     try {
       expect(await callsOf("a.decision.gguf")).toEqual([JSON.stringify([{ id: 0, scale: 1 }])]);
-      adapters = [{ id: 0, path: "/srv/a.decision.gguf", scale: 0 }]; // loaded, not applied
       expect(await callsOf("none")).toEqual([JSON.stringify([{ id: 0, scale: 0 }])]);
+      // Started at another scale, or turned off: the scale decisiond reads for, 1.
+      adapters = [
+        { id: 0, path: "/srv/other.gguf", scale: 1 },
+        { id: 1, path: "/srv/a.decision.gguf", scale: 0.3 },
+      ];
+      expect(await callsOf("a.decision.gguf")).toEqual([
+        JSON.stringify([
+          { id: 0, scale: 0 },
+          { id: 1, scale: 1 },
+        ]),
+      ]);
       expect(await callsOf(undefined)).toEqual([undefined]); // not checked: the server's own
       adapters = [];
-      expect(await callsOf("none")).toEqual([undefined]); // nothing loaded: nothing to pin
+      expect(await callsOf("none")).toEqual([undefined]); // nothing loaded: nothing to name
     } finally {
       close();
     }
@@ -499,7 +519,107 @@ describe("a remote engine's answers that cannot be right", () => {
   });
 });
 
+/**
+ * A llama-server of `slots` slots whose `/completion` calls keep their slot busy for `ms`, whether
+ * or not the client is still there, as the server's own loop does; `GET /slots` says which are
+ * busy. `overlaps` lists every call that named a slot still busy (what corrupts a real one).
+ */
+async function busyLlamaServer(ms: number, slots = 1) {
+  const busyUntil = new Map<number, number>();
+  const overlaps: string[] = [];
+  const fails = { tokenize: false };
+  const server = await fakeEngine(async (path, body) => {
+    if (path === "/slots")
+      return Array.from({ length: slots }, (_, id) => ({
+        id,
+        is_processing: (busyUntil.get(id) ?? 0) > Date.now(),
+      }));
+    if (path === "/tokenize")
+      return fails.tokenize ? ((fails.tokenize = false), 500) : { tokens: [1] };
+    if (path !== "/completion") return llamaServerModel(path, slots);
+    const slot = body!.id_slot as number;
+    const prompt = body!.prompt as number[];
+    const left = (busyUntil.get(slot) ?? 0) - Date.now();
+    if (left > 0) overlaps.push(`slot ${slot}: ${prompt.length} tokens while busy ${left} ms more`);
+    busyUntil.set(slot, Date.now() + ms);
+    await new Promise((resolve) => setTimeout(resolve, ms));
+    return {
+      completion_probabilities: [{ top_logprobs: [{ id: 7, logprob: -0.1 }] }],
+      timings: { prompt_n: prompt.length, cache_n: 0 },
+    };
+  });
+  return { ...server, overlaps, fails };
+}
+
+/** A request of an `n`-token prefix and one branch. */
+const requestOf = (n: number): ScoreRequest => ({
+  prefix: Array.from({ length: n }, (_, i) => 10 + (i % 50)),
+  branches: [{ tokens: [5], candidates: [7] }],
+});
+
 describe("slots of a llama-server", () => {
+  it("holds every slot for a task; a retired pool refuses those that wait and come", async () => {
+    const pool = new SlotPool(2);
+    const running = await pool.acquire({ rank: 500 });
+    const order: string[] = [];
+    const all = pool.holdAll(async () => {
+      order.push("all");
+      expect(pool.queued).toBe(1);
+    });
+    const waiting = pool.acquire({ rank: 10 }).then((slot) => (order.push("waiting"), slot));
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(order).toEqual([]); // a slot is still held
+    pool.release(running);
+    await all;
+    await waiting;
+    expect(order).toEqual(["all", "waiting"]);
+    const late = pool.acquire();
+    const retiring = pool.holdAll(async () => pool.retire(new Error("restarted")));
+    pool.release(await waiting);
+    await late.then((slot) => pool.release(slot));
+    await retiring;
+    await expect(pool.acquire()).rejects.toThrow("restarted");
+  });
+
+  it("gives an aborted call's slot to no one until the server is done with it", async () => {
+    const server = await busyLlamaServer(300);
+    try {
+      const engine = await LlamaServerEngine.open({ url: server.url, batchSize: 128 });
+      await new Promise((resolve) => setTimeout(resolve, 300)); // the probe's last call
+      const controller = new AbortController();
+      const aborted = engine.score(requestOf(300), controller.signal);
+      const next = engine.score(requestOf(10));
+      setTimeout(() => controller.abort(new Error("hung up")), 100);
+      await expect(aborted).rejects.toThrow("hung up");
+      await expect(next).resolves.toMatchObject({ branches: [{ logprobs: [-0.1] }] });
+      expect(server.overlaps).toEqual([]);
+      await engine.close();
+    } finally {
+      server.close();
+    }
+  });
+
+  it("opened again after an outage, takes its slots over from the engine it replaces", async () => {
+    const server = await busyLlamaServer(100);
+    try {
+      const spec = { kind: "llama-server", url: server.url } as const;
+      const pool = await openEnginePool([spec], { probeIntervalMs: 20 });
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const long = pool.score(requestOf(1_500)); // 12 calls of 128 tokens
+      await new Promise((resolve) => setTimeout(resolve, 150));
+      server.fails.tokenize = true; // one 500: the engine is taken out, then opened again
+      await expect(pool.tokenize("x")).rejects.toBeInstanceOf(EngineUnavailableError);
+      for (let i = 0; i < 200 && !pool.members[0]!.healthy; i++)
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(pool.members[0]!.healthy).toBe(true);
+      await Promise.all([long, pool.score(requestOf(10))]);
+      expect(server.overlaps).toEqual([]);
+      await pool.close();
+    } finally {
+      server.close();
+    }
+  });
+
   it("hands out each slot once and serves waiters in order", async () => {
     const slots = new SlotPool(2);
     const first = await slots.acquire();
@@ -633,7 +753,7 @@ describe("slots of a llama-server", () => {
       // A pool opens an engine again after an outage: each notice is said once.
       notices = [];
       const spec = { kind: "llama-server", url } as const;
-      await expect(openEnginePool([spec, spec])).rejects.toThrow(/is given twice/);
+      await expect(openEnginePool([spec, spec])).rejects.toThrow(/names http:\S+ twice/);
       const pool = await openEnginePool([spec], { onNotice, probeIntervalMs: 20 });
       expect(notices).toHaveLength(1);
       down = true;

@@ -1,5 +1,5 @@
 import {
-  checkOneKind,
+  checkEngineSpecs,
   DEFAULT_ENGINE_DEADLINE_MS,
   openEnginePool,
   type EnginePool,
@@ -40,7 +40,7 @@ export async function openRemoteEngines(
   specs: readonly EngineSpec[],
   options: RemoteOptions = {},
 ): Promise<RemoteServing> {
-  checkOneKind(specs);
+  checkEngineSpecs(specs);
   if (MAY_ANSWER_DECISIONS.includes(specs[0]!.kind)) {
     const native = await Promise.all(
       specs.map((s) => SystemOnePassThrough.detect(s.url).catch(() => false)),

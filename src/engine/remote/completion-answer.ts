@@ -1,5 +1,5 @@
 import type { ModelInfo, Token } from "../types.js";
-import { EngineCallError } from "./http.js";
+import { EngineCallError, type EngineConnection } from "./http.js";
 
 /** What `GET /props` answers (the fields read). */
 export interface Props {
@@ -85,4 +85,70 @@ export function topLogprobs(
   if (sum > 1 + 1e-3 + vocabularySize * 2 ** -24) return undefined;
   if (top.size > 0 && best < -Math.log(vocabularySize) - 1e-3) return undefined;
   return top;
+}
+
+/** What one `/completion` call read ({@link completeOnSlot}). */
+export interface Completion {
+  /** The top log-probabilities at the position after the prompt, by token. */
+  readonly top: Map<Token, number>;
+  /** Tokens the server evaluated (`prompt_n`) and took from the slot's cache (`cache_n`). */
+  readonly timings: { readonly prompt_n: number; readonly cache_n: number };
+}
+
+/** A `/completion` call's `lora` field: each loaded adapter's scale for that call. */
+export type LoraScales = readonly { readonly id: number; readonly scale: number }[];
+
+/** One call of {@link completeOnSlot}. */
+export interface SlotCall {
+  /** The whole prompt: the server takes what the slot shares with it from its cache. */
+  readonly tokens: readonly Token[];
+  /** Top log-probabilities to read (0: none, the call only evaluates). */
+  readonly nProbs: number;
+  /** `id_slot`. */
+  readonly slot: number;
+  /** Every loaded adapter's scale for the call; `undefined`: the server's own. */
+  readonly lora: LoraScales | undefined;
+  readonly vocabularySize: number;
+}
+
+/**
+ * One llama-server `/completion` call that generates nothing: evaluates `call.tokens` on
+ * `call.slot` and reads the top `call.nProbs` log-probabilities of the full distribution at the
+ * position after them, before any sampler (`post_sampling_probs: false`).
+ * @throws {@link EngineCallError} when the server does not answer, or answers numbers that are no
+ *   distribution's log-probabilities; `EngineRequestError` when it refuses the call; the signal's
+ *   reason on abort.
+ */
+export async function completeOnSlot(
+  http: EngineConnection,
+  call: SlotCall,
+  signal?: AbortSignal,
+): Promise<Completion> {
+  const answer = await http.call<CompletionAnswer>(
+    "/completion",
+    {
+      prompt: call.tokens,
+      n_predict: 0,
+      n_probs: call.nProbs,
+      post_sampling_probs: false,
+      cache_prompt: true,
+      temperature: 0,
+      id_slot: call.slot,
+      ...(call.lora && { lora: call.lora }),
+    },
+    signal,
+  );
+  const timings = {
+    prompt_n: answer.timings?.prompt_n ?? call.tokens.length,
+    cache_n: answer.timings?.cache_n ?? answer.tokens_cached ?? 0,
+  };
+  const top = topLogprobs(answer, call.vocabularySize);
+  if (top === undefined)
+    throw new EngineCallError(
+      http.url,
+      "/completion answered numbers that are no distribution's log-probabilities",
+    );
+  if (call.nProbs > 0 && top.size === 0)
+    throw new EngineCallError(http.url, "/completion returned no probabilities (n_probs)");
+  return { top, timings };
 }

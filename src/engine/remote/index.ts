@@ -35,11 +35,16 @@ export interface RemoteEngineOptions {
   readonly apiKey?: string | undefined;
   /**
    * The LoRA adapter decisiond reads the answers for (a file path, or `"none"`), which a kind that
-   * says what it applies (llama-server) must apply; absent: not checked.
+   * says what it loads (llama-server) must have loaded, and every call names; absent: not checked.
    */
   readonly adapter?: string | undefined;
   /** Told what decisiond uses differently from what the engine offers (e.g. fewer slots). */
   readonly onNotice?: ((message: string) => void) | undefined;
+  /**
+   * The engine opened on the same URL before, which this one replaces (a pool opens an engine
+   * again after an outage): a llama-server's slots are taken over, not probed beside its calls.
+   */
+  readonly replaces?: Engine | undefined;
 }
 
 /** One kind of remote engine: how to open one. */
@@ -64,7 +69,13 @@ export const REMOTE_ENGINE_KINDS = {
   "llama-server": {
     open: (url, options, signal) =>
       LlamaServerEngine.open(
-        { url, timeoutMs: options.timeoutMs, adapter: options.adapter, onNotice: options.onNotice },
+        {
+          url,
+          timeoutMs: options.timeoutMs,
+          adapter: options.adapter,
+          onNotice: options.onNotice,
+          replaces: options.replaces instanceof LlamaServerEngine ? options.replaces : undefined,
+        },
         signal,
       ),
   },
@@ -91,7 +102,8 @@ export interface EngineSpec {
 
 /**
  * Parses `KIND=URL`.
- * @throws `Error` saying what is wrong: no `=`, an unknown kind, a URL that is not http(s).
+ * @throws `Error` saying what is wrong: no `=`, an unknown kind, a URL that is not http(s) or
+ *   that holds credentials, a query or a fragment.
  * @example
  * ```ts
  * parseEngineSpec("llama-server=http://127.0.0.1:8081"); // → { kind: "llama-server", url: "http://127.0.0.1:8081" }
@@ -105,11 +117,21 @@ export function parseEngineSpec(text: string): EngineSpec {
   const url = text.slice(at + 1).trim();
   if (!Object.hasOwn(REMOTE_ENGINE_KINDS, kind))
     throw new Error(`unknown engine kind "${kind}": one of ${ENGINE_KINDS.join(", ")}`);
+  let parsed: URL;
   try {
-    return { kind: kind as EngineKind, url: baseUrl(url) };
+    parsed = new URL(baseUrl(url));
   } catch {
     throw new Error(`engine URL must be an http:// or https:// URL, got "${url}"`);
   }
+  // What follows the URL is a path of the engine's API; a secret in it would be shown by /readyz.
+  if (parsed.username || parsed.password)
+    throw new Error(
+      `engine URL ${parsed.host}: remove the user:password@ part, which fetch cannot send ` +
+        `(a vLLM key goes in VLLM_API_KEY)`,
+    );
+  if (parsed.search || parsed.hash)
+    throw new Error(`engine URL ${parsed.host}: a query or fragment (?, #) has no place in it`);
+  return { kind: kind as EngineKind, url: baseUrl(url) };
 }
 
 /** Parses `DECISIOND_ENGINE`: comma-separated `KIND=URL`s (empty entries ignored). */
@@ -125,7 +147,7 @@ export function parseEngineList(text: string): EngineSpec[] {
 export interface RemoteOptions extends PoolOptions {
   /** Milliseconds one HTTP call to an engine may take. Default: the deadline. */
   readonly callTimeoutMs?: number;
-  /** The adapter the engines must apply ({@link RemoteEngineOptions.adapter}). */
+  /** The adapter the engines must have loaded ({@link RemoteEngineOptions.adapter}). */
   readonly adapter?: string | undefined;
   /** {@link RemoteEngineOptions.onNotice}, for every engine: each distinct message once. */
   readonly onNotice?: ((message: string) => void) | undefined;
@@ -144,7 +166,7 @@ export async function openEnginePool(
   specs: readonly EngineSpec[],
   options: RemoteOptions = {},
 ): Promise<EnginePool> {
-  checkOneKind(specs);
+  checkEngineSpecs(specs);
   const timeoutMs = options.callTimeoutMs ?? options.deadlineMs ?? DEFAULT_ENGINE_DEADLINE_MS;
   // Engines are opened again after each outage: each notice is said once.
   const said = new Set<string>();
@@ -154,28 +176,33 @@ export async function openEnginePool(
     options.onNotice?.(message);
   };
   return EnginePool.open(
-    specs.map((spec) => ({
-      name: spec.url,
-      open: (signal?: AbortSignal) =>
-        REMOTE_ENGINE_KINDS[spec.kind].open(
+    specs.map((spec) => {
+      let opened: Engine | undefined;
+      const open = async (signal?: AbortSignal) =>
+        (opened = await REMOTE_ENGINE_KINDS[spec.kind].open(
           spec.url,
-          { timeoutMs, apiKey: spec.apiKey, adapter: options.adapter, onNotice },
+          { timeoutMs, apiKey: spec.apiKey, adapter: options.adapter, onNotice, replaces: opened },
           signal,
-        ),
-    })),
+        ));
+      return { name: spec.url, open };
+    }),
     options,
   );
 }
 
 /**
- * @throws `Error` when `specs` is empty, names engines of different kinds, or one engine twice.
+ * Checks the engines of `--engine` (`DECISIOND_ENGINE`) as a whole: some, all of one kind, each
+ * once. One engine given twice would be two members of a pool on one server: its calls in flight
+ * counted apart, and on a llama-server, calls for one slot sent at once (docs/OPERATIONS.md).
+ * Only URLs written alike are caught (after {@link baseUrl}), not two names of one host.
+ * @throws `Error` when `specs` is empty, names engines of different kinds, or one URL twice.
  */
-export function checkOneKind(specs: readonly EngineSpec[]): void {
+export function checkEngineSpecs(specs: readonly EngineSpec[]): void {
   if (specs.length === 0) throw new Error("no engine given");
   const kinds = new Set(specs.map((s) => s.kind));
   if (kinds.size > 1)
-    throw new Error(`all engines must be of one kind, got ${[...kinds].join(" and ")}`);
-  // Two members on one llama-server would send calls for one slot at once (docs/OPERATIONS.md).
+    throw new Error(`--engine: all engines must be of one kind, got ${[...kinds].join(" and ")}`);
   const twice = specs.find((s, i) => specs.findIndex((t) => t.url === s.url) !== i);
-  if (twice) throw new Error(`engine ${twice.url} is given twice: give each engine once`);
+  if (twice)
+    throw new Error(`--engine (DECISIOND_ENGINE) names ${twice.url} twice: give each engine once`);
 }

@@ -1,29 +1,28 @@
-import { fileName } from "./completion-answer.js";
+import { fileName, type LoraScales } from "./completion-answer.js";
 import { EngineCallError, EngineRequestError, type EngineConnection } from "./http.js";
 
 /** One entry of llama-server's `GET /lora-adapters` (the fields read). */
 interface LoraAdapter {
   readonly id?: unknown;
   readonly path?: unknown;
-  readonly scale?: unknown;
 }
 
-/** A `/completion` call's `lora` field: each loaded adapter's scale for that call. */
-export type LoraScales = readonly { readonly id: number; readonly scale: number }[];
-
 /**
- * Checks that a llama-server applies the LoRA adapter decisiond reads its answers for: the tuned
- * readout and its calibration profile belong to one adapter, and a server started without it (or
- * with another) answers every question wrongly without any error. Adapters at scale 0 are not
- * applied. A server without `/lora-adapters` (404) is not checked.
+ * Checks that a llama-server has loaded the LoRA adapter decisiond reads its answers for, and
+ * says the scales every call names: that adapter at 1 (as the embedded engine adds it into the
+ * weights) and every other loaded adapter at 0, whatever the server's own scales are
+ * (`--lora-scaled`, `--lora-init-without-apply`, a `POST /lora-adapters` before or after): the
+ * tuned readout and its calibration profile belong to one adapter at full scale, and a server
+ * that answers without it answers every question wrongly without any error. A server without
+ * `/lora-adapters` (404) is not checked.
  * @param expected - the adapter file `--adapter` names (compared by file name), or `"none"`
- * @returns the scales the server applies now, for every call to pin (a `POST /lora-adapters`
- *   later changes the server's own scales, not a call's that names them); `undefined` for a server
- *   without the route or without adapters.
- * @throws {@link EngineCallError} when the server applies other adapters, naming both sides.
- * @example `const lora = await checkAppliedAdapter(http, "adapters/smollm2-135m-instruct.decision.gguf");`
+ * @returns every call's `lora` field; `undefined` for a server without the route or without
+ *   adapters.
+ * @throws {@link EngineCallError} when the server has not loaded the expected adapter, naming
+ *   both sides.
+ * @example `const lora = await checkLoadedAdapter(http, "adapters/smollm2-135m-instruct.decision.gguf");`
  */
-export async function checkAppliedAdapter(
+export async function checkLoadedAdapter(
   http: EngineConnection,
   expected: string,
   signal?: AbortSignal,
@@ -37,22 +36,20 @@ export async function checkAppliedAdapter(
   }
   if (!Array.isArray(listed))
     throw new EngineCallError(http.url, "/lora-adapters answered something that is not a list");
-  const applied = (listed as LoraAdapter[])
-    .filter((a) => typeof a.scale !== "number" || a.scale !== 0)
-    .map((a) => fileName(String(a.path)));
-  const wanted = expected === "none" ? [] : [fileName(expected)];
-  if (applied.length === wanted.length && applied.every((name, i) => name === wanted[i])) {
-    const scales = (listed as LoraAdapter[]).map((a, i) => ({
-      id: typeof a.id === "number" ? a.id : i,
-      scale: typeof a.scale === "number" ? a.scale : 1,
-    }));
-    return scales.length > 0 ? scales : undefined;
+  const loaded = (listed as LoraAdapter[]).map((a, i) => ({
+    id: typeof a.id === "number" ? a.id : i,
+    name: fileName(String(a.path)),
+  }));
+  const wanted = expected === "none" ? undefined : fileName(expected);
+  const applied = loaded.find((a) => a.name === wanted);
+  if (wanted !== undefined && !applied) {
+    const loads = loaded.length ? `loads ${loaded.map((a) => a.name).join(", ")}` : "loads none";
+    throw new EngineCallError(
+      http.url,
+      `${loads}, but decisiond reads its answers for --adapter ${wanted}: start llama-server ` +
+        `with --lora and give decisiond --adapter with the same file (or neither)`,
+    );
   }
-  const serves = applied.length ? `applies the LoRA adapter ${applied.join(", ")}` : "applies none";
-  const given = expected === "none" ? "none" : wanted[0]!;
-  throw new EngineCallError(
-    http.url,
-    `${serves}, but decisiond reads its answers for --adapter ${given}: start llama-server with ` +
-      `--lora and give decisiond --adapter with the same file (or neither)`,
-  );
+  const scales = loaded.map((a) => ({ id: a.id, scale: a === applied ? 1 : 0 }));
+  return scales.length > 0 ? scales : undefined;
 }

@@ -1,7 +1,9 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import { sharedStart, type HeldPrefix } from "../decode/index.js";
 import type { Token } from "../types.js";
 import type { CompletionAnswer } from "./completion-answer.js";
-import type { EngineConnection } from "./http.js";
+import { EngineCallError, EngineRequestError, type EngineConnection } from "./http.js";
+import { SlotPool, type SlotTurn } from "./slot-pool.js";
 
 /**
  * What each slot of a llama-server holds, as far as decisiond knows: the tokens of the last call
@@ -46,6 +48,11 @@ export class SlotPrompts {
   /** Marks `slot`'s tokens unknown: before a call is sent on it, or when a request moves onto it. */
   forget(slot: number): void {
     this.tokens[slot] = null;
+  }
+
+  /** Marks every slot's tokens unknown (another client's calls named them). */
+  forgetAll(): void {
+    this.tokens.fill(null);
   }
 
   /**
@@ -100,11 +107,17 @@ export async function probeSlots(
   const run = (k: number, length: number) =>
     Array.from({ length }, (_, i) => (Math.floor((vocabularySize * k) / 4) + i) % vocabularySize);
   const call = (prompt: readonly Token[], slot: number) =>
-    http.call<CompletionAnswer>(
-      "/completion",
-      { prompt, n_predict: 0, n_probs: 0, cache_prompt: true, temperature: 0, id_slot: slot },
-      signal,
-    );
+    http
+      .call<CompletionAnswer>(
+        "/completion",
+        { prompt, n_predict: 0, n_probs: 0, cache_prompt: true, temperature: 0, id_slot: slot },
+        signal,
+      )
+      .catch(async (error: unknown) => {
+        // Whoever names the slot next must find the server done with it.
+        if (!(error instanceof EngineRequestError)) await untilIdle(http, [slot]);
+        throw error;
+      });
   const kept = (answer: CompletionAnswer) => {
     const cached = answer.timings?.cache_n ?? answer.tokens_cached;
     return cached === undefined || cached >= PROBE_TOKENS;
@@ -149,4 +162,109 @@ export async function slotUse(
         `requests wait for it. Start it without those flags for requests to take turns`,
     );
   return { slots: keep ? total : 1, turns: restore };
+}
+
+/**
+ * The slots of one llama-server as decisiond uses them, for as long as it serves that server: the
+ * queue that hands them out, what each holds, and whether requests take turns on them
+ * ({@link slotUse}). An engine opened again after an outage takes them over
+ * ({@link openServerSlots}), so that the requests still running on the engine it replaces and the
+ * new ones share one queue: a call that names a slot the server is busy with corrupts that slot
+ * (docs/decisions/106).
+ */
+export class ServerSlots {
+  /** Hands the slots in use out, one request at a time. */
+  readonly pool: SlotPool;
+  /** What each slot holds after our calls on it. */
+  readonly held: SlotPrompts;
+
+  constructor(
+    /** The server's slots (`/props` `total_slots`). */
+    readonly total: number,
+    /** Slots in use: the first `count` ({@link slotUse}). */
+    readonly count: number,
+    /** Whether a request gives its slot up to a shorter one between calls ({@link slotUse}). */
+    readonly turns: boolean,
+  ) {
+    this.pool = new SlotPool(count);
+    this.held = new SlotPrompts(count);
+  }
+
+  /**
+   * Gives `turn`'s slot back once the server is done with it: at once after calls that answered,
+   * after one that went unanswered once {@link untilIdle}. Never throws.
+   */
+  async release(http: EngineConnection, turn: SlotTurn): Promise<void> {
+    if (turn.unanswered && turn.slot >= 0) await untilIdle(http, [turn.slot]);
+    turn.release();
+  }
+}
+
+/**
+ * Resolves once the server is done with `slots` after a call on them went unanswered (aborted,
+ * timed out, connection lost): once `GET /slots` says none of them is processing (the server
+ * notices a closed connection within about a second, then ends the task after its current
+ * batch), at most the connection's call timeout; {@link UNANSWERED_FALLBACK_MS} after that route
+ * fails. A call that names a slot the server is busy with corrupts it (docs/decisions/106).
+ * Never throws.
+ */
+export async function untilIdle(http: EngineConnection, slots: readonly number[]): Promise<void> {
+  const until = Date.now() + http.timeoutMs;
+  try {
+    while (Date.now() < until) {
+      const states = await http.call<{ id?: unknown; is_processing?: unknown }[]>(
+        "/slots",
+        undefined,
+      );
+      const busy = (id: number) =>
+        Array.isArray(states) && states.some((s) => s.id === id && s.is_processing === true);
+      if (!slots.some(busy)) return;
+      await sleep(SLOTS_POLL_MS, undefined, { ref: false });
+    }
+  } catch {
+    await sleep(UNANSWERED_FALLBACK_MS, undefined, { ref: false });
+  }
+}
+
+/** Milliseconds between two `GET /slots` while an unanswered call's slot is still processing. */
+const SLOTS_POLL_MS = 100;
+
+/**
+ * Milliseconds a slot whose call went unanswered is kept from other requests when the server does
+ * not say (`GET /slots` off, or no answer): its disconnect check (1 s) and a batch of 512 tokens
+ * on a 2-core CPU.
+ */
+export const UNANSWERED_FALLBACK_MS = 4_000;
+
+/**
+ * The slots of a llama-server of `total` slots, for an engine opened on it: probed
+ * ({@link slotUse}). When the engine replaces one opened on the same server before (a pool's
+ * reopening after an outage), the probe runs with every slot of `previous` held, so that no call
+ * of the requests still running there is out; `previous` is kept when the server is as it was,
+ * and retired otherwise (its waiting requests fail: the server restarted with other slots).
+ * @throws {@link EngineCallError} when the server does not answer; the signal's reason on abort.
+ */
+export async function openServerSlots(
+  http: EngineConnection,
+  total: number,
+  vocabularySize: number,
+  previous: ServerSlots | undefined,
+  onNotice: ((message: string) => void) | undefined,
+  signal?: AbortSignal,
+): Promise<ServerSlots> {
+  const probe = async () => {
+    const use = await slotUse(http, total, vocabularySize, onNotice, signal);
+    return new ServerSlots(total, use.slots, use.turns);
+  };
+  if (!previous) return probe();
+  return previous.pool.holdAll(async () => {
+    const now = await probe();
+    previous.held.forgetAll();
+    const same =
+      [now.total, now.count, now.turns].join() ===
+      [previous.total, previous.count, previous.turns].join();
+    if (same) return previous;
+    previous.pool.retire(new EngineCallError(http.url, "restarted with other slots"));
+    return now;
+  }, signal);
 }

@@ -14,12 +14,18 @@ import {
   type Token,
   type TokenizeOptions,
 } from "../types.js";
-import { baseUrl, DEFAULT_ENGINE_DEADLINE_MS, EngineCallError, EngineConnection } from "./http.js";
-import { modelOf, topLogprobs, type CompletionAnswer } from "./completion-answer.js";
+import {
+  baseUrl,
+  DEFAULT_ENGINE_DEADLINE_MS,
+  EngineCallError,
+  EngineConnection,
+  EngineRequestError,
+} from "./http.js";
+import { completeOnSlot, modelOf, type Completion, type LoraScales } from "./completion-answer.js";
 import type { Models, Props } from "./completion-answer.js";
-import { checkAppliedAdapter, type LoraScales } from "./llama-server-adapter.js";
-import { SlotPrompts, slotUse } from "./llama-server-slots.js";
-import { SlotPool, SlotTurn } from "./slot-pool.js";
+import { checkLoadedAdapter } from "./llama-server-adapter.js";
+import { openServerSlots, type ServerSlots } from "./llama-server-slots.js";
+import { SlotTurn } from "./slot-pool.js";
 
 export { topLogprobs, type CompletionAnswer } from "./completion-answer.js";
 export { SlotPool, SlotTurn } from "./slot-pool.js";
@@ -39,8 +45,10 @@ export { SlotPool, SlotTurn } from "./slot-pool.js";
  * evaluates only its new tokens (`timings.prompt_n`): the state once per request. Between two
  * calls it gives its slot up to a waiting request with less work left, on a server that restores
  * the displaced prompt from its host-memory cache, and goes on in its next turn ({@link SlotTurn});
- * where the server did not keep that prompt, the request evaluates the lost part again.
- * Why the calls are cut so: docs/decisions/047; why requests take turns: docs/decisions/106.
+ * where the server did not keep that prompt, the request evaluates the lost part again. A slot
+ * whose call went unanswered goes to the next request once the server is done with it
+ * ({@link ServerSlots.release}). Why the calls are cut so: docs/decisions/047; why requests take
+ * turns: docs/decisions/106.
  */
 
 /** Options of {@link LlamaServerEngine.open}. */
@@ -48,8 +56,9 @@ export interface LlamaServerOptions {
   /** Base URL, e.g. `http://127.0.0.1:8081`. */
   readonly url: string;
   /**
-   * The LoRA adapter the server must apply (a file path, or `"none"`); absent: not checked. Every
-   * call then names the scales checked, so that a later `POST /lora-adapters` changes no answer.
+   * The LoRA adapter the server must have loaded (a file path, or `"none"`); absent: not checked.
+   * Every call then names it at scale 1 and every other loaded adapter at 0
+   * ({@link checkLoadedAdapter}), so that the server's own scales change no answer.
    */
   readonly adapter?: string | undefined;
   /**
@@ -69,6 +78,11 @@ export interface LlamaServerOptions {
   readonly batchSize?: number;
   /** Told what decisiond does differently from what the server offers (e.g. fewer slots). */
   readonly onNotice?: ((message: string) => void) | undefined;
+  /**
+   * The engine this one replaces on the same server (a pool opens an engine again after an
+   * outage): its slots are taken over ({@link openServerSlots}).
+   */
+  readonly replaces?: LlamaServerEngine | undefined;
 }
 
 /** The counters of a remote llama-server, with what its `timings` report. */
@@ -94,31 +108,26 @@ export class LlamaServerEngine implements Engine {
   readonly chatTemplate: ChatTemplate;
   /** The `timings` of each `/completion` call of the last {@link score} (for tests and the bench). */
   lastTimings: { prompt_n: number; cache_n: number }[] = [];
-  /**
-   * The server's slots: a request holds one for its calls (`id_slot`), so they follow each other
-   * in that slot's KV cache, until it gives the slot up between two calls ({@link SlotTurn}).
-   */
-  private readonly slots: SlotPool;
-  /** What each slot holds after our calls on it. */
-  private readonly held: SlotPrompts;
+  /** What each slot holds after our calls on it (the server's {@link ServerSlots}). */
+  private readonly held: ServerSlots["held"];
 
   private constructor(
     private readonly http: EngineConnection,
     readonly model: ModelInfo,
     /** Tokens in the vocabulary, the largest `n_probs` worth asking. */
     readonly vocabularySize: number,
-    /** Slots of the server in use: its `--parallel`, or 1 ({@link slotUse}). */
-    readonly slotCount: number,
-    /** Whether a request gives its slot up to a shorter one between calls ({@link slotUse}). */
-    private readonly takesTurns: boolean,
-    /** Every call's adapter scales ({@link checkAppliedAdapter}); `undefined`: the server's own. */
+    /**
+     * The server's slots: a request holds one for its calls (`id_slot`), so they follow each
+     * other in that slot's KV cache, until it gives the slot up between two calls ({@link SlotTurn}).
+     */
+    private readonly slots: ServerSlots,
+    /** Every call's adapter scales ({@link checkLoadedAdapter}); `undefined`: the server's own. */
     private readonly lora: LoraScales | undefined,
     private readonly topProbs: number,
     /** Largest call, at most the server's `--ubatch-size`. */
     private readonly batchSize: number,
   ) {
-    this.slots = new SlotPool(slotCount);
-    this.held = new SlotPrompts(slotCount);
+    this.held = slots.held;
     this.chatTemplate = {
       name: "llama-server",
       render: async (messages: readonly ChatMessage[], signal?: AbortSignal) => {
@@ -146,23 +155,27 @@ export class LlamaServerEngine implements Engine {
     const http = new EngineConnection(url, options.timeoutMs ?? DEFAULT_ENGINE_DEADLINE_MS);
     const props = await http.call<Props>("/props", undefined, signal);
     const lora = options.adapter
-      ? await checkAppliedAdapter(http, options.adapter, signal)
+      ? await checkLoadedAdapter(http, options.adapter, signal)
       : undefined;
     const models = await http.call<Models>("/v1/models", undefined, signal);
     const { model, vocabularySize } = modelOf(url, props, models);
     const total = props.total_slots ?? 1;
-    const use = await slotUse(http, total, vocabularySize, options.onNotice, signal);
-    const [topProbs, batchSize] = [options.topProbs ?? 64, options.batchSize ?? 512];
-    return new LlamaServerEngine(
+    const previous = options.replaces?.slots;
+    const slots = await openServerSlots(
       http,
-      model,
+      total,
       vocabularySize,
-      use.slots,
-      use.turns,
-      lora,
-      topProbs,
-      batchSize,
+      previous,
+      options.onNotice,
+      signal,
     );
+    const [topProbs, batchSize] = [options.topProbs ?? 64, options.batchSize ?? 512];
+    return new LlamaServerEngine(http, model, vocabularySize, slots, lora, topProbs, batchSize);
+  }
+
+  /** Slots of the server in use: its `--parallel`, or 1 ({@link openServerSlots}). */
+  get slotCount(): number {
+    return this.slots.count;
   }
 
   /** The server's base URL. */
@@ -214,11 +227,11 @@ export class LlamaServerEngine implements Engine {
     const overflow = contextOverflowOf(request, this.model.contextSize);
     if (overflow) throw overflow;
     const work = request.branches.reduce((n, b) => n + branchTotalTokens(b), request.prefix.length);
-    const turn = await SlotTurn.take(this.slots, work, signal);
+    const turn = await SlotTurn.take(this.slots.pool, work, signal);
     try {
       return await this.scoreOnSlot(turn, request, signal);
     } finally {
-      turn.release();
+      void this.slots.release(this.http, turn);
     }
   }
 
@@ -244,9 +257,13 @@ export class LlamaServerEngine implements Engine {
       lanes: 1,
       batchSize: this.batchSize,
     });
-    const { resume } = plan.prefix;
-    if (resume < length)
-      await this.evaluate(turn, prefix, resume, plan.prefix.calls, 0, timings, signal);
+    const { resume, calls } = plan.prefix;
+    if (resume < length) {
+      const last = calls.at(-1)!;
+      await this.evaluate(turn, prefix, resume, calls.slice(0, -1), 0, timings, signal);
+      turn.prefixLength = length; // recorded with the call that ends the prefix
+      await this.evaluate(turn, prefix, length - last, [last], 0, timings, signal);
+    }
     turn.prefixLength = length;
     const prefixEvaluated = timings.reduce((sum, t) => sum + t.prompt_n, 0);
     const cachedPrefixTokens = length - Math.min(length, prefixEvaluated);
@@ -304,7 +321,7 @@ export class LlamaServerEngine implements Engine {
     let at = from;
     let top = new Map<Token, number>();
     for (const [i, size] of calls.entries()) {
-      if (await turn.beforeCall(this.takesTurns, signal)) this.held.forget(turn.slot);
+      if (await turn.beforeCall(this.slots.turns, signal)) this.held.forget(turn.slot);
       if (this.held.mustCut(turn.slot, target, at)) {
         const other = ((target[at] ?? 0) + 1) % this.vocabularySize;
         const cut = await this.complete(turn, [...target.slice(0, at), other], 0, signal);
@@ -320,49 +337,29 @@ export class LlamaServerEngine implements Engine {
   }
 
   /**
-   * One `/completion` call: evaluates `tokens` (the server takes what its slot shares with them
-   * from its cache) and returns the top `nProbs` log-probabilities at the position after them.
+   * One `/completion` call on the turn's slot ({@link completeOnSlot}), with what decisiond keeps
+   * of it: what the slot holds, the turn's work left, the counters.
    */
   private async complete(
     turn: SlotTurn,
     tokens: readonly Token[],
     nProbs: number,
     signal?: AbortSignal,
-  ): Promise<{ top: Map<Token, number>; timings: { prompt_n: number; cache_n: number } }> {
+  ): Promise<Completion> {
     const slot = turn.slot;
     this.held.forget(slot);
-    const answer = await this.http.call<CompletionAnswer>(
-      "/completion",
-      {
-        prompt: tokens,
-        n_predict: 0,
-        n_probs: nProbs,
-        post_sampling_probs: false,
-        cache_prompt: true,
-        temperature: 0,
-        id_slot: slot,
-        ...(this.lora && { lora: this.lora }),
-      },
-      signal,
-    );
+    const call = { tokens, nProbs, slot, lora: this.lora, vocabularySize: this.vocabularySize };
+    const answer = await completeOnSlot(this.http, call, signal).catch((error: unknown) => {
+      // Only a refusal (4xx) says the server is done with the call.
+      turn.unanswered ||= !(error instanceof EngineRequestError);
+      throw error;
+    });
     this.counters.completionCalls++;
     this.held.called(slot, tokens, turn.prefixLength);
-    const timings = {
-      prompt_n: answer.timings?.prompt_n ?? tokens.length,
-      cache_n: answer.timings?.cache_n ?? answer.tokens_cached ?? 0,
-    };
-    turn.afterCall(timings.prompt_n);
-    this.counters.promptTokensEvaluated += timings.prompt_n;
-    this.counters.promptTokensCached += timings.cache_n;
-    const top = topLogprobs(answer, this.vocabularySize);
-    if (top === undefined)
-      throw new EngineCallError(
-        this.url,
-        "/completion answered numbers that are no distribution's log-probabilities",
-      );
-    if (nProbs > 0 && top.size === 0)
-      throw new EngineCallError(this.url, "/completion returned no probabilities (n_probs)");
-    return { top, timings };
+    turn.afterCall(answer.timings.prompt_n);
+    this.counters.promptTokensEvaluated += answer.timings.prompt_n;
+    this.counters.promptTokensCached += answer.timings.cache_n;
+    return answer;
   }
 
   /**

@@ -15,14 +15,19 @@ export interface SlotOptions {
  * acquire one again. Why: docs/decisions/106.
  */
 export class SlotPool {
+  /** Slots handed out. */
+  readonly count: number;
   private readonly free: number[];
   private readonly queue: TurnQueue;
   /** Per slot held: ends its task in the queue. */
   private readonly finish = new Map<number, () => void>();
+  /** Set by {@link retire}: what every later acquisition fails with. */
+  private retired: Error | undefined;
 
   constructor(count: number) {
-    this.free = Array.from({ length: Math.max(1, count) }, (_, i) => i);
-    this.queue = new TurnQueue(this.free.length);
+    this.count = Math.max(1, count);
+    this.free = Array.from({ length: this.count }, (_, i) => i);
+    this.queue = new TurnQueue(this.count);
   }
 
   /** Requests waiting for a slot. */
@@ -30,13 +35,21 @@ export class SlotPool {
     return this.queue.queued;
   }
 
-  /** A free slot id, now or when its turn comes. @throws the signal's reason on abort. */
+  /**
+   * A free slot id, now or when its turn comes.
+   * @throws the signal's reason on abort; the reason given to {@link retire} once retired.
+   */
   acquire(options: SlotOptions = {}): Promise<number> {
     return new Promise<number>((resolve, reject) => {
+      if (this.retired) return reject(this.retired);
       this.queue
         .run(
           () =>
             new Promise<void>((done) => {
+              if (this.retired) {
+                reject(this.retired);
+                return done();
+              }
               const slot = this.free.shift()!;
               this.finish.set(slot, done);
               resolve(slot);
@@ -45,6 +58,30 @@ export class SlotPool {
         )
         .catch(reject);
     });
+  }
+
+  /**
+   * Runs `task` holding every slot, taken first among waiters and as requests that hold one give
+   * it up (between their calls, or at their end): no call of theirs is out meanwhile.
+   * @returns what `task` resolves to
+   * @throws what `task` throws; the signal's reason when aborted before every slot was held
+   */
+  async holdAll<T>(task: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+    const held: number[] = [];
+    try {
+      while (held.length < this.count) held.push(await this.acquire({ rank: 0, signal }));
+      return await task();
+    } finally {
+      for (const slot of held) this.release(slot);
+    }
+  }
+
+  /**
+   * Ends the pool's use (its server now has other slots): requests that wait for a slot, or ask
+   * for one later, fail with `reason`.
+   */
+  retire(reason: Error): void {
+    this.retired ??= reason;
   }
 
   /** Gives `slot` back: the next request in the queue's order takes it. */
@@ -73,6 +110,11 @@ export class SlotTurn {
   private calls = 0;
   /** The request's prefix length once evaluated; `null` while it is being evaluated. */
   prefixLength: number | null = null;
+  /**
+   * Whether a call on the slot went unanswered (aborted, timed out, connection lost): the server
+   * may still be evaluating it there, and a call naming a busy slot corrupts it (decision 106).
+   */
+  unanswered = false;
 
   private constructor(
     private readonly pool: SlotPool,
