@@ -683,14 +683,14 @@ describe("slots of a llama-server", () => {
     expect(held.heldPrefix(1, prefix)).toEqual({ shared: 3, length: 3 }); // not touched
   });
 
-  it("cuts a slot back after a failed call before the next request evaluates on it", async () => {
-    const prompts: number[][] = [];
+  it("after a failed call, evaluates the next prefix whole, then cuts a slot back", async () => {
+    const calls: { prompt: number[]; cache: unknown }[] = [];
     let failAt = 0;
     const { url, close } = await fakeEngine((path, body) => {
       if (path !== "/completion") return llamaServerModel(path);
       const prompt = body!.prompt as number[];
-      prompts.push(prompt);
-      if (prompts.length === failAt) return undefined; // 404: the call failed
+      calls.push({ prompt, cache: body!.cache_prompt });
+      if (calls.length === failAt) return undefined; // 404: the call failed
       return {
         completion_probabilities: [{ top_logprobs: [{ id: 7, logprob: -0.1 }] }],
         timings: { prompt_n: prompt.length, cache_n: 0 },
@@ -698,23 +698,23 @@ describe("slots of a llama-server", () => {
     });
     try {
       const engine = await LlamaServerEngine.open({ url });
-      prompts.length = 0;
+      calls.length = 0;
       failAt = 2; // the request's second /completion call fails
       const request: ScoreRequest = {
         prefix: Array.from({ length: 70 }, (_, i) => 10 + (i % 50)),
         branches: [{ tokens: [5], candidates: [7] }],
       };
       await expect(engine.score(request)).rejects.toThrow();
-      prompts.length = 0;
+      calls.length = 0;
       failAt = 0;
       await engine.score(request);
-      // First the cut: one token that is not the prefix's first; then the prefix from its start.
-      expect(prompts[0]).toEqual([11]);
-      expect(prompts[1]).toEqual(request.prefix);
+      // From the start: no cut, and nothing taken from what the server holds or would restore.
+      expect(calls[0]).toEqual({ prompt: request.prefix, cache: false });
+      expect(calls[1]).toEqual({ prompt: [...request.prefix, 5], cache: true });
       // Answered: the next request keeps the prefix and cuts only its branch off (5 → 6).
-      prompts.length = 0;
+      calls.length = 0;
       await engine.score(request);
-      expect(prompts[0]).toEqual([...request.prefix, 6]);
+      expect(calls[0]).toEqual({ prompt: [...request.prefix, 6], cache: true });
       await engine.close();
     } finally {
       close();

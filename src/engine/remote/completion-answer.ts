@@ -109,6 +109,11 @@ export interface SlotCall {
   /** Every loaded adapter's scale for the call; `undefined`: the server's own. */
   readonly lora: LoraScales | undefined;
   readonly vocabularySize: number;
+  /**
+   * Whether the server evaluates every token of the call (`cache_prompt: false`) instead of
+   * taking what the slot shares with it from its cache. Default false.
+   */
+  readonly whole?: boolean;
 }
 
 /**
@@ -131,7 +136,7 @@ export async function completeOnSlot(
       n_predict: 0,
       n_probs: call.nProbs,
       post_sampling_probs: false,
-      cache_prompt: true,
+      cache_prompt: !call.whole,
       temperature: 0,
       id_slot: call.slot,
       ...(call.lora && { lora: call.lora }),

@@ -307,7 +307,10 @@ export class LlamaServerEngine implements Engine {
    * Before a call from `at`, a slot that holds more of `target` than `at`, or holds what is unknown
    * (after a move: the server brings the request's prompt back), is cut back to `target[0…at)`:
    * a call of `target[0…at)` and a token other than `target[at]`, so that the server's prompt
-   * cache keeps exactly `at` tokens and evaluates the rest in the given calls.
+   * cache keeps exactly `at` tokens and evaluates the rest in the given calls. A call from the
+   * start takes nothing from the server's caches (`cache_prompt: false`): after a cut to nothing,
+   * the server would restore into the slot whichever cached prompt shares most with the call, whose
+   * first tokens another request may have evaluated in calls cut otherwise.
    */
   private async evaluate(
     turn: SlotTurn,
@@ -322,14 +325,15 @@ export class LlamaServerEngine implements Engine {
     let top = new Map<Token, number>();
     for (const [i, size] of calls.entries()) {
       if (await turn.beforeCall(this.slots.turns, signal)) this.held.forget(turn.slot);
-      if (this.held.mustCut(turn.slot, target, at)) {
+      const whole = at === 0;
+      if (!whole && this.held.mustCut(turn.slot, target, at)) {
         const other = ((target[at] ?? 0) + 1) % this.vocabularySize;
         const cut = await this.complete(turn, [...target.slice(0, at), other], 0, signal);
         timings.push(cut.timings);
       }
       at += size;
-      const last = i === calls.length - 1;
-      const answer = await this.complete(turn, target.slice(0, at), last ? nProbs : 0, signal);
+      const nTop = i === calls.length - 1 ? nProbs : 0;
+      const answer = await this.complete(turn, target.slice(0, at), nTop, signal, whole);
       timings.push(answer.timings);
       top = answer.top;
     }
@@ -345,10 +349,12 @@ export class LlamaServerEngine implements Engine {
     tokens: readonly Token[],
     nProbs: number,
     signal?: AbortSignal,
+    whole = false,
   ): Promise<Completion> {
     const slot = turn.slot;
     this.held.forget(slot);
-    const call = { tokens, nProbs, slot, lora: this.lora, vocabularySize: this.vocabularySize };
+    const { lora, vocabularySize } = this;
+    const call = { tokens, nProbs, slot, lora, vocabularySize, whole };
     const answer = await completeOnSlot(this.http, call, signal).catch((error: unknown) => {
       // Only a refusal (4xx) says the server is done with the call.
       turn.unanswered ||= !(error instanceof EngineRequestError);
