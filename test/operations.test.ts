@@ -233,6 +233,37 @@ describe("/metrics", () => {
     expect(families.has("process_cpu_seconds_total")).toBe(true);
   });
 
+  it("counts a request whose client left before its answer as 499 client_closed", async () => {
+    const { key } = await store.createKey("acme");
+    const open = held();
+    const controller = new AbortController();
+    const left = fetch(`${url}/v1/systemone`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify(BODY),
+      signal: controller.signal,
+    });
+    await expect.poll(() => model.ran).toBe(1);
+    controller.abort();
+    await expect(left).rejects.toThrow();
+    const closed = async () => {
+      const requests = (await scrape()).get("decisiond_requests_total");
+      const series = requests?.metrics.find((m) => m.labels?.status === "499");
+      return series && { ...series.labels, value: series.value };
+    };
+    await expect
+      .poll(closed)
+      .toEqual({ route: "/v1/systemone", status: "499", error_type: "client_closed", value: "1" });
+    open();
+    expect((await post(key)).status).toBe(200); // its slot is free; nothing counted twice
+    const families = await scrape();
+    const statuses = families
+      .get("decisiond_requests_total")!
+      .metrics.filter((m) => m.labels?.route === "/v1/systemone")
+      .map((m) => `${m.labels!.status} ${m.value}`);
+    expect(statuses.sort()).toEqual(["200 1", "499 1"]);
+  });
+
   it("counts a fault in the model as an engine error", async () => {
     const { key } = await store.createKey("acme");
     model.hold = Promise.reject(new Error("the engine went away"));

@@ -135,6 +135,15 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     });
     metrics.duration.observe({ route }, reply.elapsedTime / 1000);
   });
+  // A request whose connection closed before its answer was sent has no onResponse: counted as
+  // 499 client_closed, the status its ledger row has (decision-hooks.ts).
+  app.addHook("onRequest", async (request, reply) => {
+    reply.raw.once("close", () => {
+      if (reply.raw.writableFinished) return;
+      const route = request.routeOptions.url ?? "unmatched";
+      metrics.requests.inc({ route, status: "499", error_type: "client_closed" });
+    });
+  });
 
   installErrorHandler(app, { bodyLimit });
 

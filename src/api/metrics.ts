@@ -6,7 +6,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom
  *
  * | metric | type | labels |
  * |---|---|---|
- * | `decisiond_requests_total` | counter | `route`, `status`, `error_type` ("" when none) |
+ * | `decisiond_requests_total` | counter | `route`, `status`, `error_type` ("" when none; 499 `client_closed`: the client left before its answer) |
  * | `decisiond_request_duration_seconds` | histogram | `route` |
  * | `decisiond_tokens_total` | counter | `direction` (`input`/`output`) |
  * | `decisiond_requests_in_flight` | gauge | — (decision requests being handled) |
@@ -49,7 +49,7 @@ export function createMetrics(sources: MetricsSources): ServiceMetrics {
     registry,
     requests: new Counter({
       name: "decisiond_requests_total",
-      help: "HTTP requests answered, by route, status and error_type",
+      help: "HTTP requests answered (499: the client left first), by route, status and error_type",
       labelNames: ["route", "status", "error_type"] as const,
       registers,
     }),
