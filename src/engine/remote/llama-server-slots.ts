@@ -1,8 +1,8 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { sharedStart, type HeldPrefix } from "../decode/index.js";
-import type { Token } from "../types.js";
-import type { CompletionAnswer } from "./completion-answer.js";
-import { EngineCallError, EngineRequestError, type EngineConnection } from "./http.js";
+import { EngineUnavailableError, type Token } from "../types.js";
+import type { CompletionAnswer, LoraScales } from "./completion-answer.js";
+import { EngineRequestError, type EngineConnection } from "./http.js";
 import { SlotPool, type SlotTurn } from "./slot-pool.js";
 
 /**
@@ -91,28 +91,40 @@ export interface SlotBehaviour {
   readonly restore: boolean;
 }
 
+/** A llama-server as the slot probe calls it. */
+export interface SlotServer {
+  readonly http: EngineConnection;
+  /** Its slots, `/props` `total_slots`. */
+  readonly total: number;
+  readonly vocabularySize: number;
+  /**
+   * The adapter scales every call of the engine names: the probe's calls name them too, since a
+   * call with other scales than a slot's last makes the server clear that slot's prompt.
+   */
+  readonly lora: LoraScales | undefined;
+}
+
 /**
- * Finds out how a llama-server of `total` slots keeps prompts ({@link SlotBehaviour}), with calls
- * of {@link PROBE_TOKENS} tokens on slots 0 and 1. What a server does not report (no
+ * Finds out how a llama-server keeps prompts ({@link SlotBehaviour}), with calls of
+ * {@link PROBE_TOKENS} tokens on slots 0 and 1. What a server does not report (no
  * `timings.cache_n`) counts as kept.
  * @throws {@link EngineCallError} when the server does not answer.
  */
-export async function probeSlots(
-  http: EngineConnection,
-  total: number,
-  vocabularySize: number,
-  signal?: AbortSignal,
-): Promise<SlotBehaviour> {
+export async function probeSlots(server: SlotServer, signal?: AbortSignal): Promise<SlotBehaviour> {
+  const { http, total, vocabularySize, lora } = server;
   // Three runs of distinct tokens, a quarter of the vocabulary apart.
   const run = (k: number, length: number) =>
     Array.from({ length }, (_, i) => (Math.floor((vocabularySize * k) / 4) + i) % vocabularySize);
+  const body = {
+    n_predict: 0,
+    n_probs: 0,
+    cache_prompt: true,
+    temperature: 0,
+    ...(lora && { lora }),
+  };
   const call = (prompt: readonly Token[], slot: number) =>
     http
-      .call<CompletionAnswer>(
-        "/completion",
-        { prompt, n_predict: 0, n_probs: 0, cache_prompt: true, temperature: 0, id_slot: slot },
-        signal,
-      )
+      .call<CompletionAnswer>("/completion", { ...body, prompt, id_slot: slot }, signal)
       .catch(async (error: unknown) => {
         // Whoever names the slot next must find the server done with it.
         if (!(error instanceof EngineRequestError)) await untilIdle(http, [slot]);
@@ -134,21 +146,20 @@ export async function probeSlots(
 }
 
 /**
- * How decisiond uses a llama-server of `total` slots: all of them, or 1 when the server clears an
- * idle slot's prompt; and whether requests take turns on them, which only a server that restores
- * a displaced prompt makes worth it ({@link SlotBehaviour}). What it gives up is said to
- * `onNotice`, with the flags that change it.
+ * How decisiond uses a llama-server: all its slots, or 1 when the server clears an idle slot's
+ * prompt; and whether requests take turns on them, which only a server that restores a displaced
+ * prompt makes worth it ({@link SlotBehaviour}). What it gives up is said to `onNotice`, with the
+ * flags that change it.
  * @throws {@link EngineCallError} when the server does not answer.
  */
 export async function slotUse(
-  http: EngineConnection,
-  total: number,
-  vocabularySize: number,
+  slotServer: SlotServer,
   onNotice: ((message: string) => void) | undefined,
   signal?: AbortSignal,
 ): Promise<{ slots: number; turns: boolean }> {
-  const { keep, restore } = await probeSlots(http, total, vocabularySize, signal);
-  const server = `the llama-server at ${http.url}`;
+  const { total } = slotServer;
+  const { keep, restore } = await probeSlots(slotServer, signal);
+  const server = `the llama-server at ${slotServer.http.url}`;
   if (!keep)
     onNotice?.(
       `${server} clears a slot's prompt whenever another slot takes a task (a unified KV ` +
@@ -202,19 +213,23 @@ export class ServerSlots {
 
 /**
  * Resolves once the server is done with `slots` after a call on them went unanswered (aborted,
- * timed out, connection lost): once `GET /slots` says none of them is processing (the server
- * notices a closed connection within about a second, then ends the task after its current
- * batch), at most the connection's call timeout; {@link UNANSWERED_FALLBACK_MS} after that route
- * fails. A call that names a slot the server is busy with corrupts it (docs/decisions/106).
- * Never throws.
+ * timed out, connection lost). The server notices a closed connection within a second
+ * (`HTTP_POLLING_SECONDS`) and only then cancels the call, which may still wait in its queue
+ * meanwhile: so after {@link DISCONNECT_CHECK_MS}, once `GET /slots` says none of `slots` is
+ * processing, polled for at most the connection's call timeout; {@link UNANSWERED_FALLBACK_MS}
+ * more when that route fails or the time is up. A call that names a slot the server is busy with
+ * corrupts it (docs/decisions/106). Never throws.
  */
 export async function untilIdle(http: EngineConnection, slots: readonly number[]): Promise<void> {
+  await sleep(DISCONNECT_CHECK_MS, undefined, { ref: false });
   const until = Date.now() + http.timeoutMs;
   try {
     while (Date.now() < until) {
+      const left = AbortSignal.timeout(Math.max(1, until - Date.now()));
       const states = await http.call<{ id?: unknown; is_processing?: unknown }[]>(
         "/slots",
         undefined,
+        left,
       );
       const busy = (id: number) =>
         Array.isArray(states) && states.some((s) => s.id === id && s.is_processing === true);
@@ -222,41 +237,46 @@ export async function untilIdle(http: EngineConnection, slots: readonly number[]
       await sleep(SLOTS_POLL_MS, undefined, { ref: false });
     }
   } catch {
-    await sleep(UNANSWERED_FALLBACK_MS, undefined, { ref: false });
+    // The route is off (`--no-slots`), or the server does not answer.
   }
+  await sleep(UNANSWERED_FALLBACK_MS, undefined, { ref: false });
 }
+
+/** Milliseconds after an unanswered call before the server has surely noticed it: its 1 s check. */
+const DISCONNECT_CHECK_MS = 1_100;
 
 /** Milliseconds between two `GET /slots` while an unanswered call's slot is still processing. */
 const SLOTS_POLL_MS = 100;
 
 /**
- * Milliseconds a slot whose call went unanswered is kept from other requests when the server does
- * not say (`GET /slots` off, or no answer): its disconnect check (1 s) and a batch of 512 tokens
- * on a 2-core CPU.
+ * Milliseconds more a slot whose call went unanswered is kept from other requests when the server
+ * does not say (`GET /slots` off, or no answer): a batch of 512 tokens on a 2-core CPU, and more.
  */
 export const UNANSWERED_FALLBACK_MS = 4_000;
 
 /**
- * The slots of a llama-server of `total` slots, for an engine opened on it: probed
- * ({@link slotUse}). When the engine replaces one opened on the same server before (a pool's
- * reopening after an outage), the probe runs with every slot of `previous` held, so that no call
- * of the requests still running there is out; `previous` is kept when the server is as it was,
- * and retired otherwise (its waiting requests fail: the server restarted with other slots).
+ * The slots of a llama-server, for an engine opened on it: probed ({@link slotUse}). When the
+ * engine replaces one opened on the same server before (a pool's reopening after an outage):
+ * - while requests of that engine hold or wait for its slots (the outage was one failed call,
+ *   not a restart, which would have failed them), `previous` is kept as it is, unprobed: the
+ *   probe would have to wait for them, and the engine would stay out meanwhile;
+ * - otherwise the probe runs with every slot of `previous` held (so no call comes in between),
+ *   and `previous` is kept when the server answers as it did, retired when it does not (a server
+ *   restarted with other slots).
  * @throws {@link EngineCallError} when the server does not answer; the signal's reason on abort.
  */
 export async function openServerSlots(
-  http: EngineConnection,
-  total: number,
-  vocabularySize: number,
+  server: SlotServer,
   previous: ServerSlots | undefined,
   onNotice: ((message: string) => void) | undefined,
   signal?: AbortSignal,
 ): Promise<ServerSlots> {
   const probe = async () => {
-    const use = await slotUse(http, total, vocabularySize, onNotice, signal);
-    return new ServerSlots(total, use.slots, use.turns);
+    const use = await slotUse(server, onNotice, signal);
+    return new ServerSlots(server.total, use.slots, use.turns);
   };
   if (!previous) return probe();
+  if (previous.total === server.total && previous.pool.busy) return previous;
   return previous.pool.holdAll(async () => {
     const now = await probe();
     previous.held.forgetAll();
@@ -264,7 +284,14 @@ export async function openServerSlots(
       [now.total, now.count, now.turns].join() ===
       [previous.total, previous.count, previous.turns].join();
     if (same) return previous;
-    previous.pool.retire(new EngineCallError(http.url, "restarted with other slots"));
+    // Not an engine failure: the pool must not take the engine that replaces it out.
+    previous.pool.retire(
+      new EngineUnavailableError(
+        "engineUnreachable",
+        `${server.http.url} restarted with other slots`,
+        1,
+      ),
+    );
     return now;
   }, signal);
 }

@@ -160,15 +160,8 @@ export class LlamaServerEngine implements Engine {
     const models = await http.call<Models>("/v1/models", undefined, signal);
     const { model, vocabularySize } = modelOf(url, props, models);
     const total = props.total_slots ?? 1;
-    const previous = options.replaces?.slots;
-    const slots = await openServerSlots(
-      http,
-      total,
-      vocabularySize,
-      previous,
-      options.onNotice,
-      signal,
-    );
+    const server = { http, total, vocabularySize, lora };
+    const slots = await openServerSlots(server, options.replaces?.slots, options.onNotice, signal);
     const [topProbs, batchSize] = [options.topProbs ?? 64, options.batchSize ?? 512];
     return new LlamaServerEngine(http, model, vocabularySize, slots, lora, topProbs, batchSize);
   }
@@ -308,8 +301,8 @@ export class LlamaServerEngine implements Engine {
    * (after a move: the server brings the request's prompt back), is cut back to `target[0…at)`:
    * a call of `target[0…at)` and a token other than `target[at]`, so that the server's prompt
    * cache keeps exactly `at` tokens and evaluates the rest in the given calls. A call from the
-   * start takes nothing from the server's caches (`cache_prompt: false`): after a cut to nothing,
-   * the server would restore into the slot whichever cached prompt shares most with the call, whose
+   * start reuses no token the slot holds (`cache_prompt: false`): after a cut to nothing, the
+   * server would restore into the slot whichever cached prompt shares most with the call, whose
    * first tokens another request may have evaluated in calls cut otherwise.
    */
   private async evaluate(

@@ -60,9 +60,15 @@ export class SlotPool {
     });
   }
 
+  /** Whether a request holds a slot or waits for one. */
+  get busy(): boolean {
+    return this.finish.size > 0 || this.queue.queued > 0;
+  }
+
   /**
-   * Runs `task` holding every slot, taken first among waiters and as requests that hold one give
-   * it up (between their calls, or at their end): no call of theirs is out meanwhile.
+   * Runs `task` holding every slot, each taken as a request with no work left would be (before
+   * other waiters but for aging) as requests that hold one give it up (between their calls, or at
+   * their end): no call of theirs is out meanwhile.
    * @returns what `task` resolves to
    * @throws what `task` throws; the signal's reason when aborted before every slot was held
    */
