@@ -258,8 +258,9 @@ export const UNANSWERED_FALLBACK_MS = 4_000;
  * The slots of a llama-server, for an engine opened on it: probed ({@link slotUse}). When the
  * engine replaces one opened on the same server before (a pool's reopening after an outage):
  * - while requests of that engine hold or wait for its slots (the outage was one failed call,
- *   not a restart, which would have failed them), `previous` is kept as it is, unprobed: the
- *   probe would have to wait for them, and the engine would stay out meanwhile;
+ *   not a restart, which would have failed them), `previous` is kept unprobed, what its slots
+ *   hold marked unknown: the probe would have to wait for those requests, and the engine would
+ *   stay out meanwhile;
  * - otherwise the probe runs with every slot of `previous` held (so no call comes in between),
  *   and `previous` is kept when the server answers as it did, retired when it does not (a server
  *   restarted with other slots).
@@ -276,7 +277,10 @@ export async function openServerSlots(
     return new ServerSlots(server.total, use.slots, use.turns);
   };
   if (!previous) return probe();
-  if (previous.total === server.total && previous.pool.busy) return previous;
+  if (previous.total === server.total && previous.pool.busy) {
+    previous.held.forgetAll(); // each request cuts its slot back before its next call
+    return previous;
+  }
   return previous.pool.holdAll(async () => {
     const now = await probe();
     previous.held.forgetAll();
