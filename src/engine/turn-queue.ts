@@ -26,8 +26,9 @@ export interface TurnOptions {
 
 /**
  * The order in which requests get an engine's model, `capacity` tasks at a time (one for a model
- * in-process, a llama-server's slots for a remote one): the request with the least work left first (shortest remaining processing time, which gives the least mean time of
- * all orders), with aging, so that a long request still goes on while shorter ones keep coming.
+ * in-process, a llama-server's slots for a remote one): the request with the least work left
+ * first (shortest remaining processing time, which gives the least mean time of all orders), with
+ * aging, so that a long request still goes on while shorter ones keep coming.
  * A running request asks {@link hasShorterThan} between two steps and, if so, gives the model up
  * and queues again with what it has left. Why: docs/decisions/103.
  * @example
@@ -54,10 +55,10 @@ export class TurnQueue {
   constructor(private readonly capacity = 1) {}
 
   /**
-   * Runs `task` once fewer than `capacity` tasks run and its turn comes: the waiting task of the lowest `rank`
-   * first, then by arrival, except that a task that has waited while {@link MAX_PASSED} others
-   * started goes next (the one that has waited longest first). A task that fails does not stop
-   * the others.
+   * Runs `task` once fewer than `capacity` tasks run and its turn comes: the waiting task of the
+   * lowest `rank` first, then by arrival, except that a task that has waited while
+   * {@link MAX_PASSED} others started goes next (the one that has waited longest first). A task
+   * that fails does not stop the others.
    * @returns what `task` resolves to
    * @throws what `task` throws; the signal's reason when aborted before `task` started
    */

@@ -117,9 +117,26 @@ export interface SlotCall {
 }
 
 /**
- * One llama-server `/completion` call that generates nothing: evaluates `call.tokens` on
- * `call.slot` and reads the top `call.nProbs` log-probabilities of the full distribution at the
- * position after them, before any sampler (`post_sampling_probs: false`).
+ * The body of a `/completion` call that generates nothing (`n_predict: 0`): it evaluates
+ * `call.tokens` on `call.slot` and asks the top `call.nProbs` log-probabilities of the full
+ * distribution at the position after them, before any sampler (`post_sampling_probs: false`).
+ */
+export function completionBody(call: Omit<SlotCall, "vocabularySize">): Record<string, unknown> {
+  return {
+    prompt: call.tokens,
+    n_predict: 0,
+    n_probs: call.nProbs,
+    post_sampling_probs: false,
+    cache_prompt: !call.whole,
+    temperature: 0,
+    id_slot: call.slot,
+    ...(call.lora && { lora: call.lora }),
+  };
+}
+
+/**
+ * One llama-server `/completion` call ({@link completionBody}) and what it read: the top
+ * `call.nProbs` log-probabilities, checked to be a distribution's, and the call's timings.
  * @throws {@link EngineCallError} when the server does not answer, or answers numbers that are no
  *   distribution's log-probabilities; `EngineRequestError` when it refuses the call; the signal's
  *   reason on abort.
@@ -129,20 +146,7 @@ export async function completeOnSlot(
   call: SlotCall,
   signal?: AbortSignal,
 ): Promise<Completion> {
-  const answer = await http.call<CompletionAnswer>(
-    "/completion",
-    {
-      prompt: call.tokens,
-      n_predict: 0,
-      n_probs: call.nProbs,
-      post_sampling_probs: false,
-      cache_prompt: !call.whole,
-      temperature: 0,
-      id_slot: call.slot,
-      ...(call.lora && { lora: call.lora }),
-    },
-    signal,
-  );
+  const answer = await http.call<CompletionAnswer>("/completion", completionBody(call), signal);
   const timings = {
     prompt_n: answer.timings?.prompt_n ?? call.tokens.length,
     cache_n: answer.timings?.cache_n ?? answer.tokens_cached ?? 0,

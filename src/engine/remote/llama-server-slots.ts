@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { sharedStart, type HeldPrefix } from "../decode/index.js";
 import { EngineUnavailableError, type Token } from "../types.js";
-import type { CompletionAnswer, LoraScales } from "./completion-answer.js";
+import { completionBody, type CompletionAnswer, type LoraScales } from "./completion-answer.js";
 import { EngineRequestError, type EngineConnection } from "./http.js";
 import { SlotPool, type SlotTurn } from "./slot-pool.js";
 
@@ -115,16 +115,15 @@ export async function probeSlots(server: SlotServer, signal?: AbortSignal): Prom
   // Three runs of distinct tokens, a quarter of the vocabulary apart.
   const run = (k: number, length: number) =>
     Array.from({ length }, (_, i) => (Math.floor((vocabularySize * k) / 4) + i) % vocabularySize);
-  const body = {
-    n_predict: 0,
-    n_probs: 0,
-    cache_prompt: true,
-    temperature: 0,
-    ...(lora && { lora }),
-  };
-  const call = (prompt: readonly Token[], slot: number) =>
+  // Not completeOnSlot: what a server does not report counts as kept here, and the probe's calls
+  // go through no slot bookkeeping.
+  const call = (tokens: readonly Token[], slot: number) =>
     http
-      .call<CompletionAnswer>("/completion", { ...body, prompt, id_slot: slot }, signal)
+      .call<CompletionAnswer>(
+        "/completion",
+        completionBody({ tokens, nProbs: 0, slot, lora }),
+        signal,
+      )
       .catch(async (error: unknown) => {
         // Whoever names the slot next must find the server done with it.
         if (!(error instanceof EngineRequestError)) await untilIdle(http, [slot]);

@@ -108,9 +108,6 @@ export class LlamaServerEngine implements Engine {
   readonly chatTemplate: ChatTemplate;
   /** The `timings` of each `/completion` call of the last {@link score} (for tests and the bench). */
   lastTimings: { prompt_n: number; cache_n: number }[] = [];
-  /** What each slot holds after our calls on it (the server's {@link ServerSlots}). */
-  private readonly held: ServerSlots["held"];
-
   private constructor(
     private readonly http: EngineConnection,
     readonly model: ModelInfo,
@@ -127,7 +124,6 @@ export class LlamaServerEngine implements Engine {
     /** Largest call, at most the server's `--ubatch-size`. */
     private readonly batchSize: number,
   ) {
-    this.held = slots.held;
     this.chatTemplate = {
       name: "llama-server",
       render: async (messages: readonly ChatMessage[], signal?: AbortSignal) => {
@@ -246,7 +242,7 @@ export class LlamaServerEngine implements Engine {
     const prefix = request.prefix;
     const length = prefix.length;
     // The embedded engine's plan on a CPU: one lane (decisions/047).
-    const plan = planDecode(request, this.held.heldPrefix(turn.slot, prefix), {
+    const plan = planDecode(request, this.slots.held.heldPrefix(turn.slot, prefix), {
       lanes: 1,
       batchSize: this.batchSize,
     });
@@ -317,9 +313,9 @@ export class LlamaServerEngine implements Engine {
     let at = from;
     let top = new Map<Token, number>();
     for (const [i, size] of calls.entries()) {
-      if (await turn.beforeCall(this.slots.turns, signal)) this.held.forget(turn.slot);
+      if (await turn.beforeCall(this.slots.turns, signal)) this.slots.held.forget(turn.slot);
       const whole = at === 0;
-      if (!whole && this.held.mustCut(turn.slot, target, at)) {
+      if (!whole && this.slots.held.mustCut(turn.slot, target, at)) {
         const other = ((target[at] ?? 0) + 1) % this.vocabularySize;
         const cut = await this.complete(turn, [...target.slice(0, at), other], 0, signal);
         timings.push(cut.timings);
@@ -345,7 +341,7 @@ export class LlamaServerEngine implements Engine {
     whole = false,
   ): Promise<Completion> {
     const slot = turn.slot;
-    this.held.forget(slot);
+    this.slots.held.forget(slot);
     const { lora, vocabularySize } = this;
     const call = { tokens, nProbs, slot, lora, vocabularySize, whole };
     const answer = await completeOnSlot(this.http, call, signal).catch((error: unknown) => {
@@ -354,7 +350,7 @@ export class LlamaServerEngine implements Engine {
       throw error;
     });
     this.counters.completionCalls++;
-    this.held.called(slot, tokens, turn.prefixLength);
+    this.slots.held.called(slot, tokens, turn.prefixLength);
     turn.afterCall(answer.timings.prompt_n);
     this.counters.promptTokensEvaluated += answer.timings.prompt_n;
     this.counters.promptTokensCached += answer.timings.cache_n;
