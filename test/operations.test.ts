@@ -159,6 +159,26 @@ describe("drain", () => {
     expect((await store.calls("acme")).map((c) => c.status)).toEqual([200]);
   });
 
+  it("cuts what is left: the call in the model and the one waiting for its slot, both recorded", async () => {
+    const { key } = await store.createKey("acme");
+    const open = held();
+    const running = post(key);
+    await expect.poll(() => model.ran).toBe(1);
+    const waiting = post(key, { "x-request-id": "second" });
+    await expect.poll(() => admission.waiting).toBe(1);
+    expect(await lifecycle.drain(50)).toBe(false);
+    expect(await lifecycle.cut(5000)).toBe(true);
+    for (const reply of [await running, await waiting]) {
+      expect(reply.status).toBe(503);
+      expect(reply.headers.get("retry-after")).toBe("1");
+      expect(reply.body.detail).toMatchObject({ error_type: "shutting_down" });
+    }
+    // The second call never reached the model: the queue refuses once cut.
+    expect(model.ran).toBe(1);
+    expect((await store.calls("acme")).map((c) => c.status)).toEqual([503, 503]);
+    open();
+  });
+
   it("gives up after its time-out", async () => {
     const { key } = await store.createKey("acme");
     const open = held();

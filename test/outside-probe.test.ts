@@ -226,24 +226,69 @@ describe("item 5: --drain-timeout is a bound", () => {
     };
   }
 
-  it("exits when it elapses, with a request still in the model (it was 19.5 s for 3 s)", async () => {
+  it("cuts what is still in flight near its end: answered 503, recorded, exit 1 in time", async () => {
     const { Lifecycle } = await import("../src/api/lifecycle.js");
     const { drainOnSignals } = await import("../src/cli/serve.js");
     const lifecycle = new Lifecycle();
     await start({ lifecycle });
-    model.impl = () => new Promise(() => {}); // never answers
-    const inFlight = post().catch(() => undefined);
+    model.impl = () => new Promise(() => {}); // never answers, nor minds its signal
+    const inFlight = post();
     await expect.poll(() => model.inFlight).toBe(1);
     const proc = control();
-    // The service as `serve` has it: closing the app waits for the request in flight.
-    drainOnSignals({ drain: (ms) => lifecycle.drain(ms), close: () => app.close() }, 300, proc);
+    let closed = false;
+    drainOnSignals(
+      {
+        drain: (ms) => lifecycle.drain(ms),
+        cut: (ms) => lifecycle.cut(ms),
+        close: async () => {
+          await app.close();
+          closed = true;
+        },
+      },
+      400,
+      proc,
+    );
+    const signalled = performance.now();
+    proc.signal("SIGTERM");
+    const reply = await inFlight;
+    const answered = performance.now() - signalled;
+    expect(reply.status).toBe(503);
+    expect(reply.body.detail.error_type).toBe("shutting_down");
+    expect(reply.headers.get("retry-after")).toBe("1");
+    // Cut with the last quarter of the bound left, not before.
+    expect(answered).toBeGreaterThanOrEqual(300 - 5);
+    expect((await sqlite.calls("team-a")).map((c) => c.status)).toEqual([503]);
+    await expect.poll(() => proc.exited, { timeout: 5000, interval: 20 }).toBeDefined();
+    expect(proc.exited!.code).toBe(1);
+    expect(closed).toBe(true);
+    expect(proc.exited!.at - signalled).toBeLessThan(400 + 250);
+  });
+
+  it("exits at the bound when closing does not end (it was 19.5 s for 3 s)", async () => {
+    const { Lifecycle } = await import("../src/api/lifecycle.js");
+    const { drainOnSignals } = await import("../src/cli/serve.js");
+    const lifecycle = new Lifecycle();
+    await start({ lifecycle });
+    model.impl = () => new Promise(() => {});
+    const inFlight = post();
+    await expect.poll(() => model.inFlight).toBe(1);
+    const proc = control();
+    drainOnSignals(
+      {
+        drain: (ms) => lifecycle.drain(ms),
+        cut: (ms) => lifecycle.cut(ms),
+        close: () => new Promise(() => {}),
+      },
+      300,
+      proc,
+    );
     const signalled = performance.now();
     proc.signal("SIGTERM");
     await expect.poll(() => proc.exited, { timeout: 5000, interval: 20 }).toBeDefined();
     expect(proc.exited!.code).toBe(1);
+    expect(proc.exited!.at - signalled).toBeGreaterThanOrEqual(300 - 5);
     expect(proc.exited!.at - signalled).toBeLessThan(300 + 250);
-    app.server.closeAllConnections();
-    await inFlight;
+    expect((await inFlight).status).toBe(503);
   });
 
   it("exits 0 once what is in flight is answered and the service closed, within the bound", async () => {
@@ -264,6 +309,7 @@ describe("item 5: --drain-timeout is a bound", () => {
     drainOnSignals(
       {
         drain: (ms) => lifecycle.drain(ms),
+        cut: (ms) => lifecycle.cut(ms),
         close: async () => {
           await app.close();
           closed = true;

@@ -148,7 +148,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
 
   installErrorHandler(app, { bodyLimit });
 
-  const queue = new WorkQueue(options.queue);
+  const queue = new WorkQueue({ ...options.queue, cut: lifecycle.cutSignal });
 
   const byName = new Map<string, ServedModel>();
   for (const model of options.models)

@@ -9,7 +9,7 @@ import type { ServiceMetrics } from "./metrics.js";
 import type { ServedModel } from "./options.js";
 import { toDecisionRequest } from "../decision/from-wire.js";
 import { validateRequest, type ValidRequest } from "./validate.js";
-import { DeadlineError, type WorkQueue } from "./work-queue.js";
+import { DeadlineError, ShutdownError, type WorkQueue } from "./work-queue.js";
 
 /** The reason a request's signal aborts when its client hangs up. */
 class ClientGoneError extends Error {
@@ -126,7 +126,12 @@ export class Call {
       this.metrics.tokens.inc({ direction: "output" }, result.usage.output_tokens);
       return result;
     } catch (error) {
-      if (error instanceof ClientGoneError || error instanceof DeadlineError) this.abandoned = done;
+      if (
+        error instanceof ClientGoneError ||
+        error instanceof DeadlineError ||
+        error instanceof ShutdownError
+      )
+        this.abandoned = done;
       if (!(error instanceof ClientGoneError)) throw error;
       reply.log.info("the client closed the connection before its answer; its work was cancelled");
       reply.hijack();

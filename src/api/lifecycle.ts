@@ -2,12 +2,21 @@
  * The service's lifecycle as the HTTP layer sees it: decision requests being handled, and
  * whether the service drains (SIGTERM: new decision requests get `Errors.shuttingDown`, `/readyz`
  * answers 503 so the load balancer stops sending, and the process exits once what is in flight
- * is answered).
+ * is answered), or cuts what is still in flight when the drain ran out of time.
  */
 export class Lifecycle {
   private activeCount = 0;
   private drainingSince: number | undefined;
   private readonly idleWaiters: (() => void)[] = [];
+  private readonly cutting = new AbortController();
+
+  /**
+   * Aborts once {@link cut} is called: the app's work queue aborts every decision admitted with
+   * it, and their callers answer 503 `shutting_down` (recorded in the ledger).
+   */
+  get cutSignal(): AbortSignal {
+    return this.cutting.signal;
+  }
 
   /** Decision requests being handled now. */
   get active(): number {
@@ -44,5 +53,16 @@ export class Lifecycle {
         resolve(true);
       });
     });
+  }
+
+  /**
+   * Stops letting decision requests in, aborts those in flight ({@link cutSignal}), and resolves
+   * once none is in flight, or after `timeoutMs`.
+   * @returns whether every request in flight was answered before the time-out.
+   */
+  cut(timeoutMs: number): Promise<boolean> {
+    this.drainingSince ??= Date.now();
+    this.cutting.abort();
+    return this.drain(timeoutMs);
   }
 }

@@ -63,8 +63,11 @@ export interface AppOptions {
   readonly lifecycle?: Lifecycle;
   /** Decision requests waiting for their account's slot, for `decisiond_queue_depth`. */
   readonly queueDepth?: () => number;
-  /** The bound on decisions waiting for the model, and their deadline (./work-queue.ts). */
-  readonly queue?: WorkQueueOptions;
+  /**
+   * The bound on decisions waiting for the model, and their deadline (./work-queue.ts); the
+   * queue's `cut` is the lifecycle's.
+   */
+  readonly queue?: Omit<WorkQueueOptions, "cut">;
   /**
    * Longest time to receive a whole request (headers and body), in ms; past it the server
    * answers 408 and closes the connection. Default {@link DEFAULT_REQUEST_TIMEOUT_MS}.

@@ -6,7 +6,9 @@ import { ApiError, CodedError, Errors } from "../protocol/errors.js";
  * refused ({@link Errors.overloaded}) with a `Retry-After` estimated from recent durations.
  * Each admitted decision gets a deadline: past it, its signal aborts (the engine drops the work
  * at its next step, or when its turn comes) and the caller answers
- * {@link Errors.deadlineExceeded}.
+ * {@link Errors.deadlineExceeded}. When the service stops with decisions still running, its `cut`
+ * signal aborts them all ({@link ShutdownError}), and their callers answer
+ * {@link Errors.shuttingDown} (recorded in the ledger like any answer).
  * Why these defaults: docs/decisions/035-overload-and-deadlines.md
  */
 
@@ -16,6 +18,11 @@ export interface WorkQueueOptions {
   readonly capacity?: number;
   /** Longest a decision may take from admission to answer, in ms; 0 for none. Default {@link DEFAULT_DEADLINE_MS}. */
   readonly deadlineMs?: number;
+  /**
+   * Once it aborts, every decision admitted (running, or waiting for the engine) is aborted with
+   * a {@link ShutdownError}, and new ones are refused with one. Default: none.
+   */
+  readonly cut?: AbortSignal;
 }
 
 /** Default capacity: 16 decisions admitted at once. */
@@ -35,9 +42,20 @@ export class DeadlineError extends CodedError<"deadlineExceeded"> {
   }
 }
 
+/**
+ * Thrown (as a signal's reason) when the service stops before a decision is answered (the drain's
+ * time-out, `decisiond serve`); code `shuttingDown`, with a retry after 1 s (elsewhere).
+ */
+export class ShutdownError extends CodedError<"shuttingDown"> {
+  constructor() {
+    super("shuttingDown", [], { retryAfterMs: 1000 });
+  }
+}
+
 export class WorkQueue {
   readonly capacity: number;
   readonly deadlineMs: number;
+  private readonly cut: AbortSignal | undefined;
   private admitted = 0;
   /** A running average of decision durations (ms), for Retry-After. */
   private typicalMs = 1000;
@@ -45,6 +63,7 @@ export class WorkQueue {
   constructor(options: WorkQueueOptions = {}) {
     this.capacity = Math.max(1, options.capacity ?? DEFAULT_QUEUE_CAPACITY);
     this.deadlineMs = Math.max(0, options.deadlineMs ?? DEFAULT_DEADLINE_MS);
+    this.cut = options.cut;
   }
 
   /** Decisions admitted now. */
@@ -54,15 +73,17 @@ export class WorkQueue {
 
   /**
    * Runs `work` under the queue's bound and deadline.
-   * @param work - gets a signal that aborts when `signal` does or the deadline passes.
+   * @param work - gets a signal that aborts when `signal` does, the deadline passes or the queue's
+   *   `cut` aborts.
    * @param signal - the caller's own (e.g. aborted when the client hangs up).
    * @param letGo - called at once with a promise of what the work returns once it lets go
    *   (`undefined` when it fails), also when the caller was answered sooner: the usage of
    *   abandoned work is charged then.
    * @returns what `work` returns. Rejects as soon as the signal aborts (with its reason: a
-   *   {@link DeadlineError} past the deadline), even if `work` has not yet let go.
-   * @throws {@link HttpError} 503 ({@link Errors.overloaded}) with `Retry-After` when the queue is
-   *   full
+   *   {@link DeadlineError} past the deadline, a {@link ShutdownError} when cut), even if `work`
+   *   has not yet let go.
+   * @throws {@link ApiError} 503 ({@link Errors.overloaded}) with `Retry-After` when the queue is
+   *   full; {@link ShutdownError} once the queue is cut
    * @example
    * ```ts
    * await queue.run((signal) => model.decide(request, signal), controller.signal);
@@ -73,6 +94,7 @@ export class WorkQueue {
     signal: AbortSignal,
     letGo?: (done: Promise<T | undefined>) => void,
   ): Promise<T> {
+    if (this.cut?.aborted) throw new ShutdownError();
     if (this.admitted >= this.capacity) throw this.overloaded();
     this.admitted++;
     const started = performance.now();
@@ -84,6 +106,8 @@ export class WorkQueue {
     const forward = () => controller.abort(signal.reason);
     if (signal.aborted) forward();
     else signal.addEventListener("abort", forward, { once: true });
+    const cut = () => controller.abort(new ShutdownError());
+    this.cut?.addEventListener("abort", cut, { once: true });
     let aborted!: (reason: unknown) => void;
     const whenAborted = new Promise<never>((_, reject) => (aborted = reject));
     const onAbort = () => aborted(controller.signal.reason);
@@ -98,6 +122,7 @@ export class WorkQueue {
     } finally {
       clearTimeout(timer);
       signal.removeEventListener("abort", forward);
+      this.cut?.removeEventListener("abort", cut);
       controller.signal.removeEventListener("abort", onAbort);
       // The slot is held until the work itself lets go, so abandoned work still counts.
       void running.then(

@@ -41,15 +41,26 @@ const PROCESS: ProcessControl = {
   log: (line) => void process.stderr.write(line + "\n"),
 };
 
+// Why the end of the drain cuts what is in flight: docs/decisions/107-a-drain-cut-is-answered-and-recorded.md
+/**
+ * Milliseconds at the end of a drain kept for cutting what is still in flight: a quarter of the
+ * drain's time-out, at most 1 s.
+ */
+export function cutReserveMs(drainTimeoutMs: number): number {
+  return Math.min(1000, Math.floor(drainTimeoutMs / 4));
+}
+
 /**
  * Graceful drain on SIGTERM and SIGINT: stop admitting (503, `/readyz` 503), answer what is in
- * flight, close the service (its store with it), then exit 0 (1 when closing fails). `drainTimeoutMs`
- * is a bound, not a wish: when it elapses the process exits 1 whatever is still running, its
- * requests in flight cut (a Kubernetes grace period ends the same way, less politely).
+ * flight, close the service (its store with it), then exit 0 (1 when closing fails).
+ * `drainTimeoutMs` is a bound, not a wish: when all but its last {@link cutReserveMs} have
+ * elapsed, the requests still in flight are cut (each answered 503 `shutting_down` and recorded
+ * in the ledger), the service is closed, and the process exits 1; at the bound it exits 1
+ * whatever is still running (a Kubernetes grace period ends the same way, less politely).
  * Why: docs/decisions/086-store-faults-and-one-sqlite-server.md
  */
 export function drainOnSignals(
-  service: Pick<PassThroughService, "drain" | "close">,
+  service: Pick<PassThroughService, "drain" | "cut" | "close">,
   drainTimeoutMs: number,
   control: ProcessControl = PROCESS,
 ): void {
@@ -59,25 +70,28 @@ export function drainOnSignals(
     stopping = true;
     control.log(`decisiond: ${signal}: draining (up to ${drainTimeoutMs} ms)`);
     const deadline = setTimeout(() => {
-      control.log(
-        `decisiond: drain timed out after ${drainTimeoutMs} ms; exiting with the requests in flight cut`,
-      );
+      control.log(`decisiond: drain timed out after ${drainTimeoutMs} ms; exiting`);
       control.exit(1);
     }, drainTimeoutMs);
-    void service
-      .drain(drainTimeoutMs)
-      .then(async (drained) => {
-        if (!drained) return; // the deadline ends the process
-        await service.close();
-        clearTimeout(deadline);
-        control.log("decisiond: stopped");
-        control.exit(0);
-      })
-      .catch((error: unknown) => {
-        clearTimeout(deadline);
-        control.log(`decisiond: error while stopping: ${String(error)}`);
-        control.exit(1);
-      });
+    const reserve = cutReserveMs(drainTimeoutMs);
+    const run = async () => {
+      const drained = await service.drain(drainTimeoutMs - reserve);
+      if (!drained) {
+        control.log(
+          `decisiond: requests still in flight after ${drainTimeoutMs - reserve} ms; cutting them (503 shutting_down)`,
+        );
+        await service.cut(reserve);
+      }
+      await service.close();
+      clearTimeout(deadline);
+      control.log("decisiond: stopped");
+      control.exit(drained ? 0 : 1);
+    };
+    run().catch((error: unknown) => {
+      clearTimeout(deadline);
+      control.log(`decisiond: error while stopping: ${String(error)}`);
+      control.exit(1);
+    });
   };
   control.once("SIGINT", () => stop("SIGINT"));
   control.once("SIGTERM", () => stop("SIGTERM"));

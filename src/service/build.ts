@@ -114,6 +114,12 @@ export interface Service {
    * The listener stays open: call {@link close} after.
    */
   drain(timeoutMs: number): Promise<boolean>;
+  /**
+   * Cuts what the drain could not finish: the decision requests in flight are aborted, each
+   * answered 503 `shutting_down` with `Retry-After` and recorded in the ledger as such; resolves
+   * once none is in flight (or after `timeoutMs`), with whether none is.
+   */
+  cut(timeoutMs: number): Promise<boolean>;
   /** Closes the app, then the engine and the store the service opened. */
   close(): Promise<void>;
 }
@@ -175,6 +181,7 @@ export async function startService(options: ServiceOptions): Promise<PassThrough
       store: accounts?.store,
       url,
       drain: (timeoutMs) => lifecycle.drain(timeoutMs),
+      cut: (timeoutMs) => lifecycle.cut(timeoutMs),
       async close() {
         await app.close();
         await opened.close();
