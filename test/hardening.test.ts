@@ -433,6 +433,43 @@ describe("item 6: slow bodies time out and hold no slot", () => {
     expect(reply.status).toBe(408);
     expect(reply.body.detail.error_type).toBe("request_timeout");
     expect(model.entered).toBe(1);
+    // Counted as the 408 it got, not as a client that left.
+    const metrics = await (await fetch(`${url}/metrics`)).text();
+    expect(metrics).toMatch(
+      /decisiond_requests_total\{route="\/v1\/systemone",status="408",error_type="request_timeout"\} 1/,
+    );
+    expect(metrics).not.toMatch(/status="499"/);
+  });
+
+  it("a request cut by the body deadline after slow headers is counted as its 408, not a 499", async () => {
+    await start({ requestTimeoutMs: 1000 });
+    // Node times a request from its first byte, the body deadline from when the body is read; a
+    // request Fastify has taken is cut by the body deadline (Node's own check does not answer it).
+    const head = await new Promise<string>((resolve, reject) => {
+      const socket = connect(Number(new URL(url).port), "127.0.0.1");
+      let text = "";
+      socket.write(`POST /v1/systemone HTTP/1.1\r\nHost: 127.0.0.1\r\n`);
+      setTimeout(() => {
+        socket.write(
+          `Authorization: Bearer ${key}\r\nContent-Type: application/json\r\n` +
+            `Content-Length: 1000\r\n\r\n{"model": "stub-1", "state": "`,
+        );
+      }, 700);
+      socket.on("data", (chunk: Buffer) => (text += chunk.toString()));
+      socket.on("error", reject);
+      socket.on("close", () => resolve(text));
+    });
+    expect(head).toMatch(/^HTTP\/1\.1 408 [\s\S]*"request_timeout"/);
+    const metrics = await (await fetch(`${url}/metrics`)).text();
+    console.log(
+      "DEBUG",
+      head.slice(0, 300),
+      metrics.split("\n").filter((l) => l.startsWith("decisiond_requests_total")),
+    );
+    expect(metrics).toMatch(
+      /decisiond_requests_total\{route="\/v1\/systemone",status="408",error_type="request_timeout"\} 1/,
+    );
+    expect(metrics).not.toMatch(/status="499"/);
   });
 
   it("a body trickled a byte at a time gets 408 request_timeout while it is still arriving", async () => {

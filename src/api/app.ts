@@ -136,8 +136,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     metrics.duration.observe({ route }, reply.elapsedTime / 1000);
   });
   // A request whose connection closed before its answer was sent has no onResponse: counted as
-  // 499 client_closed, the status its ledger row has (decision-hooks.ts). (A body cut by Node's
-  // own request timeout, which answers 408 on the socket itself, is counted so too.)
+  // 499 client_closed, the status its ledger row has (decision-hooks.ts). A body that stops is
+  // cut by the body deadline (./body-deadline.ts) and counted as its 408 in onResponse.
   app.addHook("onRequest", async (request, reply) => {
     reply.raw.once("close", () => {
       if (reply.raw.writableFinished) return;
