@@ -226,31 +226,50 @@ describe("item 5: --drain-timeout is a bound", () => {
     };
   }
 
-  it("cuts what is still in flight near its end: answered 503, recorded, exit 1 in time", async () => {
+  /**
+   * The app with a lifecycle, one request in the model (`impl`), and `drainOnSignals` on it with
+   * `timeoutMs`, as `serve` has it: closing closes the app, or never ends (`close: "hangs"`).
+   */
+  async function draining(
+    impl: StubModel["impl"],
+    timeoutMs: number,
+    close: "closes" | "hangs" = "closes",
+  ) {
     const { Lifecycle } = await import("../src/api/lifecycle.js");
     const { drainOnSignals } = await import("../src/cli/serve.js");
     const lifecycle = new Lifecycle();
     await start({ lifecycle });
-    model.impl = () => new Promise(() => {}); // never answers, nor minds its signal
+    model.impl = impl;
     const inFlight = post();
     await expect.poll(() => model.inFlight).toBe(1);
     const proc = control();
-    let closed = false;
+    const state = { inFlight, proc, closed: false };
     drainOnSignals(
       {
         drain: (ms) => lifecycle.drain(ms),
         cut: (ms) => lifecycle.cut(ms),
-        close: async () => {
-          await app.close();
-          closed = true;
-        },
+        close:
+          close === "hangs"
+            ? () => new Promise(() => {})
+            : async () => {
+                await app.close();
+                state.closed = true;
+              },
       },
-      400,
+      timeoutMs,
       proc,
     );
+    return state;
+  }
+
+  /** A model call that never answers, nor minds its signal. */
+  const never = () => new Promise<never>(() => {});
+
+  it("cuts what is still in flight near its end: answered 503, recorded, exit 1 in time", async () => {
+    const service = await draining(never, 400);
     const signalled = performance.now();
-    proc.signal("SIGTERM");
-    const reply = await inFlight;
+    service.proc.signal("SIGTERM");
+    const reply = await service.inFlight;
     const answered = performance.now() - signalled;
     expect(reply.status).toBe(503);
     expect(reply.body.detail.error_type).toBe("shutting_down");
@@ -258,72 +277,36 @@ describe("item 5: --drain-timeout is a bound", () => {
     // Cut with the last quarter of the bound left, not before.
     expect(answered).toBeGreaterThanOrEqual(300 - 5);
     expect((await sqlite.calls("team-a")).map((c) => c.status)).toEqual([503]);
-    await expect.poll(() => proc.exited, { timeout: 5000, interval: 20 }).toBeDefined();
-    expect(proc.exited!.code).toBe(1);
-    expect(closed).toBe(true);
-    expect(proc.exited!.at - signalled).toBeLessThan(400 + 250);
+    await expect.poll(() => service.proc.exited, { timeout: 5000, interval: 20 }).toBeDefined();
+    expect(service.proc.exited!.code).toBe(1);
+    expect(service.closed).toBe(true);
+    expect(service.proc.exited!.at - signalled).toBeLessThan(400 + 250);
   });
 
   it("exits at the bound when closing does not end (it was 19.5 s for 3 s)", async () => {
-    const { Lifecycle } = await import("../src/api/lifecycle.js");
-    const { drainOnSignals } = await import("../src/cli/serve.js");
-    const lifecycle = new Lifecycle();
-    await start({ lifecycle });
-    model.impl = () => new Promise(() => {});
-    const inFlight = post();
-    await expect.poll(() => model.inFlight).toBe(1);
-    const proc = control();
-    drainOnSignals(
-      {
-        drain: (ms) => lifecycle.drain(ms),
-        cut: (ms) => lifecycle.cut(ms),
-        close: () => new Promise(() => {}),
-      },
-      300,
-      proc,
-    );
+    const service = await draining(never, 300, "hangs");
     const signalled = performance.now();
-    proc.signal("SIGTERM");
-    await expect.poll(() => proc.exited, { timeout: 5000, interval: 20 }).toBeDefined();
-    expect(proc.exited!.code).toBe(1);
-    expect(proc.exited!.at - signalled).toBeGreaterThanOrEqual(300 - 5);
-    expect(proc.exited!.at - signalled).toBeLessThan(300 + 250);
-    expect((await inFlight).status).toBe(503);
+    service.proc.signal("SIGTERM");
+    await expect.poll(() => service.proc.exited, { timeout: 5000, interval: 20 }).toBeDefined();
+    expect(service.proc.exited!.code).toBe(1);
+    expect(service.proc.exited!.at - signalled).toBeGreaterThanOrEqual(300 - 5);
+    expect(service.proc.exited!.at - signalled).toBeLessThan(300 + 250);
+    expect((await service.inFlight).status).toBe(503);
   });
 
   it("exits 0 once what is in flight is answered and the service closed, within the bound", async () => {
-    const { Lifecycle } = await import("../src/api/lifecycle.js");
-    const { drainOnSignals } = await import("../src/cli/serve.js");
-    const lifecycle = new Lifecycle();
-    await start({ lifecycle });
     let open!: () => void;
     const held = new Promise<void>((resolve) => (open = resolve));
-    model.impl = async (request) => {
+    const service = await draining(async (request) => {
       await held;
       return stubAnswer(request);
-    };
-    const inFlight = post();
-    await expect.poll(() => model.inFlight).toBe(1);
-    const proc = control();
-    let closed = false;
-    drainOnSignals(
-      {
-        drain: (ms) => lifecycle.drain(ms),
-        cut: (ms) => lifecycle.cut(ms),
-        close: async () => {
-          await app.close();
-          closed = true;
-        },
-      },
-      5000,
-      proc,
-    );
-    proc.signal("SIGINT");
+    }, 5000);
+    service.proc.signal("SIGINT");
     open();
-    expect((await inFlight).status).toBe(200);
-    await expect.poll(() => proc.exited, { timeout: 5000, interval: 20 }).toBeDefined();
-    expect(proc.exited!.code).toBe(0);
-    expect(closed).toBe(true);
+    expect((await service.inFlight).status).toBe(200);
+    await expect.poll(() => service.proc.exited, { timeout: 5000, interval: 20 }).toBeDefined();
+    expect(service.proc.exited!.code).toBe(0);
+    expect(service.closed).toBe(true);
   });
 });
 
