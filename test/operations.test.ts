@@ -9,6 +9,7 @@ import { SqliteStore } from "../src/accounts/sqlite-store.js";
 import { buildApp, type FastifyInstance, type ServedModel } from "../src/api/app.js";
 import { accountGate } from "../src/api/gate.js";
 import { Lifecycle } from "../src/api/lifecycle.js";
+import { ShutdownError, WorkQueue } from "../src/api/work-queue.js";
 import type { DecideHooks } from "../src/decision/decide.js";
 import type { DecisionRequest, DecisionResult } from "../src/decision/types.js";
 import { EngineUnavailableError } from "../src/engine/types.js";
@@ -187,6 +188,35 @@ describe("drain", () => {
     expect(await lifecycle.drain(50)).toBe(false);
     open();
     await first;
+  });
+});
+
+describe("the work queue's cut", () => {
+  it("aborts every admitted decision with ShutdownError, with one listener for all", async () => {
+    const cut = new AbortController();
+    const queue = new WorkQueue({ capacity: 16, cut: cut.signal });
+    const warnings: Error[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning);
+    process.on("warning", onWarning);
+    try {
+      const seen: AbortSignal[] = [];
+      const runs = Array.from({ length: 16 }, () =>
+        queue.run((signal) => {
+          seen.push(signal);
+          return new Promise<never>(() => {}); // never answers, nor minds its signal
+        }, new AbortController().signal),
+      );
+      cut.abort();
+      for (const run of runs) await expect(run).rejects.toBeInstanceOf(ShutdownError);
+      expect(seen.filter((signal) => signal.aborted)).toHaveLength(16);
+      await expect(queue.run(async () => 1, new AbortController().signal)).rejects.toBeInstanceOf(
+        ShutdownError,
+      );
+      await new Promise((resolve) => setImmediate(resolve));
+    } finally {
+      process.off("warning", onWarning);
+    }
+    expect(warnings.map((warning) => warning.name)).toEqual([]);
   });
 });
 

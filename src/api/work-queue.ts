@@ -56,6 +56,8 @@ export class WorkQueue {
   readonly capacity: number;
   readonly deadlineMs: number;
   private readonly cut: AbortSignal | undefined;
+  /** The signals of the decisions admitted, until their work lets go. */
+  private readonly controllers = new Set<AbortController>();
   private admitted = 0;
   /** A running average of decision durations (ms), for Retry-After. */
   private typicalMs = 1000;
@@ -64,6 +66,14 @@ export class WorkQueue {
     this.capacity = Math.max(1, options.capacity ?? DEFAULT_QUEUE_CAPACITY);
     this.deadlineMs = Math.max(0, options.deadlineMs ?? DEFAULT_DEADLINE_MS);
     this.cut = options.cut;
+    // One listener for all decisions (an AbortSignal warns past ten listeners).
+    this.cut?.addEventListener(
+      "abort",
+      () => {
+        for (const controller of this.controllers) controller.abort(new ShutdownError());
+      },
+      { once: true },
+    );
   }
 
   /** Decisions admitted now. */
@@ -106,8 +116,7 @@ export class WorkQueue {
     const forward = () => controller.abort(signal.reason);
     if (signal.aborted) forward();
     else signal.addEventListener("abort", forward, { once: true });
-    const cut = () => controller.abort(new ShutdownError());
-    this.cut?.addEventListener("abort", cut, { once: true });
+    this.controllers.add(controller);
     let aborted!: (reason: unknown) => void;
     const whenAborted = new Promise<never>((_, reject) => (aborted = reject));
     const onAbort = () => aborted(controller.signal.reason);
@@ -122,13 +131,13 @@ export class WorkQueue {
     } finally {
       clearTimeout(timer);
       signal.removeEventListener("abort", forward);
-      this.cut?.removeEventListener("abort", cut);
       controller.signal.removeEventListener("abort", onAbort);
       // The slot is held until the work itself lets go, so abandoned work still counts.
-      void running.then(
-        () => this.admitted--,
-        () => this.admitted--,
-      );
+      const release = () => {
+        this.admitted--;
+        this.controllers.delete(controller);
+      };
+      void running.then(release, release);
     }
   }
 
