@@ -461,11 +461,6 @@ describe("item 6: slow bodies time out and hold no slot", () => {
     });
     expect(head).toMatch(/^HTTP\/1\.1 408 [\s\S]*"request_timeout"/);
     const metrics = await (await fetch(`${url}/metrics`)).text();
-    console.log(
-      "DEBUG",
-      head.slice(0, 300),
-      metrics.split("\n").filter((l) => l.startsWith("decisiond_requests_total")),
-    );
     expect(metrics).toMatch(
       /decisiond_requests_total\{route="\/v1\/systemone",status="408",error_type="request_timeout"\} 1/,
     );

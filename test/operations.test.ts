@@ -192,7 +192,7 @@ describe("drain", () => {
 });
 
 describe("the work queue's cut", () => {
-  it("aborts every admitted decision with ShutdownError, with one listener for all", async () => {
+  it("aborts every admitted decision, and one decoding its media, with one listener", async () => {
     const cut = new AbortController();
     const queue = new WorkQueue({ capacity: 16, cut: cut.signal });
     const warnings: Error[] = [];
@@ -206,8 +206,11 @@ describe("the work queue's cut", () => {
           return new Promise<never>(() => {}); // never answers, nor minds its signal
         }, new AbortController().signal),
       );
+      // A decision still decoding its media, before the queue runs it.
+      const decoding = queue.untilCut(new Promise<never>(() => {}));
       cut.abort();
       for (const run of runs) await expect(run).rejects.toBeInstanceOf(ShutdownError);
+      await expect(decoding).rejects.toBeInstanceOf(ShutdownError);
       expect(seen.filter((signal) => signal.aborted)).toHaveLength(16);
       await expect(queue.run(async () => 1, new AbortController().signal)).rejects.toBeInstanceOf(
         ShutdownError,

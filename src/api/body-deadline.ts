@@ -3,10 +3,11 @@ import { PassThrough } from "node:stream";
 import { ApiError, Errors } from "../protocol/errors.js";
 
 /**
- * The request timeout for bodies that keep arriving. Node's `requestTimeout` answers 408 to a
- * body that stops, but not to one trickled a byte at a time, which could hold a connection for
- * as long as its sender likes (a slowloris). This `preParsing` hook gives every body `timeoutMs`
- * from the moment it starts to be read: past that the upload is cut off and answered 408
+ * The request timeout for bodies. Node's `requestTimeout` answers 408 to a request whose headers
+ * do not arrive in time, but not to a body once a route has the request (measured: no answer at
+ * 1.25 s with a 1 s timeout), nor to one trickled a byte at a time, which could hold a connection
+ * for as long as its sender likes (a slowloris). This `preParsing` hook gives every body
+ * `timeoutMs` from the moment it starts to be read: past that the upload is cut off and answered 408
  * `request_timeout` with `Connection: close`. Registered before decompression, it times the
  * bytes on the wire.
  * @param timeoutMs - the server's request timeout, in milliseconds

@@ -103,7 +103,7 @@ export class Call {
     else reply.raw.on("close", hangUp);
     let done: Promise<DecisionResult | undefined> | undefined;
     try {
-      const media = await requestMedia(body, model);
+      const media = await queue.untilCut(requestMedia(body, model));
       const started = performance.now();
       const reserve = this.ticket?.reserve?.bind(this.ticket);
       const result = await queue.run(
@@ -126,12 +126,9 @@ export class Call {
       this.metrics.tokens.inc({ direction: "output" }, result.usage.output_tokens);
       return result;
     } catch (error) {
-      if (
-        error instanceof ClientGoneError ||
-        error instanceof DeadlineError ||
-        error instanceof ShutdownError
-      )
-        this.abandoned = done;
+      if (error instanceof ClientGoneError || error instanceof DeadlineError) this.abandoned = done;
+      // A call cut by the stopping service: the process exits after this answer.
+      if (error instanceof ShutdownError) void reply.header("connection", "close");
       if (!(error instanceof ClientGoneError)) throw error;
       reply.log.info("the client closed the connection before its answer; its work was cancelled");
       reply.hijack();
@@ -139,7 +136,10 @@ export class Call {
     }
   }
 
-  /** Frees the account's slot with the call's usage: now, or once abandoned work lets go. */
+  /**
+   * Frees the account's slot with the call's usage: now, or once abandoned work lets go (the
+   * call of a client that left: a 503's ledger row has settled it with none first).
+   */
   settle(): void {
     if (this.abandoned) void this.abandoned.then((late) => this.ticket?.settle(late?.usage));
     else this.ticket?.settle(this.usage);

@@ -120,7 +120,9 @@ export function decisionHooks(options: DecisionHooksOptions): DecisionHooks {
     const state = request.admission;
     if (!state?.ticket || state.recorded) return payload;
     state.recorded = true;
-    state.ticket.settle(undefined); // no-op after the route's own settle
+    // A no-op after the route's own settle; first for a 503 whose work was abandoned (deadline,
+    // cut): a call cancelled part way is not charged.
+    state.ticket.settle(undefined);
     try {
       await state.ticket.finish?.({ status: reply.statusCode, model: modelOf(request.body) });
     } catch (error) {

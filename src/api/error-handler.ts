@@ -30,7 +30,11 @@ import { pathOf } from "./request-log.js";
 type FastifyError = Error & { statusCode?: number; code?: string };
 
 /** The codes logged at warn: not faults of ours, but an operator must see them. */
-const WARN_CODES: ReadonlySet<string> = new Set(["storeUnavailable", "deadlineExceeded"]);
+const WARN_CODES: ReadonlySet<string> = new Set([
+  "storeUnavailable",
+  "deadlineExceeded",
+  "shuttingDown",
+]);
 
 /** Options of {@link installErrorHandler}. */
 export interface ErrorHandlerOptions {

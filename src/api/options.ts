@@ -69,8 +69,9 @@ export interface AppOptions {
    */
   readonly queue?: Omit<WorkQueueOptions, "cut">;
   /**
-   * Longest time to receive a whole request (headers and body), in ms; past it the server
-   * answers 408 and closes the connection. Default {@link DEFAULT_REQUEST_TIMEOUT_MS}.
+   * Longest time to receive a request's headers, in ms, and then its body, counted from when it
+   * starts to be read; past either the server answers 408 and closes the connection. Default
+   * {@link DEFAULT_REQUEST_TIMEOUT_MS}.
    */
   readonly requestTimeoutMs?: number;
   /**

@@ -1,3 +1,4 @@
+import { untilAborted } from "../decision/prepare.js";
 import { ApiError, CodedError, Errors } from "../protocol/errors.js";
 
 /**
@@ -56,7 +57,7 @@ export class WorkQueue {
   readonly capacity: number;
   readonly deadlineMs: number;
   private readonly cut: AbortSignal | undefined;
-  /** The signals of the decisions admitted, until their work lets go. */
+  /** The signals of the decisions admitted (until their work lets go) and of {@link untilCut}. */
   private readonly controllers = new Set<AbortController>();
   private admitted = 0;
   /** A running average of decision durations (ms), for Retry-After. */
@@ -138,6 +139,25 @@ export class WorkQueue {
         this.controllers.delete(controller);
       };
       void running.then(release, release);
+    }
+  }
+
+  /**
+   * `step`, unless the queue is cut first: for what a decision does before {@link run} (decoding
+   * its media), so that a cut answers it too. `step` itself runs on.
+   * @returns what `step` resolves to
+   * @throws {@link ShutdownError} when the queue is, or gets, cut before `step` settles; else what
+   *   `step` rejects with
+   */
+  async untilCut<T>(step: Promise<T>): Promise<T> {
+    if (this.cut?.aborted) throw new ShutdownError();
+    if (!this.cut) return step;
+    const controller = new AbortController();
+    this.controllers.add(controller);
+    try {
+      return await untilAborted(step, controller.signal);
+    } finally {
+      this.controllers.delete(controller);
     }
   }
 

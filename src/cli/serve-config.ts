@@ -219,7 +219,7 @@ export function serveOptions(): Option[] {
     ),
     envOption(
       "--request-timeout <ms>",
-      "longest time to receive a whole request, headers and body, then 408 (default 30000)",
+      "longest time to receive a request's headers, and then its body, then 408 (default 30000)",
       "DECISIOND_REQUEST_TIMEOUT",
       milliseconds,
     ),
@@ -232,7 +232,7 @@ export function serveOptions(): Option[] {
     storeOption(),
     envOption(
       "--drain-timeout <ms>",
-      "on SIGTERM, how long requests in flight may take to finish before the process exits anyway",
+      "on SIGTERM, how long requests in flight may take to finish before the process exits anyway; decisions still running with its last quarter (at most 1 s) left are answered 503 and recorded",
       "DECISIOND_DRAIN_TIMEOUT",
       milliseconds,
     ).default(30_000),

@@ -54,7 +54,7 @@ export function cutReserveMs(drainTimeoutMs: number): number {
  * Graceful drain on SIGTERM and SIGINT: stop admitting (503, `/readyz` 503), answer what is in
  * flight, close the service (its store with it), then exit 0 (1 when closing fails).
  * `drainTimeoutMs` is a bound, not a wish: when all but its last {@link cutReserveMs} have
- * elapsed, the requests still in flight are cut (each answered 503 `shutting_down` and recorded
+ * elapsed, the decisions still running are cut (each answered 503 `shutting_down` and recorded
  * in the ledger), the service is closed, and the process exits 1; at the bound it exits 1
  * whatever is still running (a Kubernetes grace period ends the same way, less politely).
  * Why: docs/decisions/086-store-faults-and-one-sqlite-server.md

@@ -115,9 +115,11 @@ export interface Service {
    */
   drain(timeoutMs: number): Promise<boolean>;
   /**
-   * Cuts what the drain could not finish: the decision requests in flight are aborted, each
-   * answered 503 `shutting_down` with `Retry-After` and recorded in the ledger as such; resolves
-   * once none is in flight (or after `timeoutMs`), with whether none is.
+   * Cuts what the drain could not finish: the decisions running (in the model, waiting for it,
+   * or decoding their media) are aborted, each answered 503 `shutting_down` with `Retry-After`
+   * and recorded in the ledger as such; resolves once no decision request is in flight (or after
+   * `timeoutMs`), with whether none is. A request still sending its body is answered once it
+   * has (503), or its connection closed at exit.
    */
   cut(timeoutMs: number): Promise<boolean>;
   /** Closes the app, then the engine and the store the service opened. */
