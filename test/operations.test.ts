@@ -180,6 +180,28 @@ describe("drain", () => {
     open();
   });
 
+  it("cuts a call on OpenAI's wire the same way: 503 shutting_down in its shape, recorded", async () => {
+    const { key } = await store.createKey("acme");
+    held();
+    const running = postJson(
+      `${url}/v1/decisions`,
+      {
+        model: "stub-1",
+        input: "a state",
+        questions: [{ type: "predicate", name: "q", instructions: "It is." }],
+      },
+      { authorization: `Bearer ${key}` },
+    );
+    await expect.poll(() => model.ran).toBe(1);
+    expect(await lifecycle.cut(5000)).toBe(true);
+    const reply = await running;
+    expect(reply.status).toBe(503);
+    expect(reply.headers.get("retry-after")).toBe("1");
+    expect(reply.headers.get("connection")).toBe("close");
+    expect(reply.body.error).toMatchObject({ code: "shutting_down" });
+    expect((await store.calls("acme")).map((c) => c.status)).toEqual([503]);
+  });
+
   it("gives up after its time-out", async () => {
     const { key } = await store.createKey("acme");
     const open = held();
