@@ -13,6 +13,8 @@
 //                                       [--layouts question-first,state-first] [--threads N]
 //                                       [--json FILE] [--model NAME|PATH] [--adapter PATH|none]
 //                                       [--label-chain parting|full] (docs/decisions/101)
+//                                       [--trie-tolerance X] (docs/decisions/108; default the
+//                                       Decider's)
 import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
 import { parseArgs } from "node:util";
@@ -34,6 +36,7 @@ const { values: args } = parseArgs({
     adapter: { type: "string" },
     json: { type: "string" },
     "label-chain": { type: "string", default: "parting" },
+    "trie-tolerance": { type: "string" },
   },
 });
 const labelChain = args["label-chain"];
@@ -90,7 +93,14 @@ const engine = await openLlamaEngine({
 });
 const results = {};
 for (const layout of layouts) {
-  const decider = new Decider(engine, { ...TUNED_READOUT, layout, labelChain });
+  const decider = new Decider(engine, {
+    ...TUNED_READOUT,
+    layout,
+    labelChain,
+    ...(args["trie-tolerance"] !== undefined
+      ? { trieTolerance: Number(args["trie-tolerance"]) }
+      : {}),
+  });
   // One untimed request: the first sight of the question (and of the prompt head).
   await decider.decide({ state: stateOf(-1), questions: [["team", question]] });
   const ms = [];
@@ -121,7 +131,14 @@ if (args.json) {
   writeFileSync(
     args.json,
     JSON.stringify(
-      { date: new Date().toISOString(), options: k, states: count, labelChain, results },
+      {
+        date: new Date().toISOString(),
+        options: k,
+        states: count,
+        labelChain,
+        trieTolerance: args["trie-tolerance"] ?? "default",
+        results,
+      },
       null,
       1,
     ) + "\n",

@@ -76,6 +76,18 @@ describe("labels", () => {
     expect(toPartingTokens(flat)).toEqual(flat);
   });
 
+  it("passes an unread child's probability to its labels in equal parts", () => {
+    // Labels [1], [2,3], [2,4], [2,5]: the child after 2 left unread (the engine's trieTolerance).
+    const trie = buildLabelTrie([[1], [2, 3], [2, 4], [2, 5]]);
+    const lp = readTrie(
+      trie,
+      { logprobs: [Math.log(0.9), Math.log(0.06)], children: [undefined] },
+      4,
+    );
+    expect(lp[0]).toBeCloseTo(Math.log(0.9), 12);
+    for (const label of [1, 2, 3]) expect(lp[label]).toBeCloseTo(Math.log(0.02), 12);
+  });
+
   it("refuses ambiguous labels", () => {
     expect(() => buildLabelTrie([[1], [1]])).toThrow(/collide/);
     expect(() => buildLabelTrie([[1], [1, 2]])).toThrow(/collide/);

@@ -145,4 +145,41 @@ describe("engine log-probabilities against the full next-token distribution", ()
     }
     expect(root.children![1]!.children).toBeUndefined();
   });
+  it("leaves children unread within trieTolerance, and reads the others as before", async () => {
+    // A trie of letters after " the letter": " A" … " M" end a label there; " N" … " Z" each have
+    // a child read at its own position (a label of two tokens).
+    const prefix = await engine.tokenize("The first letter of the alphabet is");
+    const branch = await engine.tokenize(" the letter");
+    const letters = await engine.tokenize(" A B C D E F G H I J K L M N O P Q R S T U V W X Y Z");
+    const ends = await engine.tokenize(" is was");
+    const inner = letters.slice(13);
+    const tree = {
+      tokens: branch,
+      candidates: letters,
+      children: inner.map((letter) => ({ tokens: [letter], candidates: ends })),
+    };
+    const all = await engine.score({ prefix, branches: [tree] });
+    const tolerance = 0.05;
+    const some = await engine.score({ prefix, branches: [tree], trieTolerance: tolerance });
+    const [full, pruned] = [all.branches[0]!, some.branches[0]!];
+    expect(pruned.logprobs).toEqual(full.logprobs);
+    const unread = pruned.children!.flatMap((child, i) => (child ? [] : [i]));
+    expect(unread.length).toBeGreaterThan(0);
+    // Every child read gives the same numbers as when all are read, to the bit.
+    pruned.children!.forEach((child, i) => {
+      if (child) expect(child.logprobs).toEqual(full.children![i]!.logprobs);
+    });
+    // What is left unread is within the bound: the probability of reaching the children left
+    // unread is at most `tolerance` times that of the label ends read.
+    const p = (i: number) => Math.exp(full.logprobs[13 + i]!);
+    let read = full.logprobs.slice(0, 13).reduce((sum, lp) => sum + Math.exp(lp), 0);
+    pruned.children!.forEach((child, i) => {
+      if (child) for (const lp of child.logprobs) read += p(i) * Math.exp(lp);
+    });
+    expect(unread.reduce((sum, i) => sum + p(i), 0)).toBeLessThanOrEqual(tolerance * read);
+    // Children are weighed most probable first: no child left unread is more probable than one
+    // read.
+    const readChildren = inner.map((_, i) => i).filter((i) => !unread.includes(i));
+    for (const i of unread) for (const j of readChildren) expect(p(i)).toBeLessThanOrEqual(p(j));
+  });
 });

@@ -1,7 +1,7 @@
 import type { Engine, Token } from "../engine/types.js";
 import { answer } from "./answer.js";
 import { LabelTokenizer } from "./label-style.js";
-import type { DeciderOptions } from "./options.js";
+import { DEFAULT_TRIE_TOLERANCE, type DeciderOptions } from "./options.js";
 import { planRequest, scoreRequestOf, usageOf, type Plan } from "./plan.js";
 import { preparePrompt, untilAborted, type PreparedPrompt } from "./prepare.js";
 import { PriorCache } from "./priors.js";
@@ -12,6 +12,7 @@ import type { DecisionRequest, DecisionResult, Json, Usage } from "./types.js";
 // The decision layer's public names, from the modules that own them.
 export { assemble } from "./answer.js";
 export {
+  DEFAULT_TRIE_TOLERANCE,
   TUNED_READOUT,
   type DebiasMode,
   type DeciderOptions,
@@ -127,7 +128,8 @@ export class Decider {
       this.options.contentFree === false
         ? undefined
         : await this.priors.of(plan, this.engine, prepared.contentFreePrefixes, signal);
-    const result = await this.engine.score(scoreRequestOf(plan), signal);
+    const tolerance = this.options.trieTolerance ?? DEFAULT_TRIE_TOLERANCE;
+    const result = await this.engine.score(scoreRequestOf(plan, tolerance), signal);
     return {
       answers: answer(plan, readout(plan, result, priors), this.options.calibration),
       usage,

@@ -114,29 +114,42 @@ export function triePositions(trie: LabelTrie): number {
   return count;
 }
 
+/** The label indices a trie node leads to. */
+function labelsUnder(node: LabelTrie): number[] {
+  return node.next.flatMap((next) => (typeof next === "number" ? [next] : labelsUnder(next)));
+}
+
+/** A node's score as {@link readTrie} reads it (the engine's `BranchScore`). */
+interface NodeScore {
+  readonly logprobs: readonly number[];
+  /** One per inner entry of the node, in order; `undefined` for a child the engine left unread. */
+  readonly children?: readonly (NodeScore | undefined)[];
+}
+
 /**
  * Label log-probabilities from the engine's answer for a {@link trieBranch}: for each label, the
  * sum of the log-probabilities along its token path in the trie (to the parting token in a
- * {@link toPartingTokens} trie, else to its end).
- * @param logprobsAt - returns the candidate log-probabilities for a node, in `node.tokens` order,
- *   and the child readers in the order of the node's inner entries.
+ * {@link toPartingTokens} trie, else to its end). A child the engine left unread
+ * (`ScoreRequest.trieTolerance`) passes the probability of reaching it to its labels in equal
+ * parts: their sum, which it bounds from above, is what is not known of them.
+ * @param score - the candidate log-probabilities at the root, in `trie.tokens` order, and the
+ *   children's scores in the order of the node's inner entries
  */
-export function readTrie(
-  trie: LabelTrie,
-  score: { logprobs: readonly number[]; children?: readonly unknown[] },
-  labelCount: number,
-): number[] {
+export function readTrie(trie: LabelTrie, score: NodeScore, labelCount: number): number[] {
   const out = new Array<number>(labelCount).fill(-Infinity);
-  const walk = (
-    node: LabelTrie,
-    at: { logprobs: readonly number[]; children?: readonly unknown[] },
-    base: number,
-  ) => {
+  const walk = (node: LabelTrie, at: NodeScore, base: number) => {
     let child = 0;
     node.next.forEach((next, i) => {
       const lp = base + at.logprobs[i]!;
       if (typeof next === "number") out[next] = lp;
-      else walk(next, at.children![child++] as typeof at, lp);
+      else {
+        const below = at.children![child++];
+        if (below) walk(next, below, lp);
+        else {
+          const labels = labelsUnder(next);
+          for (const label of labels) out[label] = lp - Math.log(labels.length);
+        }
+      }
     });
   };
   walk(trie, score, 0);

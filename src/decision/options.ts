@@ -89,7 +89,20 @@ export interface DeciderOptions {
    * questions, media, debiasing or question contrast stay state-first.
    */
   readonly layout?: "state-first" | "question-first";
+  // Why: docs/decisions/108-children-left-unread-within-a-bound.md
+  /**
+   * How much of a label trie the engine may leave unread (`ScoreRequest.trieTolerance`): subtrees
+   * whose labels together can hold at most this fraction of the probability of the labels read.
+   * Each probability of an answer (before calibration) is then within this much of the one
+   * every label read gives, and their total variation distance is at most 1.5 times it; 0 reads
+   * every label.
+   * Default {@link DEFAULT_TRIE_TOLERANCE}.
+   */
+  readonly trieTolerance?: number;
 }
+
+/** Default of {@link DeciderOptions.trieTolerance}: 0.002. */
+export const DEFAULT_TRIE_TOLERANCE = 0.002;
 
 /** The readout settings a caller may choose (the rest of {@link DeciderOptions} is serving policy). */
 export type ReadoutSettings = Pick<

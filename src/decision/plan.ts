@@ -301,12 +301,16 @@ export function ordersOf(
   });
 }
 
-/** The engine request of a plan: its prefix, its branches, and its media when it has any. */
-export function scoreRequestOf(plan: Plan<QuestionShape>): ScoreRequest {
+/**
+ * The engine request of a plan: its prefix, its branches, its media when it has any, and how much
+ * of its label tries the engine may leave unread (`trieTolerance`, default 0: none).
+ */
+export function scoreRequestOf(plan: Plan<QuestionShape>, trieTolerance = 0): ScoreRequest {
   return {
     prefix: plan.prefix,
     branches: plan.branches,
     ...(plan.media.length > 0 ? { media: plan.media } : {}),
+    ...(trieTolerance > 0 ? { trieTolerance } : {}),
   };
 }
 

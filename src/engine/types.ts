@@ -93,13 +93,25 @@ export interface ScoreRequest {
    * context positions. Only engines whose `model.vision` is true accept them.
    */
   readonly media?: readonly PrefixMedia[];
+  // Why: docs/decisions/108-children-left-unread-within-a-bound.md
+  /**
+   * How much of a branch's trie an engine may leave unread, as a fraction of what it read: it may
+   * skip a child (and all below it) whose first token is one of its parent's candidates, when the
+   * probability of reaching it (the product of the candidates' probabilities along its path, an
+   * upper bound on every label below it), added to the children of the same branch already
+   * skipped, is at most `trieTolerance` times the probability of the candidates read that have
+   * no child (the label ends). A skipped child's score is `undefined`. Default 0: every child is
+   * read. Engines may read everything whatever it is.
+   */
+  readonly trieTolerance?: number;
 }
 
 /** Log-probabilities of one branch's candidates, in the order of `ScoreBranch.candidates`. */
 export interface BranchScore {
   /** Natural-log probabilities under the model's full next-token distribution (≤ 0). */
   readonly logprobs: readonly number[];
-  readonly children?: readonly BranchScore[];
+  /** One per `ScoreBranch.children`, in order; `undefined` for a child left unread. */
+  readonly children?: readonly (BranchScore | undefined)[];
 }
 
 /** What an engine returns for a {@link ScoreRequest}. */

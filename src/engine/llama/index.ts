@@ -308,16 +308,12 @@ export class LlamaEngine implements Engine {
     try {
       const scores = await runBranchTurn(request, plan, progress, {
         run: (lanes, mayGiveWay) =>
-          runLanes(
-            sequences,
-            request.branches,
-            lanes,
-            prefix.length,
-            tally,
+          runLanes(sequences, request.branches, lanes, prefix.length, tally, {
             signal,
-            mayGiveWay,
-            prefix.length + lead.length,
-          ),
+            giveWay: mayGiveWay,
+            keepFirst: prefix.length + lead.length,
+            trieTolerance: request.trieTolerance,
+          }),
         park: () => this.prefix.park(),
         giveWay,
         batchSize: this.batchSize,

@@ -114,20 +114,90 @@ function readAt(
   return toLogprobs(next.logits, next.totalLogitWeight, candidates);
 }
 
+// Why children may be left unread: docs/decisions/108-children-left-unread-within-a-bound.md
 /**
- * Scores `children` on top of what `sequence` holds now, each child with its single children in
- * one call ({@link evaluateChain}), erasing each before the next and the last before returning.
+ * What one branch's trie may leave unread (`ScoreRequest.trieTolerance`): the probability of the
+ * label ends read so far, and of the children left unread.
+ */
+class UnreadAllowance {
+  private read = 0;
+  private unread = 0;
+
+  constructor(private readonly tolerance: number) {}
+
+  /**
+   * Counts the candidates of `node` that end a label (those no child starts with), read with
+   * `logprobs` at a node reached with log-probability `path`.
+   */
+  readEnds(node: ScoreBranch, logprobs: readonly number[], path: number): void {
+    const inner = new Set(node.children?.map((child) => child.tokens[0]));
+    node.candidates.forEach((token, i) => {
+      if (!inner.has(token)) this.read += Math.exp(path + logprobs[i]!);
+    });
+  }
+
+  /**
+   * Whether children reached with probability `mass` in all may be left unread; counted as
+   * unread when they may.
+   */
+  mayLeave(mass: number): boolean {
+    if (this.unread + mass > this.tolerance * this.read) return false;
+    this.unread += mass;
+    return true;
+  }
+}
+
+/** Whether every child below `node` starts with one of its parent's candidates (a label trie). */
+function isTrie(node: ScoreBranch): boolean {
+  return (node.children ?? []).every(
+    (child) => node.candidates.includes(child.tokens[0]!) && isTrie(child),
+  );
+}
+
+/** A node's score, and the log-probability of reaching it (0 at a branch's answer position). */
+interface ReadNode {
+  readonly node: ScoreBranch;
+  readonly logprobs: readonly number[];
+  readonly path: number;
+}
+
+/**
+ * Scores the children of `parent` on top of what `sequence` holds now, each child with its single
+ * children in one call ({@link evaluateChain}), erasing each before the next and the last before
+ * returning. With an `allowance`, the most probable child first, until the rest may all be left
+ * unread (`undefined`); without one, in order.
+ * @returns one score per child, in the children's order
  */
 async function scoreChildren(
   sequence: LlamaContextSequence,
-  children: readonly ScoreBranch[],
+  parent: ReadNode,
   tally: DecodeTally,
   signal?: AbortSignal,
-): Promise<BranchScore[]> {
+  allowance?: UnreadAllowance,
+): Promise<(BranchScore | undefined)[]> {
+  const children = parent.node.children ?? [];
   const end = sequence.nextTokenIndex;
-  const scores: BranchScore[] = [];
-  for (const child of children) {
-    scores.push(await evaluateChain(sequence, chainOf(child), tally, signal));
+  // The log-probability of reaching each child (a trie's: its first token is a candidate).
+  const paths = children.map(
+    (child) => parent.path + parent.logprobs[parent.node.candidates.indexOf(child.tokens[0]!)]!,
+  );
+  const order = children.map((_, i) => i);
+  if (allowance) order.sort((a, b) => paths[b]! - paths[a]!);
+  // The probability of reaching the children from each place in `order` on.
+  const rest = order.map((i) => Math.exp(paths[i]!));
+  for (let k = rest.length - 2; k >= 0; k--) rest[k]! += rest[k + 1]!;
+  const scores: (BranchScore | undefined)[] = children.map(() => undefined);
+  for (const [k, i] of order.entries()) {
+    // The rest, least probable, may all be left unread: stop reading.
+    if (allowance?.mayLeave(rest[k]!)) break;
+    scores[i] = await evaluateChain(
+      sequence,
+      chainOf(children[i]!),
+      paths[i]!,
+      tally,
+      signal,
+      allowance,
+    );
     await sequence.eraseContextTokenRanges([{ start: end, end: sequence.nextTokenIndex }]);
   }
   return scores;
@@ -163,6 +233,7 @@ function chainOf(child: ScoreBranch): ScoreBranch[] {
  * call of its own, so the reads are the same up to the float rounding of another call shape
  * (docs/SPEED.md, "Label chains in one call"), in one call where there were `chain.length`.
  * Then the last node's own children, each erased after.
+ * @param path - the log-probability of reaching the first node (for `allowance`)
  * @returns the first node's score, the others nested as its single children
  * @throws `Error` when a node has no tokens or llama.cpp returns no logits; the signal's
  *   reason when aborted
@@ -170,8 +241,10 @@ function chainOf(child: ScoreBranch): ScoreBranch[] {
 async function evaluateChain(
   sequence: LlamaContextSequence,
   chain: readonly ScoreBranch[],
+  path: number,
   tally: DecodeTally,
   signal?: AbortSignal,
+  allowance?: UnreadAllowance,
 ): Promise<BranchScore> {
   signal?.throwIfAborted();
   const input: ControlledEvaluateInputItem[] = [];
@@ -184,11 +257,27 @@ async function evaluateChain(
   const output = await sequence.controlledEvaluate(input);
   countBranchTokens(tally, input.length);
   const logprobs = chain.map((node, k) => readAt(output, reads[k]!, node.candidates));
+  // The log-probability of reaching each node: its parent's, and the parent's candidate it is.
+  let at = path;
+  const paths = chain.map((node, k) => {
+    if (k > 0) {
+      const parent = chain[k - 1]!;
+      at += logprobs[k - 1]![parent.candidates.indexOf(node.tokens[0]!)]!;
+    }
+    allowance?.readEnds(node, logprobs[k]!, at);
+    return at;
+  });
   const last = chain.at(-1)!;
   let score: BranchScore = last.children
     ? {
         logprobs: logprobs.at(-1)!,
-        children: await scoreChildren(sequence, last.children, tally, signal),
+        children: await scoreChildren(
+          sequence,
+          { node: last, logprobs: logprobs.at(-1)!, path: paths.at(-1)! },
+          tally,
+          signal,
+          allowance,
+        ),
       }
     : { logprobs: logprobs.at(-1)! };
   for (let k = chain.length - 2; k >= 0; k--) score = { logprobs: logprobs[k]!, children: [score] };
@@ -200,6 +289,7 @@ async function evaluateChain(
  * with its single children in one call ({@link evaluateChain}) on top of the branch and erased
  * after.
  * @param calls - the branch's decode calls (all but the last without logits)
+ * @param tolerance - `ScoreRequest.trieTolerance` (0: every child read)
  * @returns the candidates' log-probabilities, and the children's
  * @throws `Error` when the branch has no tokens or llama.cpp returns no logits; the signal's
  *   reason when aborted
@@ -211,6 +301,7 @@ async function evaluateBranch(
   calls: readonly number[],
   tally: DecodeTally,
   signal?: AbortSignal,
+  tolerance = 0,
 ): Promise<BranchScore> {
   signal?.throwIfAborted();
   if (branch.tokens.length === 0) throw new Error("a branch must have at least one token");
@@ -224,9 +315,29 @@ async function evaluateBranch(
   const output = await sequence.controlledEvaluate(answerInput(tokens, branch.candidates));
   countBranchTokens(tally, tokens.length);
   const logprobs = readAt(output, output.length - 1, branch.candidates);
-  return branch.children
-    ? { logprobs, children: await scoreChildren(sequence, branch.children, tally, signal) }
-    : { logprobs };
+  if (!branch.children) return { logprobs };
+  const allowance = tolerance > 0 && isTrie(branch) ? new UnreadAllowance(tolerance) : undefined;
+  allowance?.readEnds(branch, logprobs, 0);
+  const root = { node: branch, logprobs, path: 0 };
+  return { logprobs, children: await scoreChildren(sequence, root, tally, signal, allowance) };
+}
+
+/** Options of {@link runLanes}. */
+export interface LaneOptions {
+  readonly signal?: AbortSignal;
+  /**
+   * Asked before each branch but a lane's first, with the lane's branches left: `true` stops the
+   * lane there (the engine passes it with one lane, to give the model up to a request waiting
+   * with less work).
+   */
+  readonly giveWay?: (rest: readonly PlannedBranch[]) => boolean;
+  /**
+   * Tokens sequence 0 keeps at the end. Default the prefix; the prefix and the lead when the
+   * engine may park them.
+   */
+  readonly keepFirst?: number;
+  /** `ScoreRequest.trieTolerance`. Default 0: every child read. */
+  readonly trieTolerance?: number;
 }
 
 /**
@@ -237,11 +348,6 @@ async function evaluateBranch(
  * next branch. At the end every sequence holds exactly the prefix again (sequence 0
  * `keepFirst` tokens).
  * @param prefixLength - tokens of the prefix, which every sequence keeps
- * @param giveWay - asked before each branch but a lane's first, with the lane's branches left:
- *   `true` stops the lane there (the engine passes it with one lane, to give the model up to a
- *   request waiting with less work)
- * @param keepFirst - tokens sequence 0 keeps at the end (default the prefix; the prefix and the
- *   lead when the engine may park them)
  * @returns the score of every branch, in request order; a hole for each branch not run
  * @throws the first lane's failure; the signal's reason when aborted
  */
@@ -251,10 +357,9 @@ export async function runLanes(
   lanes: DecodePlan["lanes"],
   prefixLength: number,
   tally: DecodeTally,
-  signal?: AbortSignal,
-  giveWay?: (rest: readonly PlannedBranch[]) => boolean,
-  keepFirst = prefixLength,
+  options: LaneOptions = {},
 ): Promise<(BranchScore | undefined)[]> {
+  const { signal, giveWay, keepFirst = prefixLength, trieTolerance = 0 } = options;
   const scores = new Array<BranchScore | undefined>(branches.length);
   let failed = false;
   const settled = await Promise.allSettled(
@@ -275,6 +380,7 @@ export async function runLanes(
             calls,
             tally,
             signal,
+            trieTolerance,
           );
         }
       } catch (error) {
