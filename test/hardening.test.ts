@@ -418,6 +418,15 @@ describe("item 5: overload, deadlines and hang-ups", () => {
 });
 
 describe("item 6: slow bodies time out and hold no slot", () => {
+  /** The metrics count one 408 request_timeout, and no 499: not as a client that left. */
+  async function expectCountedAs408() {
+    const metrics = await (await fetch(`${url}/metrics`)).text();
+    expect(metrics).toMatch(
+      /decisiond_requests_total\{route="\/v1\/systemone",status="408",error_type="request_timeout"\} 1/,
+    );
+    expect(metrics).not.toMatch(/status="499"/);
+  }
+
   it("a body that never completes gets 408 at the request timeout, and the account's slot stays free", async () => {
     await start({ requestTimeoutMs: 1000 });
     const slow = partialPost(
@@ -433,12 +442,7 @@ describe("item 6: slow bodies time out and hold no slot", () => {
     expect(reply.status).toBe(408);
     expect(reply.body.detail.error_type).toBe("request_timeout");
     expect(model.entered).toBe(1);
-    // Counted as the 408 it got, not as a client that left.
-    const metrics = await (await fetch(`${url}/metrics`)).text();
-    expect(metrics).toMatch(
-      /decisiond_requests_total\{route="\/v1\/systemone",status="408",error_type="request_timeout"\} 1/,
-    );
-    expect(metrics).not.toMatch(/status="499"/);
+    await expectCountedAs408();
   });
 
   it("a request cut by the body deadline after slow headers is counted as its 408, not a 499", async () => {
@@ -460,11 +464,7 @@ describe("item 6: slow bodies time out and hold no slot", () => {
       socket.on("close", () => resolve(text));
     });
     expect(head).toMatch(/^HTTP\/1\.1 408 [\s\S]*"request_timeout"/);
-    const metrics = await (await fetch(`${url}/metrics`)).text();
-    expect(metrics).toMatch(
-      /decisiond_requests_total\{route="\/v1\/systemone",status="408",error_type="request_timeout"\} 1/,
-    );
-    expect(metrics).not.toMatch(/status="499"/);
+    await expectCountedAs408();
   });
 
   it("a body trickled a byte at a time gets 408 request_timeout while it is still arriving", async () => {
