@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { answer, assemble } from "../src/decision/answer.js";
 import type { CalibrationProfile } from "../src/decision/calibration.js";
-import { Decider } from "../src/decision/decide.js";
+import { DEFAULT_TRIE_TOLERANCE, Decider, TUNED_READOUT } from "../src/decision/decide.js";
 import { buildLabelTrie, trieBranch } from "../src/decision/labels.js";
 import { softmax } from "../src/decision/math.js";
 import type { Plan } from "../src/decision/plan.js";
@@ -202,5 +202,18 @@ describe("the Decider over a fake engine", () => {
     );
     expect(result.answers).toEqual(answer(plan, readout(plan, scores, priors)));
     expect(Object.keys(result.answers)).toEqual(["n", "c"]);
+  });
+
+  it("lets the engine leave unlikely labels unread only without content-free priors", async () => {
+    const request = { state: "It rained all day.", questions: [["c", CHOICE]] } as const;
+    const withPriors = new FakeEngine();
+    await new Decider(withPriors).decide(request);
+    expect(withPriors.requests.at(-1)!.trieTolerance).toBeUndefined();
+    const tuned = new FakeEngine();
+    await new Decider(tuned, { ...TUNED_READOUT }).decide(request);
+    expect(tuned.requests.at(-1)!.trieTolerance).toBe(DEFAULT_TRIE_TOLERANCE);
+    const exact = new FakeEngine();
+    await new Decider(exact, { ...TUNED_READOUT, trieTolerance: 0 }).decide(request);
+    expect(exact.requests.at(-1)!.trieTolerance).toBeUndefined();
   });
 });

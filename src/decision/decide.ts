@@ -128,7 +128,9 @@ export class Decider {
       this.options.contentFree === false
         ? undefined
         : await this.priors.of(plan, this.engine, prepared.contentFreePrefixes, signal);
-    const tolerance = this.options.trieTolerance ?? DEFAULT_TRIE_TOLERANCE;
+    // Every label read where content-free priors divide them: a label left unread for its small
+    // probability could be one whose prior is smaller still.
+    const tolerance = priors ? 0 : (this.options.trieTolerance ?? DEFAULT_TRIE_TOLERANCE);
     const result = await this.engine.score(scoreRequestOf(plan, tolerance), signal);
     return {
       answers: answer(plan, readout(plan, result, priors), this.options.calibration),

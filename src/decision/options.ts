@@ -95,7 +95,8 @@ export interface DeciderOptions {
    * whose labels together can hold at most this fraction of the probability of the labels read.
    * Each probability of an answer (before calibration) is then within this much of the one
    * every label read gives, and their total variation distance is at most 1.5 times it; 0 reads
-   * every label.
+   * every label, as do requests read with content-free priors ({@link contentFree}), which a
+   * label left unread for its small probability could be one whose prior is smaller still.
    * Default {@link DEFAULT_TRIE_TOLERANCE}.
    */
   readonly trieTolerance?: number;
