@@ -9,7 +9,7 @@ import type { ServiceMetrics } from "./metrics.js";
 import type { ServedModel } from "./options.js";
 import { toDecisionRequest } from "../decision/from-wire.js";
 import { validateRequest, type ValidRequest } from "./validate.js";
-import { DeadlineError, ShutdownError, type WorkQueue } from "./work-queue.js";
+import { DeadlineError, type WorkQueue } from "./work-queue.js";
 
 /** The reason a request's signal aborts when its client hangs up. */
 class ClientGoneError extends Error {
@@ -127,8 +127,6 @@ export class Call {
       return result;
     } catch (error) {
       if (error instanceof ClientGoneError || error instanceof DeadlineError) this.abandoned = done;
-      // A call cut by the stopping service: the process exits after this answer.
-      if (error instanceof ShutdownError) void reply.header("connection", "close");
       if (!(error instanceof ClientGoneError)) throw error;
       reply.log.info("the client closed the connection before its answer; its work was cancelled");
       reply.hijack();

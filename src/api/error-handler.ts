@@ -130,7 +130,7 @@ export function toHttpError(error: Error): HttpError | undefined {
  * The headers of a coded error's answer: a refused key's challenge; `Retry-After` in whole
  * seconds (at least 1) when the error says when to retry, and `retry-after-ms`, which the
  * official clients prefer, where the wait was measured for the account (its slot, its allowance:
- * the 429s).
+ * the 429s); `Connection: close` when the replica is shutting down, as its drain's refusals say.
  */
 function headersOf(error: CodedError): Record<string, string> {
   const status = Errors[error.code].status;
@@ -138,8 +138,9 @@ function headersOf(error: CodedError): Record<string, string> {
   if (error.retryAfterMs === undefined) return {};
   const ms = Math.max(1, Math.round(error.retryAfterMs));
   const seconds = String(Math.max(1, Math.ceil(ms / 1000)));
-  return status === 429
-    ? { "retry-after": seconds, "retry-after-ms": String(ms) }
+  if (status === 429) return { "retry-after": seconds, "retry-after-ms": String(ms) };
+  return error.code === "shuttingDown"
+    ? { "retry-after": seconds, connection: "close" }
     : { "retry-after": seconds };
 }
 
