@@ -5,6 +5,7 @@ import type {
 } from "node-llama-cpp";
 import type { DecodePlan, PlannedBranch } from "../decode/index.js";
 import type { BranchScore, EngineCounters, ScoreBranch, Token } from "../types.js";
+import { isTrie, pathTo, UnreadAllowance, type ReadNode } from "./trie-allowance.js";
 
 /**
  * The branch half of the in-process engine's work: each lane's branches evaluated on its
@@ -114,53 +115,6 @@ function readAt(
   return toLogprobs(next.logits, next.totalLogitWeight, candidates);
 }
 
-// Why children may be left unread: docs/decisions/108-children-left-unread-within-a-bound.md
-/**
- * What one branch's trie may leave unread (`ScoreRequest.trieTolerance`): the probability of the
- * label ends read so far, and of the children left unread.
- */
-class UnreadAllowance {
-  private read = 0;
-  private unread = 0;
-
-  constructor(private readonly tolerance: number) {}
-
-  /**
-   * Counts the candidates of `node` that end a label (those no child starts with), read with
-   * `logprobs` at a node reached with log-probability `path`.
-   */
-  readEnds(node: ScoreBranch, logprobs: readonly number[], path: number): void {
-    const inner = new Set(node.children?.map((child) => child.tokens[0]));
-    node.candidates.forEach((token, i) => {
-      if (!inner.has(token)) this.read += Math.exp(path + logprobs[i]!);
-    });
-  }
-
-  /**
-   * Whether children reached with probability `mass` in all may be left unread; counted as
-   * unread when they may.
-   */
-  mayLeave(mass: number): boolean {
-    if (this.unread + mass > this.tolerance * this.read) return false;
-    this.unread += mass;
-    return true;
-  }
-}
-
-/** Whether every child below `node` starts with one of its parent's candidates (a label trie). */
-function isTrie(node: ScoreBranch): boolean {
-  return (node.children ?? []).every(
-    (child) => node.candidates.includes(child.tokens[0]!) && isTrie(child),
-  );
-}
-
-/** A node's score, and the log-probability of reaching it (0 at a branch's answer position). */
-interface ReadNode {
-  readonly node: ScoreBranch;
-  readonly logprobs: readonly number[];
-  readonly path: number;
-}
-
 /**
  * Scores the children of `parent` on top of what `sequence` holds now, each child with its single
  * children in one call ({@link evaluateChain}), erasing each before the next and the last before
@@ -177,10 +131,7 @@ async function scoreChildren(
 ): Promise<(BranchScore | undefined)[]> {
   const children = parent.node.children ?? [];
   const end = sequence.nextTokenIndex;
-  // The log-probability of reaching each child (a trie's: its first token is a candidate).
-  const paths = children.map(
-    (child) => parent.path + parent.logprobs[parent.node.candidates.indexOf(child.tokens[0]!)]!,
-  );
+  const paths = children.map((child) => pathTo(child, parent));
   const order = children.map((_, i) => i);
   if (allowance) order.sort((a, b) => paths[b]! - paths[a]!);
   // The probability of reaching the children from each place in `order` on.
@@ -257,13 +208,9 @@ async function evaluateChain(
   const output = await sequence.controlledEvaluate(input);
   countBranchTokens(tally, input.length);
   const logprobs = chain.map((node, k) => readAt(output, reads[k]!, node.candidates));
-  // The log-probability of reaching each node: its parent's, and the parent's candidate it is.
   let at = path;
   const paths = chain.map((node, k) => {
-    if (k > 0) {
-      const parent = chain[k - 1]!;
-      at += logprobs[k - 1]![parent.candidates.indexOf(node.tokens[0]!)]!;
-    }
+    if (k > 0) at = pathTo(node, { node: chain[k - 1]!, logprobs: logprobs[k - 1]!, path: at });
     allowance?.readEnds(node, logprobs[k]!, at);
     return at;
   });
