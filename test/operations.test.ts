@@ -1,4 +1,5 @@
 import { mkdtemp, rm } from "node:fs/promises";
+import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
@@ -200,6 +201,48 @@ describe("drain", () => {
     expect(reply.headers.get("connection")).toBe("close");
     expect(reply.body.error).toMatchObject({ code: "shutting_down" });
     expect((await store.calls("acme")).map((c) => c.status)).toEqual([503]);
+  });
+
+  it("cuts bodies still arriving: 503 shutting_down, closed, with one listener for them all", async () => {
+    const { key } = await store.createKey("acme");
+    const warnings: Error[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning);
+    process.on("warning", onWarning);
+    try {
+      // Twelve uploads that stop part way, as a slow client's would.
+      const uploads = Array.from(
+        { length: 12 },
+        () =>
+          new Promise<string>((resolve, reject) => {
+            const socket = connect(Number(new URL(url).port), "127.0.0.1");
+            let text = "";
+            socket.write(
+              `POST /v1/systemone HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${key}\r\n` +
+                `Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"model": "stub-1", "state": "`,
+            );
+            socket.on("data", (chunk: Buffer) => (text += chunk.toString()));
+            socket.on("error", reject);
+            socket.on("close", () => resolve(text));
+          }),
+      );
+      await expect.poll(() => lifecycle.active).toBe(12);
+      expect(await lifecycle.drain(50)).toBe(false);
+      expect(await lifecycle.cut(5000)).toBe(true);
+      for (const text of await Promise.all(uploads)) {
+        const [head, json] = text.split("\r\n\r\n");
+        expect(head).toMatch(/^HTTP\/1\.1 503 /);
+        expect(head!.toLowerCase()).toContain("connection: close");
+        expect(head!.toLowerCase()).toContain("retry-after: 1");
+        expect(JSON.parse(json!).detail).toMatchObject({ error_type: "shutting_down" });
+      }
+      await new Promise((resolve) => setImmediate(resolve));
+    } finally {
+      process.off("warning", onWarning);
+    }
+    expect(warnings.map((warning) => warning.name)).toEqual([]);
+    // None reached the model or took a slot, so none has a ledger row.
+    expect(model.ran).toBe(0);
+    expect(await store.calls("acme")).toEqual([]);
   });
 
   it("gives up after its time-out", async () => {

@@ -102,7 +102,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   app.server.on("connect", refuseConnect);
   boundSilentConnections(app, options.silentConnectionsPerAddress);
   installEarlyReplies(app, bodyLimit);
-  installBodyDeadline(app, requestTimeout);
+  installBodyDeadline(app, requestTimeout, lifecycle.cutSignal);
   installDecompression(app, bodyLimit);
   installJsonScan(app);
   app.removeAllContentTypeParsers();

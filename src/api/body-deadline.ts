@@ -1,6 +1,7 @@
 import type { FastifyInstance } from "fastify";
 import { PassThrough } from "node:stream";
 import { ApiError, Errors } from "../protocol/errors.js";
+import { ShutdownError } from "./work-queue.js";
 
 /**
  * The request timeout for bodies. Node's `requestTimeout` answers 408 to a request whose headers
@@ -10,9 +11,29 @@ import { ApiError, Errors } from "../protocol/errors.js";
  * `timeoutMs` from the moment it starts to be read: past that the upload is cut off and answered 408
  * `request_timeout` with `Connection: close`. Registered before decompression, it times the
  * bytes on the wire.
+ *
+ * A body still arriving when the drain cuts what is in flight (`cut` aborts) is cut off too and
+ * answered 503 `shutting_down` (`Retry-After: 1`, `Connection: close`), as the decisions in the
+ * model are: the process is about to exit, and its sender should retry elsewhere rather than
+ * lose the connection part way. It has no ledger row: the account's slot is taken only once the
+ * body is parsed.
  * @param timeoutMs - the server's request timeout, in milliseconds
+ * @param cut - aborts when the drain cuts what is in flight (`Lifecycle.cutSignal`)
  */
-export function installBodyDeadline(app: FastifyInstance, timeoutMs: number): void {
+export function installBodyDeadline(
+  app: FastifyInstance,
+  timeoutMs: number,
+  cut?: AbortSignal,
+): void {
+  // One listener on `cut` for every body (an AbortSignal warns past ten listeners).
+  const arriving = new Set<(error: Error) => void>();
+  cut?.addEventListener(
+    "abort",
+    () => {
+      for (const stop of [...arriving]) stop(new ShutdownError());
+    },
+    { once: true },
+  );
   app.addHook("preParsing", async (request, _reply, payload) => {
     // A request without a body (no Content-Length, or 0, and no Transfer-Encoding) has nothing
     // to time; Node's own timeout covers its headers.
@@ -23,24 +44,38 @@ export function installBodyDeadline(app: FastifyInstance, timeoutMs: number): vo
     )
       return payload;
     const guarded = new PassThrough();
-    const timer = setTimeout(() => {
-      payload.unpipe(guarded);
-      guarded.destroy(
-        new ApiError(Errors.requestTimeout, [timeoutMs / 1000], {
-          headers: { connection: "close" },
-        }),
-      );
-    }, timeoutMs);
+    // An error after Fastify stopped reading (it answered already) must not go unhandled.
+    guarded.on("error", () => {});
+    const timer = setTimeout(
+      () =>
+        stop(
+          new ApiError(Errors.requestTimeout, [timeoutMs / 1000], {
+            headers: { connection: "close" },
+          }),
+        ),
+      timeoutMs,
+    );
     timer.unref();
-    const done = () => clearTimeout(timer);
+    const done = () => {
+      clearTimeout(timer);
+      arriving.delete(stop);
+    };
+    const stop = (error: Error) => {
+      done();
+      payload.unpipe(guarded);
+      guarded.destroy(error);
+    };
+    if (cut?.aborted) {
+      stop(new ShutdownError());
+      return guarded;
+    }
+    arriving.add(stop);
     payload.on("end", done);
     payload.on("close", done);
     payload.on("error", (error) => {
       done();
       guarded.destroy(error);
     });
-    // An error after Fastify stopped reading (it answered already) must not go unhandled.
-    guarded.on("error", () => {});
     payload.pipe(guarded);
     return guarded;
   });
