@@ -47,21 +47,28 @@ describe("the prompt format fingerprint", () => {
   });
 });
 
+/** The readout `decisiond serve` would start with, from its flags and `DECISIOND_*` variables. */
+function serveReadout(argv: string[], env: Record<string, string> = {}) {
+  const command = new Command().exitOverride().configureOutput({ writeErr: () => {} });
+  for (const option of serveOptions()) command.addOption(option);
+  const names = ["DECISIOND_LAYOUT", "DECISIOND_TRIE_TOLERANCE"];
+  const before = names.map((name) => process.env[name]);
+  for (const name of names)
+    if (env[name] === undefined) delete process.env[name];
+    else process.env[name] = env[name];
+  try {
+    command.parse(argv, { from: "user" });
+  } finally {
+    names.forEach((name, i) => {
+      if (before[i] === undefined) delete process.env[name];
+      else process.env[name] = before[i];
+    });
+  }
+  return toServeConfig(command.opts<ServeFlags>(), {}).service.readout ?? {};
+}
+
 describe("serve --layout (docs/decisions/087)", () => {
-  const readout = (argv: string[], env: NodeJS.ProcessEnv = {}) => {
-    const command = new Command().exitOverride().configureOutput({ writeErr: () => {} });
-    for (const option of serveOptions()) command.addOption(option);
-    const before = process.env.DECISIOND_LAYOUT;
-    if (env.DECISIOND_LAYOUT === undefined) delete process.env.DECISIOND_LAYOUT;
-    else process.env.DECISIOND_LAYOUT = env.DECISIOND_LAYOUT;
-    try {
-      command.parse(argv, { from: "user" });
-    } finally {
-      if (before === undefined) delete process.env.DECISIOND_LAYOUT;
-      else process.env.DECISIOND_LAYOUT = before;
-    }
-    return toServeConfig(command.opts<ServeFlags>(), {}).service.readout ?? {};
-  };
+  const readout = serveReadout;
 
   it("leaves the tuned readout's state-first layout unless asked", () => {
     expect(TUNED_READOUT.layout).toBe("state-first");
@@ -73,5 +80,20 @@ describe("serve --layout (docs/decisions/087)", () => {
     expect(readout(["--layout", "question-first"]).layout).toBe("question-first");
     expect(readout([], { DECISIOND_LAYOUT: "question-first" }).layout).toBe("question-first");
     expect(() => readout(["--layout", "sideways"])).toThrow(/state-first, question-first/);
+  });
+});
+
+describe("serve --trie-tolerance (docs/decisions/108)", () => {
+  it("leaves the Decider's tolerance unless asked, and takes the flag or its variable", () => {
+    expect(serveReadout([]).trieTolerance).toBeUndefined();
+    expect(serveReadout(["--trie-tolerance", "0"]).trieTolerance).toBe(0);
+    expect(serveReadout([], { DECISIOND_TRIE_TOLERANCE: "0.01" }).trieTolerance).toBe(0.01);
+  });
+
+  it("refuses what is not a tolerance, naming the flag", () => {
+    for (const value of ["-0.1", "1", "lots", ""])
+      expect(() => serveReadout(["--trie-tolerance", value])).toThrow(
+        /--trie-tolerance.*expected a number from 0/,
+      );
   });
 });

@@ -14,7 +14,7 @@ import {
 } from "../evaluation/format.js";
 import type { ResolvedModel } from "../evaluation/model.js";
 import { loadCalibrationProfile } from "../models/bundle.js";
-import { oneOf, onOff, readoutOf, type ReadoutFlags } from "./options.js";
+import { oneOf, onOff, readoutOf, trieTolerance, type ReadoutFlags } from "./options.js";
 
 /**
  * What `eval`, `calibrate` and `render` share: their model and readout flags, how they load
@@ -103,6 +103,11 @@ export function readoutOptions(command: Command): Command {
       "--label-chain <reach>",
       "how far a label of several tokens is read: parting (the default) or full (docs/decisions/101)",
       oneOf<"parting" | "full">("parting", "full"),
+    )
+    .option(
+      "--trie-tolerance <p>",
+      "how much of a label trie may be left unread, relative to the labels read; 0 reads every label (default: the Decider's; docs/decisions/108)",
+      trieTolerance,
     );
 }
 

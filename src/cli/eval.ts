@@ -263,6 +263,7 @@ async function runEvalCommand(flags: EvalFlags, command: string): Promise<void> 
         questionContrast: flags.questionContrast ?? null,
         layout: flags.layout ?? null,
         labelChain: flags.labelChain ?? null,
+        trieTolerance: flags.trieTolerance ?? null,
         baseline: flags.baseline ?? null,
         flip: flags.flip,
         flipOrder: flags.flipOrder,

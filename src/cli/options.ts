@@ -1,5 +1,5 @@
 import { InvalidArgumentError, Option } from "commander";
-import type { ReadoutSettings } from "../decision/decide.js";
+import { DEFAULT_TRIE_TOLERANCE, type ReadoutSettings } from "../decision/decide.js";
 
 /**
  * The option builders and value parsers the commands share. Each parser takes the text of one
@@ -27,6 +27,21 @@ export function milliseconds(value: string): number {
   const n = Number(value);
   if (!Number.isInteger(n) || n < 0)
     throw new InvalidArgumentError(`expected milliseconds ≥ 0, got "${value}"`);
+  return n;
+}
+
+/**
+ * A label trie's tolerance (`DeciderOptions.trieTolerance`): a number from 0 up to (not
+ * including) 1; 0 reads every label.
+ * @throws {@link InvalidArgumentError} for anything else.
+ * @example trieTolerance("0.002") // → 0.002
+ */
+export function trieTolerance(value: string): number {
+  const n = Number(value);
+  if (value.trim() === "" || !Number.isFinite(n) || n < 0 || n >= 1)
+    throw new InvalidArgumentError(
+      `expected a number from 0 (read every label) up to 1, got "${value}"`,
+    );
   return n;
 }
 
@@ -77,11 +92,13 @@ export interface ReadoutFlags {
   questionContrast?: "on" | "off";
   layout?: "state-first" | "question-first";
   labelChain?: "parting" | "full";
+  trieTolerance?: number;
 }
 
 /**
  * The Decider's readout settings from `--labels`, `--score-labels`, `--content-free on|off`,
- * `--examples on|off` and `--question-contrast on|off`.
+ * `--examples on|off`, `--question-contrast on|off`, `--layout`, `--label-chain` and
+ * `--trie-tolerance`.
  * @returns only the settings whose flag was given: an absent one must leave the Decider's
  *   default (or the tuned readout's) in place when the result is spread over it.
  * @example `readoutOf({ labels: "fixed", examples: "off" })` → `{ labels: "fixed", examples: false }`
@@ -95,6 +112,7 @@ export function readoutOf(flags: ReadoutFlags): ReadoutSettings {
     questionContrast: onOrOff(flags.questionContrast),
     layout: flags.layout,
     labelChain: flags.labelChain,
+    trieTolerance: flags.trieTolerance,
   };
   return Object.fromEntries(Object.entries(settings).filter(([, value]) => value !== undefined));
 }
@@ -177,6 +195,12 @@ export function readoutServeOptions(): Option[] {
       "how far a label of several tokens is read: parting (default), to the token where it parts from the others, or full, to its end (docs/decisions/101)",
       "DECISIOND_LABEL_CHAIN",
       oneOf<"parting" | "full">("parting", "full"),
+    ),
+    envOption(
+      "--trie-tolerance <p>",
+      `how much of a choice's label trie may be left unread: subtrees whose probability is at most p times that of the labels read share what is left equally; 0 reads every label (default ${DEFAULT_TRIE_TOLERANCE}; docs/decisions/108)`,
+      "DECISIOND_TRIE_TOLERANCE",
+      trieTolerance,
     ),
   ];
 }

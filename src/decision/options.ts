@@ -117,6 +117,7 @@ export type ReadoutSettings = Pick<
   | "maxWordLabelTokens"
   | "layout"
   | "labelChain"
+  | "trieTolerance"
 >;
 
 /**
