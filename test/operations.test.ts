@@ -148,6 +148,7 @@ describe("drain", () => {
     const refused = await post(other);
     expect(refused.status).toBe(503);
     expect(refused.headers.get("retry-after")).toBe("1");
+    expect(refused.headers.get("connection")).toBe("close");
     expect(refused.body.detail).toMatchObject({ error_type: "shutting_down" });
     const ready = await fetch(`${url}/readyz`);
     expect(ready.status).toBe(503);

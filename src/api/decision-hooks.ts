@@ -1,9 +1,10 @@
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { asStoreUnavailable } from "../accounts/store.js";
-import { ApiError, Errors } from "../protocol/errors.js";
+import { Errors } from "../protocol/errors.js";
 import type { Gate, GateTicket } from "./gate.js";
 import type { Lifecycle } from "./lifecycle.js";
 import type { ServiceMetrics } from "./metrics.js";
+import { ShutdownError } from "./work-queue.js";
 
 /**
  * The life of a decision request around its handler, as the route-level hooks both decision
@@ -56,10 +57,8 @@ export function decisionHooks(options: DecisionHooksOptions): DecisionHooks {
   const { lifecycle, gate, metrics, modelOf } = options;
 
   const drain: Hook = async (_request, reply) => {
-    if (lifecycle.draining) {
-      void reply.header("connection", "close");
-      throw new ApiError(Errors.shuttingDown, [], { headers: { "retry-after": "1" } });
-    }
+    // `Retry-After: 1` and `Connection: close` come with the code (error-handler.ts).
+    if (lifecycle.draining) throw new ShutdownError();
     lifecycle.enter();
     reply.raw.once("close", () => lifecycle.leave());
   };
