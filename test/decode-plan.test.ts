@@ -1,6 +1,11 @@
 import { describe, expect, it } from "vitest";
-import { planDecode, prefixCallsFrom, type DecodePlan } from "../src/engine/decode/index.js";
-import { FA_TILE_ROWS } from "../src/engine/decode/kernel-split.js";
+import {
+  leadCallsFrom,
+  planDecode,
+  prefixCallsFrom,
+  type DecodePlan,
+} from "../src/engine/decode/index.js";
+import { FA_TILE_ROWS, sequenceCallSizes } from "../src/engine/decode/kernel-split.js";
 import type { ScoreBranch } from "../src/engine/types.js";
 
 const range = (from: number, n: number) => Array.from({ length: n }, (_, i) => from + i);
@@ -65,6 +70,37 @@ describe("decode plan (pure)", () => {
       [130, [10]],
     ]);
     expectCovered(plan, 100, request.branches);
+  });
+
+  it("makes a lone branch's calls before its last its lead, in the same calls", () => {
+    for (const [length, batchSize] of [
+      [20, 1024],
+      [100, 1024],
+      [128, 1024],
+      [2500, 1024],
+      [2561, 512],
+      [7400, 1024],
+    ] as const) {
+      const request = { prefix: range(1, 70), branches: branches(1, 0, length) };
+      const plan = planDecode(request, { shared: 0, length: 0 }, { lanes: 1, batchSize });
+      const [only] = plan.lanes[0]!;
+      // The same decode calls as the branch evaluated from its start, the last one its own.
+      const alone = sequenceCallSizes(0, length, batchSize);
+      expect([...plan.lead.calls, ...only!.calls]).toEqual(alone);
+      expect(only!.calls).toHaveLength(1);
+      expect(only!.shared).toBe(plan.lead.length);
+      expectCovered(plan, 70, request.branches);
+    }
+    const long = { prefix: range(1, 70), branches: branches(1, 0, 7400) };
+    const plan = planDecode(long, { shared: 0, length: 0 }, LIMITS);
+    expect(plan.lead.calls).toEqual([920, 920, 920, 920, 920, 920, 920, 920]);
+    expect(plan.lanes[0]).toEqual([{ index: 0, shared: 7360, calls: [40] }]);
+    // A lead resumed part way, in smaller calls: the rest of it, each call tiled.
+    const rest = leadCallsFrom(long, plan, plan.lead.calls[0]! + plan.lead.calls[1]!, 256);
+    expect(sum(rest)).toBe(7360 - plan.lead.calls[0]! - plan.lead.calls[1]!);
+    for (const size of rest) expect(size).toBeGreaterThanOrEqual(FA_TILE_ROWS);
+    expect(Math.max(...rest)).toBeLessThanOrEqual(256);
+    expect(() => leadCallsFrom(long, plan, 7320, 256)).toThrow(RangeError);
   });
 
   it("spreads branches over the lanes it is given", () => {

@@ -192,6 +192,43 @@ describe("a request of many questions gives the model up between its branches", 
   });
 });
 
+describe("a one-question request gives the model up between the decode calls of its lead", () => {
+  it("answers a short request sent behind it first, and itself as alone, to the bit", async () => {
+    // One question with many described options: almost all of it is the lead (its question and
+    // option lines), here decode calls of 512 tokens at most, on a short state.
+    const options: [string, string][] = Array.from({ length: 48 }, (_, i) => [
+      `queue_${i + 1}`,
+      `Tickets about product area number ${i + 1}: its invoices, outages, upgrades and refunds`,
+    ]);
+    const routed: DecisionRequest = {
+      state: SHORT.state,
+      questions: [["queue", { type: "choice", instructions: "Which queue owns it?", options }]],
+    };
+    let request!: ScoreRequest;
+    let short!: ScoreRequest;
+    let alone!: ScoreResult;
+    await withEngine(async (cold) => {
+      const decider = new Decider(cold, { contentFree: false });
+      request = scoreRequestOf(await decider.plan(routed));
+      short = scoreRequestOf(await decider.plan({ ...SHORT, state: "Another short one." }));
+      alone = await cold.score(request);
+    }, 0);
+    const { lead } = planDecode(request, { shared: 0, length: 0 }, { lanes: 1, batchSize: 512 });
+    expect(request.branches.length).toBe(1);
+    expect(lead.calls.length).toBeGreaterThanOrEqual(2);
+    await withEngine(async (engine) => {
+      const { order, results } = await answeredOrder(engine, [request, short]);
+      expect(order).toEqual([1, 0]);
+      // It took back the prefix and the part of the lead it had parked, and evaluated no token
+      // twice.
+      expect(engine.prefixCache!.stats.loaded).toBeGreaterThanOrEqual(1);
+      expect(results[0]!.branches).toEqual(alone.branches);
+      expect(results[0]!.evaluatedTokens).toBe(alone.evaluatedTokens);
+      expect(results[0]!.cachedPrefixTokens).toBe(0);
+    });
+  });
+});
+
 describe("the request with the least work left goes first", () => {
   it("does not give the model up to a longer request that comes while it runs", async () => {
     const requests: ScoreRequest[] = [];

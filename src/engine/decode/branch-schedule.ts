@@ -50,7 +50,8 @@ export interface BranchSchedule {
   /**
    * Leading tokens every branch has in common, evaluated once on top of the prefix (in the calls
    * {@link leadCallSizes} gives). At most {@link commonLeadLength}; fewer where the branches
-   * would cut those tokens into calls differently.
+   * would cut those tokens into calls differently. A lone branch's lead is its tokens before its
+   * last decode call ({@link loneLead}).
    */
   readonly lead: number;
   /** One run per lane (lane 0 first); every branch index appears in exactly one run. */
@@ -90,10 +91,19 @@ function compareTokens(a: readonly Token[], b: readonly Token[]): number {
  * included), one run per lane.
  * @param branches - the request's branches (each with at least one token).
  * @param lanes - sequences available, ≥ 1; fewer are used when there are fewer branches.
+ * @param batchSize - most tokens one decode call takes (for a lone branch's lead); by default
+ *   a lone branch has none
  * @returns the common lead and each lane's run; a run's first branch shares exactly the lead.
  */
-export function scheduleBranches(branches: readonly ScoreBranch[], lanes: number): BranchSchedule {
-  const lead = kernelAlignedLead(branches);
+export function scheduleBranches(
+  branches: readonly ScoreBranch[],
+  lanes: number,
+  batchSize?: number,
+): BranchSchedule {
+  const lead =
+    branches.length === 1 && batchSize !== undefined
+      ? loneLead(branches[0]!, batchSize)
+      : kernelAlignedLead(branches);
   const order = branches.map((_, i) => i);
   order.sort((a, b) => compareTokens(branches[a]!.tokens, branches[b]!.tokens) || a - b);
 
@@ -149,6 +159,17 @@ function kernelAlignedLead(branches: readonly ScoreBranch[]): number {
   return at - end === 1 ? end : at;
 }
 
+/**
+ * The lead of a request's only branch: its tokens before the last of the decode calls it makes
+ * alone ({@link branchCallSizes}), in the same calls, so that an engine may give the model up
+ * between them (with many described options a question is thousands of tokens); 0 when the
+ * branch is one call. The branch then resumes at the lead in its last call, as before.
+ */
+function loneLead(branch: ScoreBranch, batchSize: number): number {
+  const calls = branchCallSizes(branch, 0, batchSize);
+  return calls.length < 2 ? 0 : branch.tokens.length - calls.at(-1)!;
+}
+
 /** Where the tiled part of the lead ends: the branches' common one, or the earliest of theirs. */
 function leadTiledEnd(branches: readonly ScoreBranch[]): number {
   return Math.min(...branches.map((b) => tiledEnd(b.tokens.length)));
@@ -174,11 +195,17 @@ export function branchCallSizes(branch: ScoreBranch, shared: number, batchSize: 
   return sequenceCallSizes(shared, branch.tokens.length, batchSize);
 }
 
-/** The decode calls that evaluate a schedule's common lead, as token counts. */
+/**
+ * The decode calls that evaluate a schedule's common lead from token `from` (0: all of it), as
+ * token counts.
+ * @throws `RangeError` as `callSizes` does, for a `from` inside a call of the lead's tiled part
+ *   that would leave fewer than 64 tiled tokens
+ */
 export function leadCallSizes(
   branches: readonly ScoreBranch[],
   lead: number,
   batchSize: number,
+  from = 0,
 ): number[] {
-  return lead === 0 ? [] : callSizes(0, lead, leadTiledEnd(branches), batchSize);
+  return lead <= from ? [] : callSizes(from, lead, leadTiledEnd(branches), batchSize);
 }

@@ -19,6 +19,7 @@ export { sharedStart } from "./branch-schedule.js";
 export { prefixTiledEnd } from "./kernel-split.js";
 export {
   branchAfterLead,
+  leadCallsFrom,
   planDecode,
   prefixCallsFrom,
   type DecodeLimits,

@@ -47,7 +47,10 @@ export interface DecodePlan {
     /** Decode calls of the whole prefix from its start (a lane that cannot copy the first). */
     readonly wholeCalls: readonly number[];
   };
-  /** The tokens every branch starts with, evaluated once on top of the prefix, and their calls. */
+  /**
+   * The tokens every branch starts with, evaluated once on top of the prefix, and their calls; a
+   * lone branch's tokens before its last call.
+   */
   readonly lead: { readonly length: number; readonly calls: readonly number[] };
   /** One run of branches per lane (lane 0 first); each branch appears in exactly one run. */
   readonly lanes: readonly (readonly PlannedBranch[])[];
@@ -83,7 +86,7 @@ export function planDecode(
   const { batchSize } = limits;
   const resume =
     held.length === undefined ? 0 : prefixResumeAfter(held.shared, held.length, length);
-  const schedule = scheduleBranches(request.branches, limits.lanes);
+  const schedule = scheduleBranches(request.branches, limits.lanes, batchSize);
   return {
     prefix: {
       resume,
@@ -118,6 +121,22 @@ export function branchAfterLead(
   const branch = request.branches[index]!;
   const shared = afterLead(branch, lead);
   return { index, shared, calls: branchCallSizes(branch, shared, batchSize) };
+}
+
+/**
+ * The decode calls that evaluate the rest of a plan's common lead, from token `from` on: for a
+ * turn that takes over the prefix and the part of the lead an earlier turn evaluated. Any cut of
+ * the lead's tiled part in calls of at least 64 tokens gives the same logits (kernel-split.ts).
+ * @param from - lead tokens already evaluated: 0, or where an earlier cut of the lead ended a call
+ * @throws `RangeError` when `from` is not such a point
+ */
+export function leadCallsFrom(
+  request: Pick<ScoreRequest, "branches">,
+  plan: Pick<DecodePlan, "lead">,
+  from: number,
+  batchSize: number,
+): number[] {
+  return leadCallSizes(request.branches, plan.lead.length, batchSize, from);
 }
 
 /**

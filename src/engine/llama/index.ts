@@ -16,6 +16,7 @@ import {
   countPrefixTurn,
   dropParked,
   runBranchTurn,
+  runLeadTurn,
   sizeOf,
   workLeft,
   YIELDED,
@@ -72,9 +73,8 @@ type CopyableSequence = LlamaContextSequence & {
  * evaluates the tokens that differ; older prefixes come back from the {@link PrefixSnapshotCache}.
  *
  * One request runs at a time, the one with the least work left first, and a long one does not
- * hold the model: between the decode calls of its prefix, and between its branches on one lane,
- * when a request with less work waits, it parks the part evaluated (or the prefix and the lead) in
- * the prefix cache, queues again ({@link TurnQueue}) and resumes from there, with the same logits
+ * hold the model: between the decode calls of its prefix and its lead, and between its branches
+ * on one lane, when a request with less work waits, it parks what it evaluated in the prefix cache, queues again ({@link TurnQueue}) and resumes from there, with the same logits
  * (docs/decisions/103). Without a prefix cache, or room in it, it runs to its end.
  *
  * Every prefix, lead and branch is cut into decode calls by its own length (kernel-split.ts), and
@@ -254,8 +254,8 @@ export class LlamaEngine implements Engine {
   /**
    * One turn of a request: executes its {@link DecodePlan}, the prefix into sequence 0 from what
    * it holds, the common lead on top, a copy for each further lane, then every lane's branches
-   * (lanes.ts). A turn after one that stopped between two branches takes the prefix and the lead
-   * back whole and runs the branches left.
+   * (lanes.ts). A turn after one that stopped inside the lead, or between two branches, takes the
+   * prefix and the lead so far back whole, and goes on from there.
    * @param progress - what earlier turns of this request did; updated
    * @returns the result, or {@link YIELDED} when the turn gave the model up part way (its prefix,
    *   or the part evaluated, or the prefix and the lead, parked in the prefix cache)
@@ -296,16 +296,21 @@ export class LlamaEngine implements Engine {
       }
     }
     const lead = request.branches[0]?.tokens.slice(0, plan.lead.length) ?? [];
-    if (held) {
-      // Tokens every branch starts with are evaluated once, into sequence 0 on top of the prefix.
-      await evaluateCalls(this.prefixSequence, lead, 0, plan.lead.calls);
-      tally.evaluatedTokens += lead.length;
-      this.counters.branchTokensEvaluated += lead.length;
-    }
-    const sequences = await this.forkLanes(prefix, lead, plan, tally);
-    // With one lane (the CPU's), a request waiting gets the model between two branches.
+    // With one lane (the CPU's), a request waiting gets the model between two decode calls of
+    // the lead, and between two branches.
     const giveWay = plan.lanes.length === 1 && this.prefixCache ? this.giveWay : undefined;
+    const park = () => this.prefix.park();
+    const turn = { park, giveWay, batchSize: this.batchSize, tally, signal };
     try {
+      // Tokens every branch starts with are evaluated once, into sequence 0 on top of the prefix:
+      // all of them, or what an earlier turn that gave way inside them left.
+      const leadFrom = held ? 0 : progress.leadDone;
+      const sequence = this.prefixSequence;
+      const led =
+        leadFrom === undefined ||
+        (await runLeadTurn(request, plan, progress, leadFrom, { ...turn, sequence }));
+      if (led === YIELDED) return YIELDED;
+      const sequences = await this.forkLanes(prefix, lead, plan, tally);
       const scores = await runBranchTurn(request, plan, progress, {
         run: (lanes, mayGiveWay) =>
           runLanes(sequences, request.branches, lanes, prefix.length, tally, {
@@ -314,9 +319,7 @@ export class LlamaEngine implements Engine {
             keepFirst: prefix.length + lead.length,
             trieTolerance: request.trieTolerance,
           }),
-        park: () => this.prefix.park(),
-        giveWay,
-        batchSize: this.batchSize,
+        ...turn,
       });
       progress.evaluatedTokens += tally.evaluatedTokens;
       if (scores === YIELDED) return YIELDED;

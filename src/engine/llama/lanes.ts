@@ -20,7 +20,7 @@ export interface DecodeTally {
 }
 
 /** Counts `n` branch tokens evaluated (the lead's, a branch's, a child's). */
-function countBranchTokens(tally: DecodeTally, n: number): void {
+export function countBranchTokens(tally: DecodeTally, n: number): void {
   tally.evaluatedTokens += n;
   tally.counters.branchTokensEvaluated += n;
 }

@@ -1,6 +1,13 @@
-import { branchAfterLead, type DecodePlan, type PlannedBranch } from "../decode/index.js";
+import {
+  branchAfterLead,
+  leadCallsFrom,
+  type DecodePlan,
+  type PlannedBranch,
+} from "../decode/index.js";
+import type { LlamaContextSequence } from "node-llama-cpp";
+import { countBranchTokens, evaluateCalls, type DecodeTally } from "./lanes.js";
 import { commonPrefixLength, type PrefixSnapshotCache } from "./prefix-cache.js";
-import type { PrefixSequence, PrefixTurn } from "./prefix-sequence.js";
+import { CONTENDED_CALL_TOKENS, type PrefixSequence, type PrefixTurn } from "./prefix-sequence.js";
 import {
   branchTotalTokens,
   type BranchScore,
@@ -28,8 +35,16 @@ export interface Progress {
    * evaluated so far, or (`parkedWithLead`) the prefix and the lead of the branches.
    */
   parked?: string | undefined;
-  /** Whether `parked` holds the prefix and the lead (the turn stopped between two branches). */
+  /**
+   * Whether `parked` holds the prefix and the lead (the turn stopped between two branches), or
+   * the prefix and the first `leadDone` tokens of the lead (it stopped inside the lead).
+   */
   parkedWithLead?: boolean;
+  /**
+   * Lead tokens evaluated when a turn gave the model up inside the lead ({@link runLeadTurn});
+   * `undefined` once the lead is whole.
+   */
+  leadDone?: number;
   /** Scores of the branches earlier turns ran, by index; absent before the branches start. */
   scores?: (BranchScore | undefined)[];
   /** What {@link workLeft} said when the last turn gave the model up: the next turn's rank. */
@@ -163,6 +178,77 @@ export async function runBranchTurn(
     }
     [lanes, giveWay] = [rest(), undefined];
   }
+}
+
+/** Where {@link runLeadTurn} evaluates the lead, and how it parks what sequence 0 holds. */
+export interface LeadTurnOptions {
+  /** Sequence 0, holding the prefix and the lead's first `from` tokens. */
+  readonly sequence: LlamaContextSequence;
+  /** The turn's tally; the request's `evaluatedTokens` take it when the turn gives way. */
+  readonly tally: DecodeTally;
+  readonly signal: AbortSignal | undefined;
+  /** Parks what sequence 0 holds; its key, or `undefined` when it could not be kept. */
+  readonly park: () => Promise<string | undefined>;
+  /**
+   * Whether a request with less work left than `work` tokens waits for the model; `undefined`:
+   * the turn never gives way.
+   */
+  readonly giveWay: ((work: number) => boolean) | undefined;
+  readonly batchSize: number;
+}
+
+/**
+ * The common lead of a request's branches, into sequence 0 on top of the prefix: from `from`
+ * (0, or `progress.leadDone` in a turn that took back the prefix and part of the lead) until it
+ * is whole, or until the turn gives the model up between two decode calls to a request with less
+ * work waiting. A one-question request is almost all lead (its question and options, thousands
+ * of tokens with many described options), so without this it would hold the model for all of
+ * it. It gives way only when it can park the prefix and the lead so far. The first turn cuts the
+ * lead as the plan does; a later one cuts the rest in calls of at most `CONTENDED_CALL_TOKENS`
+ * (prefix-sequence.ts), as a contended prefix does: any cut of the lead's tiled part gives the
+ * same logits (kernel-split.ts).
+ * @param progress - updated: `leadDone`, and on giving way `parked`, `parkedWithLead`,
+ *   `workLeft` and `evaluatedTokens`
+ * @returns `true` once the lead is whole, {@link YIELDED} when the turn gave way
+ * @throws the signal's reason when aborted (checked before each call)
+ */
+export async function runLeadTurn(
+  request: ScoreRequest,
+  plan: DecodePlan,
+  progress: Progress,
+  from: number,
+  options: LeadTurnOptions,
+): Promise<true | typeof YIELDED> {
+  const { sequence, tally, signal, batchSize } = options;
+  const lead = request.branches[0]?.tokens ?? [];
+  const calls =
+    from === 0
+      ? plan.lead.calls
+      : leadCallsFrom(request, plan, from, Math.min(CONTENDED_CALL_TOKENS, batchSize));
+  let giveWay = options.giveWay;
+  let at = from;
+  for (const [k, size] of calls.entries()) {
+    if (k > 0 && giveWay) {
+      const work =
+        workLeft(request, plan.lead.length, request.prefix.length, undefined, false) - at;
+      if (giveWay(work)) {
+        progress.parked = await options.park();
+        if (progress.parked !== undefined) {
+          progress.parkedWithLead = true;
+          progress.leadDone = at;
+          progress.workLeft = work;
+          progress.evaluatedTokens += tally.evaluatedTokens;
+          return YIELDED;
+        }
+        giveWay = undefined;
+      }
+    }
+    await evaluateCalls(sequence, lead, at, [size], signal);
+    countBranchTokens(tally, size);
+    at += size;
+  }
+  progress.leadDone = undefined;
+  return true;
 }
 
 /** Forgets what the request's last turn parked, deleting its snapshot from `cache`. */
