@@ -356,11 +356,46 @@ describe("key file and first start", () => {
     expect(await readFile(file, "utf8")).toBe(`${key}\n`);
   });
 
+  it("a second store's first start keeps the key file of the first; the same store made again replaces it", async () => {
+    const start = async (store: string | undefined) => {
+      const lines: string[] = [];
+      const accounts = await openAccounts({ auth: "on", admissionWaitMs: 0, store }, (l) =>
+        lines.push(l),
+      );
+      await accounts.store!.close();
+      return lines.join("\n");
+    };
+    const file = apiKeyFilePath();
+    await start(undefined);
+    const key = await readFile(file, "utf8");
+    // Another home's server (a test, a second instance): its key goes beside the first one's.
+    const other = join(dir, "other", "decisiond.db");
+    await mkdir(join(dir, "other"));
+    const printed = await start(`sqlite:${other}`);
+    expect(await readFile(file, "utf8")).toBe(key);
+    const own = /written to (\S+) \(mode 0600\)/.exec(printed)?.[1];
+    expect(own).toMatch(/api_key\.[0-9a-f]{8}$/);
+    expect(printed).toContain("SERVICE_API_KEY");
+    const otherKey = (await readFile(own!, "utf8")).trim();
+    expect((await stat(own!)).mode & 0o777).toBe(0o600);
+    const otherStore = SqliteStore.open(other);
+    expect((await otherStore.findKey(otherKey))?.account.name).toBe("default");
+    await otherStore.close();
+    // The first home emptied and started again: its new key replaces the old one.
+    await rm(defaultStorePath());
+    await start(undefined);
+    const again = await readFile(file, "utf8");
+    expect(again).not.toBe(key);
+    const store = SqliteStore.open(defaultStorePath());
+    expect((await store.findKey(again.trim()))?.account.name).toBe("default");
+    await store.close();
+  });
+
   it("no key is created when keys exist, even if all are revoked", async () => {
     const store = SqliteStore.open(defaultStorePath());
     const { record } = await store.createKey("ops");
     await store.revokeKey(record.id);
-    expect(await ensureFirstKey(store, join(dir, "k"))).toBeUndefined();
+    expect(await ensureFirstKey(store, "ops-store", join(dir, "k"))).toBeUndefined();
     expect(await store.countKeys()).toBe(1);
     await store.close();
   });

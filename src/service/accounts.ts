@@ -1,5 +1,5 @@
 import { Admission } from "../accounts/admission.js";
-import { ensureFirstKey } from "../accounts/keyfile.js";
+import { apiKeyFilePath, ensureFirstKey } from "../accounts/keyfile.js";
 import { describeStore, openStore, parseStoreUrl } from "../accounts/open.js";
 import type { AccountStore } from "../accounts/store.js";
 import type { Gate } from "../api/app.js";
@@ -56,13 +56,16 @@ export async function openAccounts(
     );
   }
   try {
-    const first = await ensureFirstKey(store);
+    const first = await ensureFirstKey(store, describeStore(location));
     // The key goes to the 0600 file only: a terminal's scrollback or a log collector keeps what
     // is printed.
     if (first)
       print(
         `decisiond: first start: created account "${first.account}" and its API key, written to ${first.keyFile} (mode 0600); ` +
-          `decisiond's clients read it from there; manage keys with \`decisiond keys\``,
+          (first.keyFile === apiKeyFilePath()
+            ? "decisiond's clients read it from there"
+            : `${apiKeyFilePath()} holds another store's key, kept: give this one to clients as SERVICE_API_KEY`) +
+          "; manage keys with `decisiond keys`",
       );
     const admission = new Admission(store, {
       waitMs: config.admissionWaitMs,
