@@ -16,6 +16,7 @@ import {
   type ServedModel,
 } from "../src/api/app.js";
 import { accountGate } from "../src/api/gate.js";
+import { JsonBodyScanner, MAX_JSON_VALUES, MAX_SCANNED_DEPTH } from "../src/api/json-scan.js";
 import { postJson } from "./support/service.js";
 import { stubAnswer, StubModel } from "./support/stub-model.js";
 
@@ -471,6 +472,63 @@ describe("item 7: smaller faults", () => {
     expect(reply).toMatch(/^HTTP\/1\.1 405 /);
     expect(JSON.parse(reply.split("\r\n\r\n")[1]!).detail.error_type).toBe("method_not_allowed");
     expect((await post()).status).toBe(200);
+  });
+});
+
+describe("a third probe: an object that names a member twice is refused, not cut short", () => {
+  const raw = (text: string) => post(Buffer.from(text), { "content-type": "application/json" });
+
+  it("two questions, or two options, of one id get 422 duplicate_key where the second is", async () => {
+    await start();
+    const twice = await raw(
+      `{"model":"stub-1","state":"s","questions":{"x":{"type":"noul","instructions":"A?"},` +
+        `"x":{"type":"noul","instructions":"B?"}}}`,
+    );
+    expect(twice.status).toBe(422);
+    expect(twice.body.detail[0]).toMatchObject({
+      type: "duplicate_key",
+      loc: ["body", "questions", "x"],
+    });
+    // The same name written with an escape is the same name.
+    const options = await raw(
+      `{"model":"stub-1","state":"s","questions":{"q":{"type":"choice",` +
+        `"criteria":{"p":null,"\\u0070":"x","q":null}}}}`,
+    );
+    expect(options.body.detail[0]).toMatchObject({
+      type: "duplicate_key",
+      loc: ["body", "questions", "q", "criteria", "p"],
+    });
+    // In the state too, at any depth: the model would read only the last.
+    const state = await raw(
+      `{"model":"stub-1","state":{"list":[{"a":1},{"a":2,"b":[],"a":3}]},` +
+        `"questions":${JSON.stringify(REQUEST.questions)}}`,
+    );
+    expect(state.body.detail[0]).toMatchObject({
+      type: "duplicate_key",
+      loc: ["body", "state", "list", 1, "a"],
+    });
+    expect(model.entered).toBe(0);
+    // One name in two objects is two members.
+    const apart = await raw(
+      `{"model":"stub-1","state":{"a":{"a":1},"b":{"a":2}},` +
+        `"questions":${JSON.stringify(REQUEST.questions)}}`,
+    );
+    expect(apart.status).toBe(200);
+  });
+
+  it("finds a name given twice across chunks, a byte at a time", () => {
+    const text = `{"state":{"key \\"one\\"":1,"ke\\u0079 \\"one\\"":[{"x":"a,b"}]}}`;
+    const scanner = new JsonBodyScanner(MAX_JSON_VALUES, MAX_SCANNED_DEPTH);
+    let refusal;
+    for (const byte of Buffer.from(text)) refusal ??= scanner.push(Uint8Array.of(byte));
+    expect(refusal?.statusCode).toBe(422);
+    expect((refusal?.body as { detail: { loc: unknown[] }[] }).detail[0]!.loc).toEqual([
+      "body",
+      "state",
+      'key "one"',
+    ]);
+    const fine = new JsonBodyScanner(MAX_JSON_VALUES, MAX_SCANNED_DEPTH);
+    expect(fine.push(Buffer.from(`{"a":[{"a":1},{"a":2}],"b":"a","c":{"b":1}}`))).toBeUndefined();
   });
 });
 

@@ -38,11 +38,15 @@ const COMMA = 0x2c;
 /**
  * Counts the values and nesting of a JSON text given in chunks of UTF-8 bytes, without parsing
  * it: brackets and commas outside strings (a multi-byte UTF-8 sequence never holds an ASCII
- * byte). Malformed JSON is counted as far as it goes; `JSON.parse` reports it later.
+ * byte). It also reads each object's member names, and refuses a name an object gives twice:
+ * `JSON.parse` keeps the last of them and drops the others without a word (RFC 8259 §4 leaves
+ * duplicate names to the parser), so a request with two questions or two options of one id would
+ * lose one. Malformed JSON is counted as far as it goes; `JSON.parse` reports it later.
  * @example
  * ```ts
  * const scanner = new JsonBodyScanner(100_000, 1024);
  * scanner.push(Buffer.from('{"a": [1, 2]}')); // → undefined: within both bounds
+ * scanner.push(Buffer.from('{"a": 1, "a": 2}')); // → the 422 of a duplicate name at body.a
  * ```
  */
 export class JsonBodyScanner {
@@ -51,6 +55,14 @@ export class JsonBodyScanner {
   private depth = 0;
   private inString = false;
   private escaped = false;
+  /** Each open container, outermost first: an object's names so far, or `undefined` (an array). */
+  private readonly containers: (Set<string> | undefined)[] = [];
+  /** Where the value being read is in each open container: its member's name, or its index. */
+  private readonly path: (string | number)[] = [];
+  /** Whether the next string is a member's name (just after `{` or an object's `,`). */
+  private expectName = false;
+  /** The bytes of the member name being read, when the string being read is one. */
+  private name: Buffer[] | undefined;
 
   /**
    * @param maxValues - most values a body may hold
@@ -63,7 +75,8 @@ export class JsonBodyScanner {
 
   /**
    * Scans the next bytes.
-   * @returns the 422 to answer when the body went past a bound, else `undefined`
+   * @returns the 422 to answer when the body went past a bound or an object named a member
+   *   twice, else `undefined`
    */
   push(chunk: Uint8Array): HttpError | undefined {
     const n = chunk.length;
@@ -72,6 +85,8 @@ export class JsonBodyScanner {
     // passed, so a string full of escapes costs one pass, not one search per escape.
     let quote = -1;
     let backslash = -1;
+    // Where the string being read starts in this chunk.
+    let start = 0;
     while (i < n) {
       if (this.inString) {
         if (this.escaped) {
@@ -86,22 +101,77 @@ export class JsonBodyScanner {
           i = backslash + 1;
         } else {
           this.inString = quote === n;
+          if (!this.inString && this.name) {
+            this.name.push(Buffer.from(chunk.subarray(start, quote)));
+            const duplicate = this.endName();
+            if (duplicate) return duplicate;
+          }
           i = quote + 1;
         }
         continue;
       }
       const byte = chunk[i++]!;
-      if (byte === QUOTE) this.inString = true;
-      else if (byte === OPEN_ARRAY || byte === OPEN_OBJECT) {
+      if (byte === QUOTE) {
+        this.inString = true;
+        start = i;
+        if (this.expectName) this.name = [];
+        this.expectName = false;
+      } else if (byte === OPEN_ARRAY || byte === OPEN_OBJECT) {
         this.values++;
         if (++this.depth > this.maxDepth) return tooDeep(this.maxDepth);
         if (this.values > this.maxValues) return tooManyValues(this.maxValues);
-      } else if (byte === CLOSE_ARRAY || byte === CLOSE_OBJECT) this.depth--;
-      else if (byte === COMMA && ++this.values > this.maxValues)
-        return tooManyValues(this.maxValues);
+        const object = byte === OPEN_OBJECT;
+        this.containers.push(object ? new Set() : undefined);
+        this.path.push(object ? "" : 0);
+        this.expectName = object;
+      } else if (byte === CLOSE_ARRAY || byte === CLOSE_OBJECT) {
+        this.depth--;
+        this.containers.pop();
+        this.path.pop();
+        this.expectName = false;
+      } else if (byte === COMMA) {
+        if (++this.values > this.maxValues) return tooManyValues(this.maxValues);
+        const at = this.path.length - 1;
+        this.expectName = this.containers[at] !== undefined;
+        if (typeof this.path[at] === "number") this.path[at]++;
+      }
     }
+    // A name that goes on in the next chunk.
+    if (this.inString) this.name?.push(Buffer.from(chunk.subarray(start, n)));
     return undefined;
   }
+
+  /** Ends the member name just read: the 422 when its object already has it, else notes it. */
+  private endName(): HttpError | undefined {
+    const raw = Buffer.concat(this.name!).toString("utf8");
+    this.name = undefined;
+    const names = this.containers.at(-1);
+    if (!names) return undefined;
+    const name = raw.includes("\\") ? unescaped(raw) : raw;
+    if (names.has(name)) return duplicateName([...this.path.slice(0, -1), name]);
+    names.add(name);
+    this.path[this.path.length - 1] = name;
+    return undefined;
+  }
+}
+
+/** A JSON string's text without its escapes; as it is when malformed (the parser says so later). */
+function unescaped(raw: string): string {
+  try {
+    return JSON.parse(`"${raw}"`) as string;
+  } catch {
+    return raw;
+  }
+}
+
+function duplicateName(loc: (string | number)[]): HttpError {
+  return validationError([
+    {
+      loc: ["body", ...loc],
+      msg: `Duplicate name ${JSON.stringify(loc.at(-1))}: this object names the member twice; a JSON parser keeps only the last (RFC 8259 §4), so the body would lose the other; give each one its own name`,
+      type: "duplicate_key",
+    },
+  ]);
 }
 
 /** The index of `byte` in `chunk` from `from`, or `n` (its length) when there is none. */
