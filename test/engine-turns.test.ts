@@ -64,6 +64,21 @@ async function answeredOrder(
   return { order, results };
 }
 
+/**
+ * `long` and a short request planned on a cold engine, and the answer `long` gets there alone
+ * with nothing waiting, to compare with.
+ */
+async function besideShort(
+  long: DecisionRequest,
+): Promise<{ request: ScoreRequest; short: ScoreRequest; alone: ScoreResult }> {
+  return withEngine(async (cold) => {
+    const decider = new Decider(cold, { contentFree: false });
+    const request = scoreRequestOf(await decider.plan(long));
+    const short = scoreRequestOf(await decider.plan({ ...SHORT, state: "Another short one." }));
+    return { request, short, alone: await cold.score(request) };
+  }, 0);
+}
+
 describe("a long prefix gives the model up between its decode calls", () => {
   let long: ScoreRequest;
   let short: ScoreRequest;
@@ -166,15 +181,7 @@ describe("a request of many questions gives the model up between its branches", 
         (instructions, i) => [`q${i}`, { type: "choice", instructions, options }],
       ),
     };
-    let request!: ScoreRequest;
-    let short!: ScoreRequest;
-    let alone!: ScoreResult;
-    await withEngine(async (cold) => {
-      const decider = new Decider(cold, { contentFree: false });
-      request = scoreRequestOf(await decider.plan(wide));
-      short = scoreRequestOf(await decider.plan({ ...SHORT, state: "Another short one." }));
-      alone = await cold.score(request);
-    }, 0);
+    const { request, short, alone } = await besideShort(wide);
     expect(request.branches.length).toBe(3);
     await withEngine(async (engine) => {
       const { order, results } = await answeredOrder(engine, [request, short]);
@@ -204,15 +211,7 @@ describe("a one-question request gives the model up between the decode calls of 
       state: SHORT.state,
       questions: [["queue", { type: "choice", instructions: "Which queue owns it?", options }]],
     };
-    let request!: ScoreRequest;
-    let short!: ScoreRequest;
-    let alone!: ScoreResult;
-    await withEngine(async (cold) => {
-      const decider = new Decider(cold, { contentFree: false });
-      request = scoreRequestOf(await decider.plan(routed));
-      short = scoreRequestOf(await decider.plan({ ...SHORT, state: "Another short one." }));
-      alone = await cold.score(request);
-    }, 0);
+    const { request, short, alone } = await besideShort(routed);
     const { lead } = planDecode(request, { shared: 0, length: 0 }, { lanes: 1, batchSize: 512 });
     expect(request.branches.length).toBe(1);
     expect(lead.calls.length).toBeGreaterThanOrEqual(2);

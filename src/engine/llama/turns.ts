@@ -115,8 +115,20 @@ export function commonLead(request: ScoreRequest): number {
   );
 }
 
+/** How a turn parks what sequence 0 holds, and whether it gives way. */
+export interface TurnOptions {
+  /** Parks what sequence 0 holds; its key, or `undefined` when it could not be kept. */
+  readonly park: () => Promise<string | undefined>;
+  /**
+   * Whether a request with less work left than `work` tokens waits for the model; `undefined`:
+   * the turn never gives way.
+   */
+  readonly giveWay: ((work: number) => boolean) | undefined;
+  readonly batchSize: number;
+}
+
 /** How {@link runBranchTurn} runs branches and parks what sequence 0 holds. */
-export interface BranchTurnOptions {
+export interface BranchTurnOptions extends TurnOptions {
   /**
    * Runs `lanes` (lanes.ts `runLanes`), a lane stopping between two branches when `giveWay` says
    * so; sequence 0 then holds the prefix and the lead.
@@ -126,14 +138,6 @@ export interface BranchTurnOptions {
     lanes: readonly (readonly PlannedBranch[])[],
     giveWay: ((rest: readonly PlannedBranch[]) => boolean) | undefined,
   ) => Promise<readonly (BranchScore | undefined)[]>;
-  /** Parks what sequence 0 holds; its key, or `undefined` when it could not be kept. */
-  readonly park: () => Promise<string | undefined>;
-  /**
-   * Whether a request with less work left than `work` tokens waits for the model; `undefined`:
-   * the turn never gives way.
-   */
-  readonly giveWay: ((work: number) => boolean) | undefined;
-  readonly batchSize: number;
 }
 
 /**
@@ -181,20 +185,12 @@ export async function runBranchTurn(
 }
 
 /** Where {@link runLeadTurn} evaluates the lead, and how it parks what sequence 0 holds. */
-export interface LeadTurnOptions {
+export interface LeadTurnOptions extends TurnOptions {
   /** Sequence 0, holding the prefix and the lead's first `from` tokens. */
   readonly sequence: LlamaContextSequence;
   /** The turn's tally; the request's `evaluatedTokens` take it when the turn gives way. */
   readonly tally: DecodeTally;
   readonly signal: AbortSignal | undefined;
-  /** Parks what sequence 0 holds; its key, or `undefined` when it could not be kept. */
-  readonly park: () => Promise<string | undefined>;
-  /**
-   * Whether a request with less work left than `work` tokens waits for the model; `undefined`:
-   * the turn never gives way.
-   */
-  readonly giveWay: ((work: number) => boolean) | undefined;
-  readonly batchSize: number;
 }
 
 /**
