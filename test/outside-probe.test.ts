@@ -527,6 +527,13 @@ describe("a third probe: an object that names a member twice is refused, not cut
       "state",
       'key "one"',
     ]);
+    // Long names are kept by their digest, and cut short in the reply.
+    const long = "x".repeat(20_000);
+    const twice = new JsonBodyScanner(MAX_JSON_VALUES, MAX_SCANNED_DEPTH).push(
+      Buffer.from(`{"${long}1":1,"${long}2":2,"${long}1":3}`),
+    );
+    const loc = (twice?.body as { detail: { loc: string[] }[] }).detail[0]!.loc;
+    expect(loc).toEqual(["body", `${"x".repeat(200)}…`]);
     const fine = new JsonBodyScanner(MAX_JSON_VALUES, MAX_SCANNED_DEPTH);
     expect(fine.push(Buffer.from(`{"a":[{"a":1},{"a":2}],"b":"a","c":{"b":1}}`))).toBeUndefined();
   });
