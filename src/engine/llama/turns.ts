@@ -199,10 +199,10 @@ export interface LeadTurnOptions extends TurnOptions {
  * is whole, or until the turn gives the model up between two decode calls to a request with less
  * work waiting. A one-question request is almost all lead (its question and options, thousands
  * of tokens with many described options), so without this it would hold the model for all of
- * it. It gives way only when it can park the prefix and the lead so far. The first turn cuts the
- * lead as the plan does; a later one cuts the rest in calls of at most `CONTENDED_CALL_TOKENS`
- * (prefix-sequence.ts), as a contended prefix does: any cut of the lead's tiled part gives the
- * same logits (kernel-split.ts).
+ * it. It gives way only when it can park the prefix and the lead so far. A request that never gave
+ * way cuts the lead as the plan does; one that did cuts the rest in calls of at most
+ * `CONTENDED_CALL_TOKENS` (prefix-sequence.ts), as a contended prefix does: any cut of the lead's
+ * tiled part gives the same logits (kernel-split.ts).
  * @param progress - updated: `leadDone`, and on giving way `parked`, `parkedWithLead`,
  *   `workLeft` and `evaluatedTokens`
  * @returns `true` once the lead is whole, {@link YIELDED} when the turn gave way
@@ -217,8 +217,10 @@ export async function runLeadTurn(
 ): Promise<true | typeof YIELDED> {
   const { sequence, tally, signal, batchSize } = options;
   const lead = request.branches[0]?.tokens ?? [];
+  // Once the request has given the model up (`workLeft` set), in calls a waiting request can see
+  // the end of sooner.
   const calls =
-    from === 0
+    progress.workLeft === undefined
       ? plan.lead.calls
       : leadCallsFrom(request, plan, from, Math.min(CONTENDED_CALL_TOKENS, batchSize));
   let giveWay = options.giveWay;
