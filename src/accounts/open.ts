@@ -19,7 +19,7 @@ export type StoreLocation =
  */
 export function parseStoreUrl(value: string | undefined, env?: NodeJS.ProcessEnv): StoreLocation {
   if (value === undefined || value.trim() === "")
-    return { kind: "sqlite", path: defaultStorePath(env) };
+    return { kind: "sqlite", path: resolve(defaultStorePath(env)) };
   const text = value.trim();
   if (text.startsWith("sqlite:")) {
     const path = text.slice("sqlite:".length).replace(/^\/\/(?=\/)/, "");
