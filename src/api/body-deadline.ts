@@ -26,11 +26,11 @@ export function installBodyDeadline(
   cut?: AbortSignal,
 ): void {
   // One listener on `cut` for every body (an AbortSignal warns past ten listeners).
-  const arriving = new Set<(error: Error) => void>();
+  const arriving = new Set<(error: Error, drop?: boolean) => void>();
   cut?.addEventListener(
     "abort",
     () => {
-      for (const stop of [...arriving]) stop(new ShutdownError());
+      for (const stop of [...arriving]) stop(new ShutdownError(), true);
     },
     { once: true },
   );
@@ -60,13 +60,17 @@ export function installBodyDeadline(
       clearTimeout(timer);
       arriving.delete(stop);
     };
-    const stop = (error: Error) => {
+    // A body cut at the drain is read on and dropped, so that a client still sending it reads
+    // the 503 rather than a reset (the process exits soon anyway); one past its deadline is not,
+    // as its sender may trickle it for as long as it likes.
+    const stop = (error: Error, drop = false) => {
       done();
       payload.unpipe(guarded);
+      if (drop) payload.resume();
       guarded.destroy(error);
     };
     if (cut?.aborted) {
-      stop(new ShutdownError());
+      stop(new ShutdownError(), true);
       return guarded;
     }
     arriving.add(stop);

@@ -1,10 +1,9 @@
 import type { FastifyReply, FastifyRequest } from "fastify";
 import { asStoreUnavailable } from "../accounts/store.js";
-import { Errors } from "../protocol/errors.js";
+import { ApiError, Errors } from "../protocol/errors.js";
 import type { Gate, GateTicket } from "./gate.js";
 import type { Lifecycle } from "./lifecycle.js";
 import type { ServiceMetrics } from "./metrics.js";
-import { ShutdownError } from "./work-queue.js";
 
 /**
  * The life of a decision request around its handler, as the route-level hooks both decision
@@ -57,8 +56,12 @@ export function decisionHooks(options: DecisionHooksOptions): DecisionHooks {
   const { lifecycle, gate, metrics, modelOf } = options;
 
   const drain: Hook = async (_request, reply) => {
-    // `Retry-After: 1` and `Connection: close` come with the code (error-handler.ts).
-    if (lifecycle.draining) throw new ShutdownError();
+    // A refusal at the door while draining is routine (an ApiError, not logged as a fault); a
+    // decision cut part way is a ShutdownError (logged at warn). Both close the connection.
+    if (lifecycle.draining)
+      throw new ApiError(Errors.shuttingDown, [], {
+        headers: { "retry-after": "1", connection: "close" },
+      });
     lifecycle.enter();
     reply.raw.once("close", () => lifecycle.leave());
   };
