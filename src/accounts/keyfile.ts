@@ -63,11 +63,11 @@ export interface FirstKey {
  * Where the first key of the store `storeId` is written: the key file, unless that holds the key
  * of another store; then a file of its own beside it, named as the key file followed by a dot and
  * the first 8 hex digits of the store's SHA-256. Which store a key file belongs to is in its
- * companion, the key file's name followed by `.store` (the store's description,
- * `describeStore`); a key file without one was written before companions were kept
- * and counts as another store's. So a second server (another home, a test run) never replaces
- * the key the first one's clients read, and a store made again where it was (a home emptied and
- * started again) writes its new key where the old one was.
+ * companion, the key file's name followed by `.store` (the store's description, `describeStore`);
+ * a key file without one was written before companions were kept and counts as another store's.
+ * So a second server (another home, a test run) never replaces the key the first one's clients
+ * read, and a store made again where it was (a home emptied and started again) writes its new key
+ * where the old one was.
  * @param storeId - the store's description (a SQLite path, a PostgreSQL URL without password)
  * @param keyFile - the key file clients read (default: {@link apiKeyFilePath})
  */
