@@ -74,7 +74,8 @@ type CopyableSequence = LlamaContextSequence & {
  *
  * One request runs at a time, the one with the least work left first, and a long one does not
  * hold the model: between the decode calls of its prefix and its lead, and between its branches
- * on one lane, when a request with less work waits, it parks what it evaluated in the prefix cache, queues again ({@link TurnQueue}) and resumes from there, with the same logits
+ * on one lane, when a request with less work waits, it parks what it evaluated in the prefix
+ * cache, queues again ({@link TurnQueue}) and resumes from there, with the same logits
  * (docs/decisions/103). Without a prefix cache, or room in it, it runs to its end.
  *
  * Every prefix, lead and branch is cut into decode calls by its own length (kernel-split.ts), and
