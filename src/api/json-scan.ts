@@ -53,10 +53,12 @@ const COMMA = 0x2c;
 export class JsonBodyScanner {
   /** Values seen so far: containers opened, plus commas (one more value each). */
   values = 0;
-  private depth = 0;
   private inString = false;
   private escaped = false;
-  /** Each open container, outermost first: an object's names so far, or `undefined` (an array). */
+  /**
+   * Each open container, outermost first (its length is the nesting depth): an object's names so
+   * far, or `undefined` (an array).
+   */
   private readonly containers: (Set<string> | undefined)[] = [];
   /** Where the value being read is in each open container: its member's name, or its index. */
   private readonly path: (string | number)[] = [];
@@ -121,14 +123,13 @@ export class JsonBodyScanner {
         this.expectName = false;
       } else if (byte === OPEN_ARRAY || byte === OPEN_OBJECT) {
         this.values++;
-        if (++this.depth > this.maxDepth) return tooDeep(this.maxDepth);
-        if (this.values > this.maxValues) return tooManyValues(this.maxValues);
         const object = byte === OPEN_OBJECT;
         this.containers.push(object ? new Set() : undefined);
         this.path.push(object ? "" : 0);
         this.expectName = object;
+        if (this.containers.length > this.maxDepth) return tooDeep(this.maxDepth);
+        if (this.values > this.maxValues) return tooManyValues(this.maxValues);
       } else if (byte === CLOSE_ARRAY || byte === CLOSE_OBJECT) {
-        this.depth--;
         this.containers.pop();
         this.path.pop();
         this.expectName = false;
