@@ -429,7 +429,13 @@ describe("errors in OpenAI's shape on /v1/decisions only", () => {
   it("names the field of a bad body with a 400", async () => {
     expect(await errorOf("{not json", 400)).toMatchObject({
       type: "invalid_request_error",
+      param: null,
       code: "json_invalid",
+    });
+    expect(await errorOf('{"model": "x", ', 400)).toMatchObject({
+      param: null,
+      code: "json_invalid",
+      message: expect.stringMatching(/end of the body \(character 15/),
     });
     expect(await errorOf({}, 400)).toMatchObject({
       param: "model",

@@ -521,9 +521,11 @@ describe("item 6: slow bodies time out and hold no slot", () => {
       `GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: ${"a".repeat(20_000)}\r\n\r\n`,
     );
     expect(headers).toMatch(/^HTTP\/1\.1 431 /);
-    expect(JSON.parse(headers.split("\r\n\r\n")[1]!).detail.error_type).toBe(
-      "request_header_too_large",
-    );
+    const detail = JSON.parse(headers.split("\r\n\r\n")[1]!).detail;
+    expect(detail.error_type).toBe("request_header_too_large");
+    // The id a support request would quote is in the body and the header alike.
+    expect(detail.request_id).toMatch(/^[0-9a-f-]{36}$/);
+    expect(headers).toContain(`\r\nX-Request-Id: ${detail.request_id}\r\n`);
   });
 });
 

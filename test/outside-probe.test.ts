@@ -470,7 +470,9 @@ describe("item 7: smaller faults", () => {
       socket.write("CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n");
     });
     expect(reply).toMatch(/^HTTP\/1\.1 405 /);
-    expect(JSON.parse(reply.split("\r\n\r\n")[1]!).detail.error_type).toBe("method_not_allowed");
+    const { detail } = JSON.parse(reply.split("\r\n\r\n")[1]!);
+    expect(detail.error_type).toBe("method_not_allowed");
+    expect(reply).toContain(`\r\nX-Request-Id: ${detail.request_id}\r\n`);
     expect((await post()).status).toBe(200);
   });
 });

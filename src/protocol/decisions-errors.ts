@@ -82,7 +82,8 @@ export function paramOf(path: readonly PropertyKey[]): string | null {
 /**
  * An answer of the app's error handler (System One's shapes, ./errors.ts) in this wire's shape.
  * A 422 list (a body that is not JSON, nested too deeply, …) becomes a 400 naming its first
- * place; `{"detail": {error_type, message}}` keeps its status, its `error_type` becoming `code`;
+ * place as `param` (`null` for a body that is not JSON: its place is a character offset, which the
+ * message names, not a parameter); `{"detail": {error_type, message}}` keeps its status, its `error_type` becoming `code`;
  * a body already in OpenAI's shape, or one in neither shape, is left as it is.
  * @returns the status and body to send
  * @example
@@ -96,7 +97,7 @@ export function toOpenAiError(status: number, body: unknown): { status: number; 
   if (Array.isArray(detail) && detail.length > 0) {
     const details = detail as ValidationDetail[];
     const first = details[0]!;
-    const param = paramOf(first.loc);
+    const param = first.type === "json_invalid" ? null : paramOf(first.loc);
     return {
       status: DecisionsErrors.invalidRequest.status,
       body: {
