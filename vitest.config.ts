@@ -13,6 +13,7 @@ const unit = [
   "test/client-types.test.ts",
   "test/client.test.ts",
   "test/console-api.test.ts",
+  "test/cors.test.ts",
   "test/decision-labels.test.ts",
   "test/decision-math.test.ts",
   "test/decision-plan.test.ts",

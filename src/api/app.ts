@@ -6,6 +6,7 @@ import { registerDecideRoute } from "./decide-route.js";
 import { decisionsRoute } from "./decisions-route.js";
 import { installBodyDeadline } from "./body-deadline.js";
 import { clientErrorHandler, refuseConnect } from "./client-error.js";
+import { installCors } from "./cors.js";
 import { installDecompression } from "./decompress.js";
 import { installEarlyReplies } from "./early-reply.js";
 import { decisionHooks } from "./decision-hooks.js";
@@ -75,6 +76,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     draining: () => lifecycle.draining,
   });
   declareRequestState(app);
+  // First: its headers go on every answer of the API, a refusal's included.
+  await installCors(app, options.corsOrigins ?? []);
 
   // When the request arrived (performance.now() ms), for Server-Timing `app` below: Fastify's own
   // `reply.elapsedTime` is 0 when request logging is off.

@@ -84,6 +84,11 @@ export interface AppOptions {
    * authentication, against DNS rebinding. Default: on when there is no gate.
    */
   readonly loopbackHostOnly?: boolean;
+  /**
+   * Origins whose pages may call the API's routes from a browser (CORS, ./cors.ts): exact
+   * origins, or `*` for any. Default none.
+   */
+  readonly corsOrigins?: readonly string[];
 }
 
 /** 30 s, the default time to receive a whole request, in ms. */

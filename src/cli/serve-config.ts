@@ -1,5 +1,6 @@
 import { InvalidArgumentError, Option } from "commander";
 import { readFileSync } from "node:fs";
+import { corsOrigin } from "../api/cors.js";
 import { isLoopbackName } from "../api/host.js";
 import { checkAdminToken } from "../console/plugin.js";
 import type { DebiasMode } from "../decision/decide.js";
@@ -58,6 +59,7 @@ export interface ServeFlags extends ReadoutFlags {
   queue?: number;
   deadline?: number;
   requestTimeout?: number;
+  corsOrigin: string[];
   console: OnOff;
   adminTokenFile?: string;
   store?: string;
@@ -101,6 +103,19 @@ export interface ServeConfig {
 function engineList(value: string, previous: EngineSpec[]): EngineSpec[] {
   try {
     return [...previous, ...parseEngineList(value)];
+  } catch (error) {
+    throw new InvalidArgumentError((error as Error).message);
+  }
+}
+
+/** `--cors-origin`'s parser: comma-separated origins (src/api/cors.ts), added to those before. */
+function corsOrigins(value: string, previous: string[]): string[] {
+  const entries = value
+    .split(",")
+    .map((entry) => entry.trim())
+    .filter((entry) => entry !== "");
+  try {
+    return [...previous, ...entries.map(corsOrigin)];
   } catch (error) {
     throw new InvalidArgumentError((error as Error).message);
   }
@@ -223,6 +238,13 @@ export function serveOptions(): Option[] {
       "DECISIOND_REQUEST_TIMEOUT",
       milliseconds,
     ),
+    new Option(
+      "--cors-origin <origins>",
+      "origins whose pages may call the API from a browser (CORS), e.g. https://app.example.com; comma-separated or repeated, or * for any",
+    )
+      .env("DECISIOND_CORS_ORIGIN")
+      .argParser(corsOrigins)
+      .default([]),
     envOption(
       "--console <on|off>",
       "the web console at /console: API keys, usage, playground",
@@ -279,6 +301,7 @@ export function toServeConfig(
       // 0 leaves the app's default, as for a flag not given.
       bodyLimit: flags.bodyLimit || undefined,
       requestTimeoutMs: flags.requestTimeout || undefined,
+      corsOrigins: flags.corsOrigin,
       queueCapacity: flags.queue,
       deadlineMs: flags.deadline,
       logger: { level: flags.logLevel },

@@ -13,6 +13,8 @@ export interface ServiceSettings {
   readonly bodyLimit?: number;
   /** Longest time to receive a whole request, ms. Default: the app's (30 s). */
   readonly requestTimeoutMs?: number;
+  /** Origins whose pages may call the API from a browser (CORS), or `*`. Default none. */
+  readonly corsOrigins?: readonly string[];
   /** Decisions admitted at once (running + waiting) before 503. Default: the app's (16). */
   readonly queueCapacity?: number;
   /** Longest a decision may wait and run, ms; 0 for none. Default: the app's (300 s). */

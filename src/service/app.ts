@@ -16,7 +16,14 @@ import { consoleMount, type ConsoleOptions } from "../console/plugin.js";
 /** The options of {@link listenApp}: those of a service that concern its HTTP side. */
 export interface AppServiceOptions extends Pick<
   ServiceSettings,
-  "host" | "port" | "bodyLimit" | "logger" | "queueCapacity" | "deadlineMs" | "requestTimeoutMs"
+  | "host"
+  | "port"
+  | "bodyLimit"
+  | "logger"
+  | "queueCapacity"
+  | "deadlineMs"
+  | "requestTimeoutMs"
+  | "corsOrigins"
 > {
   /** Admission control; none (open, loopback only) when absent. */
   readonly gate?: Gate | undefined;
@@ -47,6 +54,7 @@ export async function listenApp(
     bodyLimit: options.bodyLimit,
     queue: { capacity: options.queueCapacity, deadlineMs: options.deadlineMs },
     requestTimeoutMs: options.requestTimeoutMs,
+    corsOrigins: options.corsOrigins,
     logger: options.logger,
     gate: options.gate,
     mounts: options.console ? [consoleMount(options.console)] : [],
