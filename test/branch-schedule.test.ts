@@ -16,6 +16,9 @@ const branch = (tokens: number[], children?: ScoreBranch[]): ScoreBranch => ({
   ...(children ? { children } : {}),
 });
 
+/** Most tokens one decode call takes, as the engine's default. */
+const BATCH = 1024;
+
 /** Every index once, across all lanes. */
 function indices(schedule: BranchSchedule): number[] {
   return schedule.lanes.flatMap((run) => run.map((s) => s.index)).sort((a, b) => a - b);
@@ -45,7 +48,7 @@ describe("branch schedule (pure)", () => {
       branch([1, 9, 2, 5, 7, 7]),
       branch([1, 9, 3, 5, 7, 7]),
     ];
-    const schedule = scheduleBranches(branches, 2);
+    const schedule = scheduleBranches(branches, 2, BATCH);
     expect(schedule.lead).toBe(2);
     expect(schedule.lanes).toEqual([
       [
@@ -61,7 +64,7 @@ describe("branch schedule (pure)", () => {
 
   it("uses one lane per branch when there are no more branches than lanes", () => {
     const branches = [branch([4, 1]), branch([3, 1]), branch([2, 1])];
-    const schedule = scheduleBranches(branches, 4);
+    const schedule = scheduleBranches(branches, 4, BATCH);
     expect(schedule.lanes).toHaveLength(3);
     expect(indices(schedule)).toEqual([0, 1, 2]);
     for (const run of schedule.lanes) expect(run).toHaveLength(1);
@@ -75,7 +78,7 @@ describe("branch schedule (pure)", () => {
       branch([1, 4]),
       branch([1, 5]),
     ];
-    const schedule = scheduleBranches(branches, 4);
+    const schedule = scheduleBranches(branches, 4, BATCH);
     expect(schedule.lanes).toHaveLength(4);
     expect(indices(schedule)).toEqual([0, 1, 2, 3, 4]);
     // The expensive branch has a lane to itself. The one token all share is no lead: alone it
@@ -89,7 +92,11 @@ describe("branch schedule (pure)", () => {
   it("never shares a branch's last token, nor leaves it a call of its own", () => {
     // Identical neighbours: each evaluates its last two tokens in one call (a one-token call
     // takes llama.cpp's single-row attention path, which sums otherwise).
-    const schedule = scheduleBranches([branch([1, 2, 3]), branch([1, 2, 3]), branch([1, 2, 3])], 1);
+    const schedule = scheduleBranches(
+      [branch([1, 2, 3]), branch([1, 2, 3]), branch([1, 2, 3])],
+      1,
+      BATCH,
+    );
     expect(schedule.lead).toBe(0);
     expect(schedule.lanes).toEqual([
       [
@@ -106,7 +113,7 @@ describe("branch schedule (pure)", () => {
     const start = Array.from({ length: 80 }, (_, i) => 100 + i);
     const tail = (k: number) => Array.from({ length: 23 }, (_, i) => 1000 * k + i);
     const branches = [1, 2, 3].map((k) => branch([...start, ...tail(k)]));
-    const schedule = scheduleBranches(branches, 1);
+    const schedule = scheduleBranches(branches, 1, BATCH);
     expect(schedule.lead).toBe(80);
     expect(leadCallSizes(branches, schedule.lead, 1024)).toEqual([64, 16]);
     expect(schedule.lanes[0]!.map((s) => s.shared)).toEqual([80, 80, 80]);
@@ -117,7 +124,7 @@ describe("branch schedule (pure)", () => {
     // 64): nothing is shared that one of them would evaluate with the other kernel, and the
     // lead, tiled for both, would be a call under 64 tokens, so there is none.
     const mixed = [branch([...start.slice(0, 58), 7, 7]), branch([...start, ...tail(1)])];
-    const both = scheduleBranches(mixed, 1);
+    const both = scheduleBranches(mixed, 1, BATCH);
     expect(both.lead).toBe(0);
     expect(both.lanes[0]!.map((s) => s.shared)).toEqual([0, 0]);
   });

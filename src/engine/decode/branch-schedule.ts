@@ -91,19 +91,17 @@ function compareTokens(a: readonly Token[], b: readonly Token[]): number {
  * included), one run per lane.
  * @param branches - the request's branches (each with at least one token).
  * @param lanes - sequences available, ≥ 1; fewer are used when there are fewer branches.
- * @param batchSize - most tokens one decode call takes (for a lone branch's lead); by default
- *   a lone branch has none
+ * @param batchSize - most tokens one decode call takes: a lone branch's lead is its calls before
+ *   its last
  * @returns the common lead and each lane's run; a run's first branch shares exactly the lead.
  */
 export function scheduleBranches(
   branches: readonly ScoreBranch[],
   lanes: number,
-  batchSize?: number,
+  batchSize: number,
 ): BranchSchedule {
   const lead =
-    branches.length === 1 && batchSize !== undefined
-      ? loneLead(branches[0]!, batchSize)
-      : kernelAlignedLead(branches);
+    branches.length === 1 ? loneLead(branches[0]!, batchSize) : kernelAlignedLead(branches);
   const order = branches.map((_, i) => i);
   order.sort((a, b) => compareTokens(branches[a]!.tokens, branches[b]!.tokens) || a - b);
 
