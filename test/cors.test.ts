@@ -37,9 +37,7 @@ async function start(corsOrigins?: string[]): Promise<void> {
     logger: false,
     corsOrigins,
   });
-  await app.listen({ host: "127.0.0.1", port: 0 });
-  const address = app.server.address();
-  url = `http://127.0.0.1:${typeof address === "object" && address ? address.port : 0}`;
+  url = await app.listen({ host: "127.0.0.1", port: 0 });
 }
 
 beforeEach(async () => {

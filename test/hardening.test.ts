@@ -43,9 +43,7 @@ async function start(options: Partial<AppOptions> & { waitMs?: number } = {}): P
     mounts: [consoleMount({ store, adminToken: undefined })],
     ...rest,
   });
-  await app.listen({ host: "127.0.0.1", port: 0 });
-  const address = app.server.address();
-  url = `http://127.0.0.1:${typeof address === "object" && address ? address.port : 0}`;
+  url = await app.listen({ host: "127.0.0.1", port: 0 });
 }
 
 beforeEach(async () => {

@@ -55,9 +55,7 @@ async function start(
     logger: { level: options.logLevel ?? "info", stream },
     ...(options.bodyLimit ? { bodyLimit: options.bodyLimit } : {}),
   });
-  await app.listen({ host: "127.0.0.1", port: 0 });
-  const address = app.server.address();
-  url = `http://127.0.0.1:${typeof address === "object" && address ? address.port : 0}`;
+  url = await app.listen({ host: "127.0.0.1", port: 0 });
 }
 
 beforeEach(async () => {
@@ -584,9 +582,7 @@ describe("limits and bad input", () => {
 describe("auth off", () => {
   it("without a gate every request is admitted, an Authorization header included", async () => {
     app = await buildApp({ models: [model], logger: false });
-    await app.listen({ host: "127.0.0.1", port: 0 });
-    const address = app.server.address();
-    url = `http://127.0.0.1:${typeof address === "object" && address ? address.port : 0}`;
+    url = await app.listen({ host: "127.0.0.1", port: 0 });
     expect((await post("any-key-at-all")).status).toBe(200);
     expect((await post(undefined)).status).toBe(200);
     const doc = (await (await fetch(`${url}/openapi.json`)).json()) as any;

@@ -41,9 +41,7 @@ beforeAll(async () => {
     gate: accountGate(new Admission(store)),
     logger: false,
   });
-  await app.listen({ host: "127.0.0.1", port: 0 });
-  const address = app.server.address();
-  const port = typeof address === "object" && address ? address.port : 0;
+  const port = Number(new URL(await app.listen({ host: "127.0.0.1", port: 0 })).port);
   env = {
     HOME: home,
     XDG_CONFIG_HOME: join(home, ".config"),

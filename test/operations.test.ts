@@ -84,9 +84,7 @@ beforeEach(async () => {
       }),
     },
   });
-  await app.listen({ host: "127.0.0.1", port: 0 });
-  const address = app.server.address();
-  url = `http://127.0.0.1:${typeof address === "object" && address ? address.port : 0}`;
+  url = await app.listen({ host: "127.0.0.1", port: 0 });
 });
 
 afterEach(async () => {

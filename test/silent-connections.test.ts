@@ -16,9 +16,7 @@ const sockets: Socket[] = [];
 
 async function start(options: Partial<AppOptions> = {}): Promise<FastifyInstance> {
   app = await buildApp({ models: [new StubModel()], logger: false, ...options });
-  await app.listen({ host: "127.0.0.1", port: 0 });
-  const address = app.server.address();
-  port = typeof address === "object" && address ? address.port : 0;
+  port = Number(new URL(await app.listen({ host: "127.0.0.1", port: 0 })).port);
   return app;
 }
 

@@ -39,9 +39,7 @@ beforeAll(async () => {
       gate: accountGate(new Admission(store)),
       logger: false,
     });
-    await app.listen({ host: "127.0.0.1", port: 0 });
-    const address = app.server.address();
-    urls.push(`http://127.0.0.1:${typeof address === "object" && address ? address.port : 0}`);
+    urls.push(await app.listen({ host: "127.0.0.1", port: 0 }));
     apps.push(app);
   }
 }, 300_000);
