@@ -483,8 +483,22 @@ describe("errors in OpenAI's shape on /v1/decisions only", () => {
     expect(await errorOf(forms, 400)).toMatchObject({
       param: "questions[0].choices[1].value",
       code: "duplicate_choice",
-      message: expect.stringMatching(/same text in two Unicode forms/),
+      message: expect.stringMatching(/read the same \(they differ only in Unicode form, spacing/),
     });
+    // A trailing space, or a zero-width space inside: the same id to a reader.
+    for (const [first, second] of [
+      ["yes", "yes "],
+      ["no way", "no\u200b  way"],
+    ]) {
+      const spaced = {
+        ...valid,
+        questions: [{ ...valid.questions[0], choices: [{ value: first }, { value: second }] }],
+      };
+      expect(await errorOf(spaced, 400)).toMatchObject({
+        param: "questions[0].choices[1].value",
+        code: "duplicate_choice",
+      });
+    }
     expect(
       await errorOf({ ...valid, questions: [{ type: "boolean", instructions: "x" }] }, 400),
     ).toMatchObject({
@@ -601,9 +615,24 @@ describe("errors in OpenAI's shape on /v1/decisions only", () => {
     expect(await detailsOf({ questions: { c: forms } })).toEqual([
       expect.objectContaining({
         loc: ["body", "questions", "c", "criteria", "cafe\u0301"],
-        msg: expect.stringMatching(/same text in two Unicode forms/),
+        msg: expect.stringMatching(/read the same \(they differ only in Unicode form, spacing/),
       }),
     ]);
+    const spaced = { type: "choice", criteria: { Billing: null, " Billing\u200e": null } };
+    expect(await detailsOf({ questions: { c: spaced } })).toEqual([
+      expect.objectContaining({
+        loc: ["body", "questions", "c", "criteria", " Billing\u200e"],
+        msg: expect.stringContaining('"Billing" and " Billing\\u200e" read the same'),
+      }),
+    ]);
+    // Ids that only look close stay apart: a letter's case, a word's inner space.
+    const close = { type: "choice", criteria: { billing: null, Billing: null, "bill ing": null } };
+    const answered = await post(app, "/v1/systemone", {
+      model: "stub-1",
+      state: "x",
+      questions: { c: close },
+    });
+    expect(answered.statusCode, answered.body).toBe(200);
     const sides = { type: "noul", criteria: { true: null } };
     expect((await detailsOf({ questions: { n: sides } }))[0]!.msg).toMatch(
       /describe 'true' or 'false'/,

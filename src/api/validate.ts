@@ -2,7 +2,7 @@ import { Ajv, type ValidateFunction } from "ajv";
 import { validationError, type ValidationDetail } from "../protocol/errors.js";
 import { requestJsonSchema } from "../protocol/json-schema.js";
 import { SystemOneRequestSchema, type SystemOneRequest } from "../protocol/schemas.js";
-import { sameTextIds } from "../protocol/option-ids.js";
+import { quoteId, SAME_TEXT_REASON, sameTextIds } from "../protocol/option-ids.js";
 import { detailsFromZod } from "../protocol/validation.js";
 import { jsonShapeProblems } from "./json-shape.js";
 import type { ServedModel } from "./options.js";
@@ -109,7 +109,7 @@ function optionIdProblems(body: SystemOneRequest): void {
     throw validationError([
       {
         loc: ["body", "questions", id, "criteria", later!],
-        msg: `Option ids ${JSON.stringify(earlier)} and ${JSON.stringify(later)} are the same text in two Unicode forms; use one of them`,
+        msg: `Option ids ${quoteId(earlier!)} and ${quoteId(later!)} read the same (${SAME_TEXT_REASON}); use one of them`,
         type: "value_error",
       },
     ]);

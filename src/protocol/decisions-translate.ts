@@ -1,4 +1,4 @@
-import { sameTextKey } from "./option-ids.js";
+import { quoteId, SAME_TEXT_REASON, sameTextKey } from "./option-ids.js";
 import type {
   ChoiceValue,
   DecisionInputItem,
@@ -207,6 +207,11 @@ export function optionId(value: ChoiceValue): string {
   return typeof value === "string" ? value : String(value);
 }
 
+/** A choice value quoted for a message: a string as {@link quoteId} shows it, else as JSON. */
+function shownValue(value: ChoiceValue): string {
+  return typeof value === "string" ? quoteId(value) : JSON.stringify(value);
+}
+
 /** A 400 of this wire. */
 function invalid(message: string, param: string, code: string): HttpError {
   return decisionsError(DecisionsErrors.invalidRequest, `${param}: ${message}`, param, code);
@@ -353,7 +358,7 @@ function systemOneQuestion(
           throw invalid(
             other === choice.value
               ? `each choice must be unique; ${JSON.stringify(choice.value)} is also choice ${earlier}`
-              : `${JSON.stringify(choice.value)} and choice ${earlier}'s ${JSON.stringify(other)} ${typeof choice.value === typeof other ? "are the same text in two Unicode forms" : "read the same to the model"}; use one of them`,
+              : `${shownValue(choice.value)} and choice ${earlier}'s ${shownValue(other)} ${typeof choice.value === typeof other ? `read the same (${SAME_TEXT_REASON})` : "read the same to the model"}; use one of them`,
             param,
             "duplicate_choice",
           );

@@ -1,19 +1,48 @@
 /**
- * Option ids that are the same text: two ids that differ only in their Unicode form (`"café"` as
- * one code point `é`, or as `e` and a combining accent) look alike to a caller and come back as
- * two answers shown the same, each with its own probability. Both wires refuse them.
+ * Option ids that read the same: two ids that differ only in their Unicode form (`"café"` as one
+ * code point `é`, or as `e` and a combining accent), in spacing (`"yes"` and `"yes "`, one space
+ * or two between words) or in invisible characters (a zero-width space, a direction mark) look
+ * alike to a caller, and to the model nearly so, and come back as two answers shown the same,
+ * each with its own probability. Both wires refuse them.
  */
 
+/** Code points that draw nothing: zero-width spaces and joiners, direction marks, soft hyphens, … */
+const INVISIBLE = /\p{Default_Ignorable_Code_Point}/gu;
+/** Runs of white space (Unicode's, no-break spaces included). */
+const SPACES = /\s+/gu;
+
 /**
- * The key under which option ids that are the same text meet: the id in Unicode normalization
- * form C.
+ * The key under which option ids that read the same meet: the id in Unicode normalization form C,
+ * invisible code points dropped, runs of white space made one space, and trimmed.
+ * @example
+ * ```ts
+ * sameTextKey(" Yes\u200b  please "); // → "Yes please"
+ * ```
  */
 export function sameTextKey(id: string): string {
-  return id.normalize("NFC");
+  return id.normalize("NFC").replace(INVISIBLE, "").replace(SPACES, " ").trim();
 }
 
 /**
- * The first pair of `ids` that are the same text in Unicode normalization form C, by index.
+ * An id quoted for a message, its invisible code points written as `\uXXXX` escapes so that a
+ * reader sees where two ids differ.
+ * @example
+ * ```ts
+ * quoteId("yes\u200b"); // → the 11 characters "yes\u200b" (quotes included)
+ * ```
+ */
+export function quoteId(id: string): string {
+  return JSON.stringify(id).replace(
+    INVISIBLE,
+    (c) => `\\u${c.codePointAt(0)!.toString(16).padStart(4, "0")}`,
+  );
+}
+
+/** How two ids that meet under {@link sameTextKey} differ, for a message: "… read the same …". */
+export const SAME_TEXT_REASON = "they differ only in Unicode form, spacing or invisible characters";
+
+/**
+ * The first pair of `ids` that read the same ({@link sameTextKey}), by index.
  * @returns `[earlier, later]`, or `undefined` when all are distinct
  * @example
  * ```ts
