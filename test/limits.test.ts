@@ -456,6 +456,57 @@ describe("limits and bad input", () => {
     expect(reply.body.detail.message).toMatch(/application\/json/);
     const form = await post(key, "a=b", { "content-type": "application/x-www-form-urlencoded" });
     expectError(form, 415, "unsupported_media_type");
+    // The TypeSafe Python SDK's image upload: a JSON part named "request", then the image's bytes.
+    const boundary = "ts-boundary";
+    const multipart =
+      `--${boundary}\r\nContent-Disposition: form-data; name="request"\r\n` +
+      `Content-Type: application/json\r\n\r\n${JSON.stringify(REQUEST)}\r\n` +
+      `--${boundary}\r\nContent-Disposition: form-data; name="asset-0"; filename="asset-0"\r\n` +
+      `Content-Type: image/png\r\n\r\n\x89PNG\r\n--${boundary}--\r\n`;
+    const upload = await post(key, multipart, {
+      "content-type": `multipart/form-data; boundary=${boundary}`,
+    });
+    expectError(upload, 415, "unsupported_media_type");
+    expect(upload.body.detail.message).toMatch(
+      /not multipart\/form-data .*base64 data URL in "images"/,
+    );
+  });
+
+  it('"assets" (image placeholders) gets 422 saying how to send the image, not an answer without it', async () => {
+    const png =
+      "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
+    const assets = {
+      ...REQUEST,
+      state: "What is in <image:0123456789abcdef0123456789abcdef>?",
+      assets: {
+        "<image:0123456789abcdef0123456789abcdef>": {
+          type: "image",
+          format: "png",
+          data_base64: png,
+        },
+      },
+    };
+    const text = await post(key, assets);
+    expect(text.status).toBe(422);
+    expect(text.body.detail).toEqual([
+      {
+        loc: ["body", "assets"],
+        msg: expect.stringMatching(
+          /^model stub-1 does not accept images: .*"assets" .*not supported/,
+        ),
+        type: "value_error",
+      },
+    ]);
+    expect(model.entered).toBe(0);
+    // A vision model takes its image in "images" only.
+    await app.close();
+    model = Object.assign(new StubModel(), { acceptsImages: true });
+    await start();
+    const vision = await post(key, assets);
+    expect(vision.status).toBe(422);
+    expect(vision.body.detail[0].msg).toMatch(
+      /^"assets" .*not supported by this server: .*"images"/,
+    );
   });
 
   it("an unknown model gets 422 at body.model; other invalid bodies get 422 at their place", async () => {

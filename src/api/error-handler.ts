@@ -64,7 +64,7 @@ export function installErrorHandler(app: FastifyInstance, options: ErrorHandlerO
       return;
     }
     // Fastify's own refusals (size, media type), in the same shape and with the same id.
-    const refused = fastifyClientError(error, options.bodyLimit);
+    const refused = fastifyClientError(error, options.bodyLimit, request.headers["content-type"]);
     if (refused) {
       void reply.code(refused.statusCode).send(withRequestId(refused.body, request.id));
       return;
@@ -144,11 +144,24 @@ function headersOf(error: CodedError): Record<string, string> {
     : { "retry-after": seconds };
 }
 
+/** A multipart body's content type. */
+const MULTIPART = /^multipart\/form-data\s*(;|$)/i;
+/** What a multipart body's 415 adds: how the image it most likely carries is sent instead. */
+const MULTIPART_HINT =
+  ", not multipart/form-data (how the TypeSafe Python SDK uploads image assets): send one " +
+  'image as a base64 data URL in "images", e.g. "images": ["data:image/png;base64,…"], to a ' +
+  "vision model";
+
 /**
- * Fastify's own 4xx (size, media type, empty body, a malformed request) in the API's shape.
+ * Fastify's own 4xx (size, media type, empty body, a malformed request) in the API's shape; a
+ * multipart body's 415 says how to send its image instead.
  * @returns `undefined` for anything else
  */
-function fastifyClientError(error: FastifyError, bodyLimit: number): HttpError | undefined {
+function fastifyClientError(
+  error: FastifyError,
+  bodyLimit: number,
+  contentType: string | undefined,
+): HttpError | undefined {
   if (error.code === "FST_ERR_CTP_EMPTY_JSON_BODY") return emptyBodyError();
   const status = error.statusCode ?? 500;
   if (status < 400 || status >= 500) return undefined;
@@ -158,7 +171,11 @@ function fastifyClientError(error: FastifyError, bodyLimit: number): HttpError |
         status,
       });
     case "FST_ERR_CTP_INVALID_MEDIA_TYPE":
-      return new ApiError(Errors.unsupportedMediaType, [], { status });
+      return new ApiError(
+        Errors.unsupportedMediaType,
+        [MULTIPART.test(contentType ?? "") ? MULTIPART_HINT : ""],
+        { status },
+      );
     default:
       return new ApiError(Errors.invalidRequest, [error.message], { status });
   }

@@ -116,8 +116,25 @@ function optionIdProblems(body: SystemOneRequest): void {
   }
 }
 
-/** @throws {@link HttpError} 422 when the body sends both media, or media the model does not take. */
+/**
+ * @throws {@link HttpError} 422 when the body sends both media, or media the model does not take,
+ *   or `assets` (System One's newer image placeholders, which the TypeSafe Python SDK sends):
+ *   not read here, so refused rather than answered without the image
+ */
 function mediaProblems(body: SystemOneRequest, model: ServedModel, name: string): void {
+  if ((body as { assets?: unknown }).assets !== undefined)
+    throw validationError([
+      {
+        loc: ["body", "assets"],
+        msg: model.acceptsImages
+          ? '"assets" (image placeholders) is not supported by this server: send one image as a ' +
+            'base64 data URL in "images", e.g. "images": ["data:image/png;base64,…"]'
+          : `model ${name} does not accept images: it is a text-only model, and "assets" ` +
+            "(image placeholders) is not supported either: send one image as a base64 data URL " +
+            'in "images" to a vision model, e.g. `decisiond serve --model smolvlm-256m-instruct`',
+        type: "value_error",
+      },
+    ]);
   if (body.images && body.videos)
     throw validationError([
       {

@@ -147,7 +147,7 @@ export const Errors = {
   unsupportedMediaType: {
     status: 415,
     type: "unsupported_media_type",
-    message: "the body must be JSON sent with Content-Type: application/json",
+    message: "the body must be JSON sent with Content-Type: application/json%s",
   },
   unsupportedCharset: {
     status: 415,
