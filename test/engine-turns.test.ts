@@ -29,16 +29,19 @@ const SHORT: DecisionRequest = {
  * Runs `use` on an engine of the real model (decode calls of at most 512 tokens, so a state of a
  * few thousand tokens takes several), closed after.
  * @param prefixCacheBytes - 0 for none; the default cache otherwise
+ * @param callBudgetMs - the engine's call budget (call-pace.ts); the default otherwise
  */
 async function withEngine<T>(
   use: (engine: LlamaEngine) => Promise<T>,
   prefixCacheBytes?: number,
+  callBudgetMs?: number,
 ): Promise<T> {
   const engine = await openLlamaEngine({
     modelPath: inject("modelPath"),
     contextSize: 4096,
     batchSize: 512,
     ...(prefixCacheBytes === undefined ? {} : { prefixCacheBytes }),
+    ...(callBudgetMs === undefined ? {} : { callBudgetMs }),
   });
   try {
     return await use(engine);
@@ -225,6 +228,70 @@ describe("a one-question request gives the model up between the decode calls of 
       expect(results[0]!.evaluatedTokens).toBe(alone.evaluatedTokens);
       expect(results[0]!.cachedPrefixTokens).toBe(0);
     });
+  });
+});
+
+describe("decode calls paced to a time budget (call-pace.ts)", () => {
+  /** The sizes of the decode calls `engine` makes into sequence 0 while `run` runs. */
+  async function callSizes(engine: LlamaEngine, run: () => Promise<unknown>): Promise<number[]> {
+    const sequence = (engine as any).prefixSequence as {
+      evaluateWithoutGeneratingNewTokens: (tokens: unknown[], ...rest: unknown[]) => Promise<void>;
+    };
+    const evaluate = sequence.evaluateWithoutGeneratingNewTokens.bind(sequence);
+    const sizes: number[] = [];
+    sequence.evaluateWithoutGeneratingNewTokens = (tokens, ...rest) => {
+      sizes.push(tokens.length);
+      return evaluate(tokens, ...rest);
+    };
+    await run();
+    return sizes;
+  }
+
+  it("cuts a long prefix and a one-question lead smaller after the first call, with the same answers", async () => {
+    const options: [string, string][] = Array.from({ length: 48 }, (_, i) => [
+      `queue_${i + 1}`,
+      `Tickets about product area number ${i + 1}: its invoices, outages, upgrades and refunds`,
+    ]);
+    const routed: DecisionRequest = {
+      state: SHORT.state,
+      questions: [["queue", { type: "choice", instructions: "Which queue owns it?", options }]],
+    };
+    const planned = await withEngine(async (engine) => {
+      const decider = new Decider(engine, { contentFree: false });
+      return [scoreRequestOf(await decider.plan(LONG)), scoreRequestOf(await decider.plan(routed))];
+    }, 0);
+    // No call is ever over budget: each takes the batch size, as the plan cuts them.
+    const whole = await withEngine(
+      async (engine) => {
+        const results: ScoreResult[] = [];
+        const sizes = await callSizes(engine, async () => {
+          for (const request of planned) results.push(await engine.score(request));
+        });
+        return { results, sizes };
+      },
+      0,
+      Infinity,
+    );
+    // Every call is over a 1 ms budget: after the first of a stretch, calls of 256 tokens.
+    const paced = await withEngine(
+      async (engine) => {
+        const results: ScoreResult[] = [];
+        const sizes = await callSizes(engine, async () => {
+          for (const request of planned) results.push(await engine.score(request));
+        });
+        return { results, sizes };
+      },
+      0,
+      1,
+    );
+    expect(Math.max(...whole.sizes)).toBeGreaterThan(256);
+    expect(paced.sizes.filter((size) => size > 256).length).toBeLessThanOrEqual(2);
+    expect(paced.sizes.length).toBeGreaterThan(whole.sizes.length);
+    expect(paced.sizes.reduce((a, b) => a + b, 0)).toBe(whole.sizes.reduce((a, b) => a + b, 0));
+    for (const [k, result] of paced.results.entries()) {
+      expect(result.branches).toEqual(whole.results[k]!.branches);
+      expect(result.evaluatedTokens).toBe(whole.results[k]!.evaluatedTokens);
+    }
   });
 });
 

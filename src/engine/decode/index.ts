@@ -16,7 +16,7 @@
  * @packageDocumentation
  */
 export { sharedStart } from "./branch-schedule.js";
-export { prefixTiledEnd } from "./kernel-split.js";
+export { FA_TILE_ROWS, prefixTiledEnd } from "./kernel-split.js";
 export {
   branchAfterLead,
   leadCallsFrom,

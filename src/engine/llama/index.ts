@@ -7,6 +7,7 @@ import {
 } from "node-llama-cpp";
 import { basename } from "node:path";
 import { planDecode, type DecodePlan } from "../decode/index.js";
+import { CALL_BUDGET_MS, type CallLimits } from "./call-pace.js";
 import { chatTemplateOf } from "./chat.js";
 import { evaluateCalls, runLanes, type DecodeTally } from "./lanes.js";
 import { DEFAULT_PREFIX_CACHE_BYTES, usableLlama, type LlamaEngineOptions } from "./setup.js";
@@ -58,25 +59,24 @@ type CopyableSequence = LlamaContextSequence & {
 };
 
 /**
- * In-process llama.cpp through node-llama-cpp, executing each request's decode plan
- * (`planDecode`, engine/decode/). The prefix is evaluated once into sequence 0, followed by the
- * tokens all branches start with. Branches are evaluated on top of it side by side, in the
- * plan's lanes (lanes.ts): sequence 0 runs one lane itself, and up to
- * `parallelBranches − 1` more sequences start as a copy of its KV cells (`llama_memory_seq_cp`,
- * the call node-llama-cpp's own LlamaDecisionContext uses), made once per request.
- * node-llama-cpp batches the branches of all sequences into as few `llama_decode` calls as the
- * batch size allows. A lane's next branch keeps the tokens it shares with the previous one and
- * erases the rest; the tokens of chained-label children are erased after each child; at the end
- * every sequence holds exactly the prefix again.
+ * In-process llama.cpp through node-llama-cpp, executing each request's decode plan (`planDecode`,
+ * engine/decode/). The prefix is evaluated once into sequence 0, followed by the tokens all
+ * branches start with. Branches are evaluated on top of it side by side, in the plan's lanes
+ * (lanes.ts): sequence 0 runs one lane itself, and up to `parallelBranches − 1` more sequences
+ * start as a copy of its KV cells (`llama_memory_seq_cp`, the call node-llama-cpp's own
+ * LlamaDecisionContext uses), made once per request. node-llama-cpp batches the branches of all
+ * sequences into as few `llama_decode` calls as the batch size allows. A lane's next branch keeps
+ * the tokens it shares with the previous one and erases the rest; the tokens of chained-label
+ * children are erased after each child; at the end every sequence holds exactly the prefix again.
  *
  * Sequence 0 keeps the last prefix, so a request whose prefix starts like the previous one only
  * evaluates the tokens that differ; older prefixes come back from the {@link PrefixSnapshotCache}.
  *
- * One request runs at a time, the one with the least work left first, and a long one does not
- * hold the model: between the decode calls of its prefix and its lead, and between its branches
- * on one lane, when a request with less work waits, it parks what it evaluated in the prefix
- * cache, queues again ({@link TurnQueue}) and resumes from there, with the same logits
- * (docs/decisions/103). Without a prefix cache, or room in it, it runs to its end.
+ * One request runs at a time, the one with the least work left first, and a long one does not hold
+ * the model: between the decode calls of its prefix and its lead, and between its branches on one
+ * lane, when a request with less work waits, it parks what it evaluated in the prefix cache, queues
+ * again ({@link TurnQueue}) and resumes from there, with the same logits (docs/decisions/103).
+ * Without a prefix cache, or room in it, it runs to its end. Calls are paced (call-pace.ts).
  *
  * Every prefix, lead and branch is cut into decode calls by its own length (kernel-split.ts), and
  * tokens in the KV cache are taken over only as far as they were cut alike, so on the CPU with one
@@ -106,13 +106,13 @@ export class LlamaEngine implements Engine {
     private readonly llamaModel: LlamaModel,
     private readonly context: LlamaContext,
     private readonly prefixSequence: LlamaContextSequence,
-    /** Largest number of tokens one decode call takes. */
-    private readonly batchSize: number,
+    /** What bounds one decode call: the batch size and the call budget (call-pace.ts). */
+    private readonly calls: CallLimits,
     private readonly branchSequences: readonly LlamaContextSequence[],
     /** Snapshots of earlier prefixes; `undefined` when turned off. */
     readonly prefixCache: PrefixSnapshotCache | undefined,
   ) {
-    this.prefix = new PrefixSequence(prefixSequence, batchSize, prefixCache);
+    this.prefix = new PrefixSequence(prefixSequence, calls, prefixCache);
   }
 
   /** Loads the model and creates its context. @throws when the file is missing or not a GGUF. */
@@ -155,7 +155,7 @@ export class LlamaEngine implements Engine {
       llamaModel,
       context,
       prefixSequence,
-      batchSize,
+      { batchSize, budgetMs: options.callBudgetMs ?? CALL_BUDGET_MS },
       branchSequences,
       prefixCache,
     );
@@ -269,7 +269,7 @@ export class LlamaEngine implements Engine {
     if (this.closed) throw new Error("the engine is closed");
     signal?.throwIfAborted();
     const prefix = request.prefix as LlamaToken[];
-    const limits = { lanes: this.parallelBranches, batchSize: this.batchSize };
+    const limits = { lanes: this.parallelBranches, batchSize: this.calls.batchSize };
     const tally: DecodeTally = { evaluatedTokens: 0, counters: this.counters };
     const tookBack =
       progress.parkedWithLead &&
@@ -301,7 +301,7 @@ export class LlamaEngine implements Engine {
     // the lead, and between two branches.
     const giveWay = plan.lanes.length === 1 && this.prefixCache ? this.giveWay : undefined;
     const park = () => this.prefix.park();
-    const turn = { park, giveWay, batchSize: this.batchSize, tally, signal };
+    const turn = { park, giveWay, ...this.calls, tally, signal };
     try {
       // Tokens every branch starts with are evaluated once, into sequence 0 on top of the prefix:
       // all of them, or what an earlier turn that gave way inside them left.

@@ -5,6 +5,7 @@ import {
   type DecodePlan,
   type HeldPrefix,
 } from "../decode/index.js";
+import { CallPace, type CallLimits } from "./call-pace.js";
 import { commonPrefixLength, type PrefixSnapshotCache } from "./prefix-cache.js";
 import type { Token } from "../types.js";
 
@@ -21,15 +22,6 @@ import type { Token } from "../types.js";
  * is not worth a copy of all of them.
  */
 const MIN_SNAPSHOT_GAIN = 32;
-
-// Why 256, with the measurements: docs/decisions/103
-/**
- * Most tokens of one decode call of a prefix once its request has given the model up (others are
- * waiting for it): a request that comes waits for the call in flight, about a quarter as long as
- * with calls of the batch size (1,024), for about 6% more time on the long request's prefix. Any
- * cut is the same to the bit: every call of at least 64 tokens is tiled (kernel-split.ts).
- */
-export const CONTENDED_CALL_TOKENS = 256;
 
 /** What {@link PrefixSequence.evaluate} did. */
 export interface PrefixTurn {
@@ -62,12 +54,12 @@ export class PrefixSequence {
 
   /**
    * @param sequence - the KV-cache sequence prefixes are evaluated into
-   * @param batchSize - most tokens one decode call takes
+   * @param limits - what bounds one decode call (call-pace.ts)
    * @param cache - snapshots of earlier prefixes; `undefined` when turned off
    */
   constructor(
     readonly sequence: LlamaContextSequence,
-    private readonly batchSize: number,
+    private readonly limits: CallLimits,
     private readonly cache: PrefixSnapshotCache | undefined,
   ) {}
 
@@ -116,15 +108,16 @@ export class PrefixSequence {
   }
 
   /**
-   * Evaluates `prefix` into the sequence from the plan's resume point, one decode call at a time.
-   * Between calls, when `giveWay(tokens of the prefix left)` says a request with less work waits,
-   * it parks the part evaluated so far in the prefix cache ({@link park}) and stops; the request's
-   * next turn takes that part over ({@link restore} with its key). Where it cannot park, it goes
-   * on to the end.
+   * Evaluates `prefix` into the sequence from the plan's resume point, one decode call at a time,
+   * each of at most what its {@link CallPace} allows (the batch size, then what fits in the call
+   * budget at the last call's rate). Between calls, when `giveWay(tokens of the prefix left)` says
+   * a request with less work waits, it parks the part evaluated so far in the prefix cache
+   * ({@link park}) and stops; the request's next turn takes that part over ({@link restore} with
+   * its key). Where it cannot park, it goes on to the end.
    * Every call of a prefix of at least 64 tokens is tiled (kernel-split.ts), so the part is the
-   * same to the bit as a whole prefix of its length.
+   * same to the bit as a whole prefix of its length, however the calls were cut.
    * @param contended - whether the request gave the model up before: then the calls take at most
-   *   {@link CONTENDED_CALL_TOKENS} tokens
+   *   `CONTENDED_CALL_TOKENS` tokens (call-pace.ts)
    * @param signal - checked between decode calls; an aborted prefix leaves the calls made so far
    *   in the sequence, which the next request may take over
    * @throws the signal's reason when aborted
@@ -140,34 +133,25 @@ export class PrefixSequence {
     await this.sequence.adaptStateToTokens(prefix.slice(0, resume) as LlamaToken[], false);
     const cached = this.sequence.nextTokenIndex;
     let at = cached;
-    if (at < prefix.length) {
-      // A sequence that kept other than the planned tokens resumes from what it kept.
-      const calls =
-        cached === resume && !contended
-          ? plan.prefix.calls
-          : prefixCallsFrom(
-              cached,
-              prefix.length,
-              contended ? Math.min(CONTENDED_CALL_TOKENS, this.batchSize) : this.batchSize,
-            );
-      const tiled = prefixTiledEnd(prefix.length) === prefix.length;
-      // A part that could not be parked (no room) is not written again at every call.
-      let mayPark = tiled;
-      for (const [index, size] of calls.entries()) {
-        if (index > 0 && mayPark && giveWay(prefix.length - at)) {
-          const parked = await this.park();
-          this.heldPart = parked;
-          if (parked) return { cached, evaluated: at - cached, parked };
-          mayPark = false;
-        }
-        signal?.throwIfAborted();
-        this.mapLength = undefined;
-        await this.sequence.evaluateWithoutGeneratingNewTokens(
-          prefix.slice(at, at + size) as LlamaToken[],
-        );
-        at += size;
-        if (tiled) this.mapLength = at;
+    const tiled = prefixTiledEnd(prefix.length) === prefix.length;
+    // A part that could not be parked (no room) is not written again at every call.
+    let mayPark = tiled;
+    const pace = new CallPace(this.limits, contended);
+    // A sequence that kept other than the planned tokens resumes from what it kept.
+    for (let index = 0; at < prefix.length; index++) {
+      if (index > 0 && mayPark && giveWay(prefix.length - at)) {
+        const parked = await this.park();
+        this.heldPart = parked;
+        if (parked) return { cached, evaluated: at - cached, parked };
+        mayPark = false;
       }
+      signal?.throwIfAborted();
+      this.mapLength = undefined;
+      const size = prefixCallsFrom(at, prefix.length, pace.tokens)[0]!;
+      const tokens = prefix.slice(at, at + size) as LlamaToken[];
+      await pace.time(size, () => this.sequence.evaluateWithoutGeneratingNewTokens(tokens));
+      at += size;
+      if (tiled) this.mapLength = at;
     }
     this.mapLength = prefix.length;
     return { cached, evaluated: at - cached, parked: undefined };

@@ -73,6 +73,11 @@ export interface LlamaEngineOptions {
   readonly threads?: number;
   /** Largest number of tokens one decode call takes, at least 128. Default 1024. */
   readonly batchSize?: number;
+  /**
+   * Time, in ms, one decode call of a prefix or a lead aims at after the first (call-pace.ts): a
+   * request that comes waits for the call in flight. Default 2,000.
+   */
+  readonly callBudgetMs?: number;
   /** `"auto"` offloads to a GPU when one is usable; `false` forces the CPU. Default `"auto"`. */
   readonly gpu?: "auto" | false;
   /**

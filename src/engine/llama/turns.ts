@@ -7,7 +7,8 @@ import {
 import type { LlamaContextSequence } from "node-llama-cpp";
 import { countBranchTokens, evaluateCalls, type DecodeTally } from "./lanes.js";
 import { commonPrefixLength, type PrefixSnapshotCache } from "./prefix-cache.js";
-import { CONTENDED_CALL_TOKENS, type PrefixSequence, type PrefixTurn } from "./prefix-sequence.js";
+import { CallPace, type CallLimits } from "./call-pace.js";
+import type { PrefixSequence, PrefixTurn } from "./prefix-sequence.js";
 import {
   branchTotalTokens,
   type BranchScore,
@@ -115,8 +116,8 @@ export function commonLead(request: ScoreRequest): number {
   );
 }
 
-/** How a turn parks what sequence 0 holds, and whether it gives way. */
-export interface TurnOptions {
+/** How a turn parks what sequence 0 holds, whether it gives way, and what bounds its calls. */
+export interface TurnOptions extends CallLimits {
   /** Parks what sequence 0 holds; its key, or `undefined` when it could not be kept. */
   readonly park: () => Promise<string | undefined>;
   /**
@@ -124,7 +125,6 @@ export interface TurnOptions {
    * the turn never gives way.
    */
   readonly giveWay: ((work: number) => boolean) | undefined;
-  readonly batchSize: number;
 }
 
 /** How {@link runBranchTurn} runs branches and parks what sequence 0 holds. */
@@ -199,10 +199,10 @@ export interface LeadTurnOptions extends TurnOptions {
  * is whole, or until the turn gives the model up between two decode calls to a request with less
  * work waiting. A one-question request is almost all lead (its question and options, thousands
  * of tokens with many described options), so without this it would hold the model for all of
- * it. It gives way only when it can park the prefix and the lead so far. A request that never gave
- * way cuts the lead as the plan does; one that did cuts the rest in calls of at most
- * `CONTENDED_CALL_TOKENS` (prefix-sequence.ts), as a contended prefix does: any cut of the lead's
- * tiled part gives the same logits (kernel-split.ts).
+ * it. It gives way only when it can park the prefix and the lead so far. Its calls are paced as
+ * a prefix's are (call-pace.ts): the batch size, then what fits in the call budget; for a request
+ * that gave way before, at most `CONTENDED_CALL_TOKENS`. Any cut of the lead's tiled part gives
+ * the same logits (kernel-split.ts).
  * @param progress - updated: `leadDone`, and on giving way `parked`, `parkedWithLead`,
  *   `workLeft` and `evaluatedTokens`
  * @returns `true` once the lead is whole, {@link YIELDED} when the turn gave way
@@ -215,17 +215,14 @@ export async function runLeadTurn(
   from: number,
   options: LeadTurnOptions,
 ): Promise<true | typeof YIELDED> {
-  const { sequence, tally, signal, batchSize } = options;
+  const { sequence, tally, signal } = options;
   const lead = request.branches[0]?.tokens ?? [];
   // Once the request has given the model up (`workLeft` set), in calls a waiting request can see
   // the end of sooner.
-  const calls =
-    progress.workLeft === undefined
-      ? plan.lead.calls
-      : leadCallsFrom(request, plan, from, Math.min(CONTENDED_CALL_TOKENS, batchSize));
+  const pace = new CallPace(options, progress.workLeft !== undefined);
   let giveWay = options.giveWay;
   let at = from;
-  for (const [k, size] of calls.entries()) {
+  for (let k = 0; at < plan.lead.length; k++) {
     if (k > 0 && giveWay) {
       const work =
         workLeft(request, plan.lead.length, request.prefix.length, undefined, false) - at;
@@ -241,7 +238,9 @@ export async function runLeadTurn(
         giveWay = undefined;
       }
     }
-    await evaluateCalls(sequence, lead, at, [size], signal);
+    const size = leadCallsFrom(request, plan, at, pace.tokens)[0]!;
+    const start = at;
+    await pace.time(size, () => evaluateCalls(sequence, lead, start, [size], signal));
     countBranchTokens(tally, size);
     at += size;
   }
