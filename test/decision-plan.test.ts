@@ -243,10 +243,13 @@ describe("the plan (no model: a fake tokenizer)", () => {
     const error = await planRequest(request([["topic", TOPIC]]), planner).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(StateTooLongError);
     expect((error as StateTooLongError).longestQuestionId).toBe("topic");
+    expect((error as StateTooLongError).blamesQuestion).toBe(true);
+    expect((error as StateTooLongError).message).toMatch(/^question "topic" is too long/);
     const long = request([["topic", TOPIC]], "word ".repeat(fits.neededTokens));
     const refused = await planRequest(long, planner).catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(StateTooLongError);
     expect((refused as StateTooLongError).longestQuestionId).toBeUndefined();
+    expect((refused as StateTooLongError).message).toMatch(/^the state is /);
   });
 
   it("refuses a request whose questions together exceed maxRequestTokens, naming the heaviest", async () => {

@@ -305,6 +305,8 @@ describe("refusals", () => {
     expect(one.json().detail[0]).toMatchObject({
       loc: ["body", "questions", "long"],
       type: "state_too_long",
+      // It names the question, not the short state, as what does not fit.
+      msg: expect.stringMatching(/^question "long" is too long for the model's context: .*shorten/),
     });
 
     // An input too long for the context is a 400, not a refusal of every question.

@@ -101,11 +101,9 @@ export function toHttpError(error: Error): HttpError | undefined {
   if (error instanceof StateTooLongError)
     return validationError([
       {
-        // Blame the state when it alone fills the context, else the longest question.
-        loc:
-          error.longestQuestionId !== undefined && error.stateTokens * 2 < error.contextSize
-            ? ["body", "questions", error.longestQuestionId]
-            : ["body", "state"],
+        loc: error.blamesQuestion
+          ? ["body", "questions", error.longestQuestionId!]
+          : ["body", "state"],
         msg: error.message,
         type: "state_too_long",
       },

@@ -20,11 +20,21 @@ export class StateTooLongError extends ContextOverflowError {
   ) {
     super(neededTokens, contextSize);
     this.name = "StateTooLongError";
-    this.message =
-      `the state is ${stateTokens} tokens; with the prompt` +
-      (mediaTokens > 0 ? `, ${mediaTokens} image positions` : "") +
-      ` and the longest question the request ` +
-      `needs ${neededTokens} tokens, but the model's context holds ${contextSize}`;
+    const media = mediaTokens > 0 ? `, ${mediaTokens} image positions` : "";
+    this.message = this.blamesQuestion
+      ? `question ${JSON.stringify(longestQuestionId)} is too long for the model's context: with ` +
+        `the prompt${media} and the state (${stateTokens} tokens) it needs ${neededTokens} ` +
+        `tokens, but the context holds ${contextSize}; shorten its instructions or options`
+      : `the state is ${stateTokens} tokens; with the prompt${media} and the longest question ` +
+        `the request needs ${neededTokens} tokens, but the model's context holds ${contextSize}`;
+  }
+
+  /**
+   * Whether the longest question, not the state, is what does not fit: the state takes less than
+   * half the context. The 422 is placed at that question, and the message names it.
+   */
+  get blamesQuestion(): boolean {
+    return this.longestQuestionId !== undefined && this.stateTokens * 2 < this.contextSize;
   }
 }
 
