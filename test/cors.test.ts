@@ -14,7 +14,8 @@ import { StubModel } from "./support/stub-model.js";
 /**
  * Cross-origin calls from a browser (`serve --cors-origin`, src/api/cors.ts) on the real HTTP
  * stack with a stand-in model and a real SQLite accounts store: what a browser's preflight and
- * its request get back, with and without origins configured.
+ * its request get back, with and without origins configured; and how `serve` reads its origins
+ * (and its log level and admin token file, two more variables an empty value slipped through).
  */
 
 const PAGE = "https://app.example.com";
@@ -147,7 +148,7 @@ describe("--cors-origin's values", () => {
       expect(corsOrigin(entry)).toBe(entry);
   });
 
-  it("refuses a path, a trailing slash, upper case, a bare host or no scheme, saying what an origin is", () => {
+  it("refuses a path, a trailing slash, upper case, a bare host, no scheme or a wildcard host, saying why", () => {
     for (const entry of [
       "https://app.example.com/",
       "https://app.example.com/api",
@@ -159,22 +160,13 @@ describe("--cors-origin's values", () => {
       expect(() => corsOrigin(entry), entry).toThrow(
         /is not an origin: .*scheme:\/\/host\[:port\]/,
       );
+    // A wildcard inside a host would be compared as text and match no page.
+    expect(() => corsOrigin("https://*.example.com")).toThrow(/a wildcard stands only alone/);
   });
 
   /** `serve`'s CORS origins from its flags and `DECISIOND_CORS_ORIGIN`. */
   function serveOrigins(argv: string[], variable?: string) {
-    const command = new Command().exitOverride().configureOutput({ writeErr: () => {} });
-    for (const option of serveOptions()) command.addOption(option);
-    const before = process.env.DECISIOND_CORS_ORIGIN;
-    if (variable === undefined) delete process.env.DECISIOND_CORS_ORIGIN;
-    else process.env.DECISIOND_CORS_ORIGIN = variable;
-    try {
-      command.parse(argv, { from: "user" });
-    } finally {
-      if (before === undefined) delete process.env.DECISIOND_CORS_ORIGIN;
-      else process.env.DECISIOND_CORS_ORIGIN = before;
-    }
-    return toServeConfig(command.opts<ServeFlags>(), {}).service.corsOrigins;
+    return serveConfig(argv, "DECISIOND_CORS_ORIGIN", variable).service.corsOrigins;
   }
 
   it("reads comma-separated or repeated flags, or the variable, and none by default", () => {
@@ -186,5 +178,44 @@ describe("--cors-origin's values", () => {
     expect(serveOrigins(["--cors-origin", PAGE, "--cors-origin", "*"])).toEqual([PAGE, "*"]);
     expect(serveOrigins([], PAGE)).toEqual([PAGE]);
     expect(() => serveOrigins(["--cors-origin", `${PAGE}/`])).toThrow(/is not an origin/);
+    // An empty variable is refused, as every other DECISIOND_* variable is.
+    expect(() => serveOrigins([], "")).toThrow(/name at least one origin/);
+    expect(() => serveOrigins([], " , ")).toThrow(/name at least one origin/);
   });
 });
+
+describe("an empty DECISIOND_ADMIN_TOKEN_FILE", () => {
+  it("is refused naming the variable, not as a file that cannot be read", () => {
+    expect(() => serveConfig([], "DECISIOND_ADMIN_TOKEN_FILE", "")).toThrow(
+      /^--admin-token-file \(DECISIOND_ADMIN_TOKEN_FILE\) is empty/,
+    );
+  });
+});
+
+describe("an empty or unknown DECISIOND_LOG_LEVEL", () => {
+  it("is refused naming the levels, as other variables are", () => {
+    expect(serveConfig([], "DECISIOND_LOG_LEVEL", "debug").service.logger).toEqual({
+      level: "debug",
+    });
+    for (const value of ["", "verbose"])
+      expect(() => serveConfig([], "DECISIOND_LOG_LEVEL", value), value).toThrow(
+        /expected one of fatal, error, warn, info, debug, trace, silent/,
+      );
+  });
+});
+
+/** `serve`'s configuration from its flags, with `variable` set to `value` (unset: `undefined`). */
+function serveConfig(argv: string[], variable: string, value?: string) {
+  const command = new Command().exitOverride().configureOutput({ writeErr: () => {} });
+  for (const option of serveOptions()) command.addOption(option);
+  const before = process.env[variable];
+  if (value === undefined) delete process.env[variable];
+  else process.env[variable] = value;
+  try {
+    command.parse(argv, { from: "user" });
+  } finally {
+    if (before === undefined) delete process.env[variable];
+    else process.env[variable] = before;
+  }
+  return toServeConfig(command.opts<ServeFlags>(), {});
+}

@@ -48,7 +48,7 @@ export async function installCors(app: FastifyInstance, origins: readonly string
 
 /**
  * Checks one `--cors-origin` entry: `*`, or an origin as a browser sends it in `Origin`
- * (`scheme://host[:port]`, no path, no trailing slash).
+ * (`scheme://host[:port]`, no path, no trailing slash, no wildcard within it).
  * @returns the entry
  * @throws Error saying what an origin looks like, for anything else
  * @example corsOrigin("https://app.example.com:8443") // → "https://app.example.com:8443"
@@ -61,6 +61,10 @@ export function corsOrigin(entry: string): string {
   } catch {
     parsed = undefined;
   }
+  if (entry.includes("*"))
+    throw new Error(
+      `"${entry}": a wildcard stands only alone (* for any origin); name each origin, e.g. https://app.example.com`,
+    );
   if (parsed === undefined || parsed.origin === "null" || parsed.origin !== entry)
     throw new Error(
       `"${entry}" is not an origin: write it as a browser sends it, scheme://host[:port] with no path or trailing slash (e.g. https://app.example.com), or * for any`,

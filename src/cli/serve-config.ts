@@ -114,6 +114,8 @@ function corsOrigins(value: string, previous: string[]): string[] {
     .split(",")
     .map((entry) => entry.trim())
     .filter((entry) => entry !== "");
+  if (entries.length === 0)
+    throw new InvalidArgumentError("name at least one origin, or * for any (or leave it unset)");
   try {
     return [...previous, ...entries.map(corsOrigin)];
   } catch (error) {
@@ -207,7 +209,12 @@ export function serveOptions(): Option[] {
       oneOf<DebiasMode>("off", "reverse", "cyclic"),
     ).default("off"),
     ...readoutServeOptions(),
-    envOption("--log-level <level>", "pino log level", "DECISIOND_LOG_LEVEL").default("info"),
+    envOption(
+      "--log-level <level>",
+      "pino log level: fatal, error, warn, info, debug, trace or silent",
+      "DECISIOND_LOG_LEVEL",
+      oneOf("fatal", "error", "warn", "info", "debug", "trace", "silent"),
+    ).default("info"),
     envOption(
       "--auth <on|off>",
       "require API keys; off is for local development and only on a loopback host",
@@ -361,13 +368,17 @@ export function checkAuthHost(flags: Pick<ServeFlags, "auth" | "host">): void {
 /**
  * The console's admin token: the content of `--admin-token-file` (one trailing newline dropped),
  * else `DECISIOND_ADMIN_TOKEN`; `undefined` when neither is given (admin sign-in off).
- * @throws Error for an unreadable file or a weak token (see {@link checkAdminToken}).
+ * @throws Error for an empty file name, an unreadable file or a weak token (see {@link checkAdminToken}).
  */
 export function readAdminToken(
   flags: Pick<ServeFlags, "adminTokenFile">,
   env: NodeJS.ProcessEnv = process.env,
 ): string | undefined {
   let token: string | undefined;
+  if (flags.adminTokenFile === "")
+    throw new Error(
+      "--admin-token-file (DECISIOND_ADMIN_TOKEN_FILE) is empty: name the file, or leave it unset",
+    );
   if (flags.adminTokenFile !== undefined) {
     try {
       token = readFileSync(flags.adminTokenFile, "utf8").replace(/\r?\n$/, "");

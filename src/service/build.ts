@@ -210,8 +210,14 @@ export async function composeService(
   print: Print,
 ): Promise<{ service: PassThroughService; report: string[] }> {
   const common = { ...config.service, accounts: config, print };
-  const storeLine = (service: PassThroughService) =>
-    service.store ? [`decisiond: accounts store ${service.store.kind}`] : [];
+  const origins = config.service.corsOrigins ?? [];
+  // The accounts store, and which pages may call the API from a browser (--cors-origin).
+  const settingLines = (service: PassThroughService) => [
+    ...(service.store ? [`decisiond: accounts store ${service.store.kind}`] : []),
+    ...(origins.length > 0
+      ? [`decisiond: CORS: pages of ${origins.join(", ")} may call the API from a browser`]
+      : []),
+  ];
   if (config.engines.length === 0) {
     const files = await modelFiles(config);
     const service = await startService({ ...common, ...servedEntry(files.entry), ...files });
@@ -228,7 +234,7 @@ export async function composeService(
         ...(config.console === "on"
           ? [`decisiond: console at ${service.url}/console/ (sign in with an API key${admin})`]
           : []),
-        ...storeLine(service),
+        ...settingLines(service),
       ],
     };
   }
@@ -254,7 +260,7 @@ export async function composeService(
       service,
       report: [
         `decisiond: serving ${urls} (native /v1/systemone, passed through) at ${service.url}${SYSTEMONE_PATH}`,
-        ...storeLine(service),
+        ...settingLines(service),
       ],
     };
   }
@@ -270,7 +276,7 @@ export async function composeService(
     service,
     report: [
       `decisiond: serving ${model.id} from ${urls} at ${service.url}${SYSTEMONE_PATH} (context ${model.contextSize} tokens)`,
-      ...storeLine(service),
+      ...settingLines(service),
     ],
   };
 }
