@@ -215,7 +215,9 @@ async function pullInternal(
       if (signal?.aborted) throw signal.reason;
       const reason = describeError(err);
       failures.push({ source: label, reason });
-      log(`${entry.name}: source ${label} failed: ${reason}`);
+      // Say that a failure is not the end while another source is left (offline, the hub is).
+      const next = i + 1 < entry.sources.length ? "; trying the next source" : "";
+      log(`${entry.name}: source ${label} failed: ${reason}${next}`);
     }
   }
   throw new PullError(entry, failures);
