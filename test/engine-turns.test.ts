@@ -24,6 +24,23 @@ const SHORT: DecisionRequest = {
   state: "Shares of the chip maker fell after its quarterly results.",
   questions: TOPIC_QUESTIONS,
 };
+/** One question with many described options, on a short state. */
+const ROUTED: DecisionRequest = {
+  state: SHORT.state,
+  questions: [
+    [
+      "queue",
+      {
+        type: "choice",
+        instructions: "Which queue owns it?",
+        options: Array.from({ length: 48 }, (_, i) => [
+          `queue_${i + 1}`,
+          `Tickets about product area number ${i + 1}: its invoices, outages, upgrades and refunds`,
+        ]),
+      },
+    ],
+  ],
+};
 
 /**
  * Runs `use` on an engine of the real model (decode calls of at most 512 tokens, so a state of a
@@ -204,17 +221,9 @@ describe("a request of many questions gives the model up between its branches", 
 
 describe("a one-question request gives the model up between the decode calls of its lead", () => {
   it("answers a short request sent behind it first, and itself as alone, to the bit", async () => {
-    // One question with many described options: almost all of it is the lead (its question and
-    // option lines), here decode calls of 512 tokens at most, on a short state.
-    const options: [string, string][] = Array.from({ length: 48 }, (_, i) => [
-      `queue_${i + 1}`,
-      `Tickets about product area number ${i + 1}: its invoices, outages, upgrades and refunds`,
-    ]);
-    const routed: DecisionRequest = {
-      state: SHORT.state,
-      questions: [["queue", { type: "choice", instructions: "Which queue owns it?", options }]],
-    };
-    const { request, short, alone } = await besideShort(routed);
+    // ROUTED's question is almost all lead (its question and option lines), here decode calls
+    // of 512 tokens at most.
+    const { request, short, alone } = await besideShort(ROUTED);
     const { lead } = planDecode(request, { shared: 0, length: 0 }, { lanes: 1, batchSize: 512 });
     expect(request.branches.length).toBe(1);
     expect(lead.calls.length).toBeGreaterThanOrEqual(2);
@@ -248,42 +257,27 @@ describe("decode calls paced to a time budget (call-pace.ts)", () => {
   }
 
   it("cuts a long prefix and a one-question lead smaller after the first call, with the same answers", async () => {
-    const options: [string, string][] = Array.from({ length: 48 }, (_, i) => [
-      `queue_${i + 1}`,
-      `Tickets about product area number ${i + 1}: its invoices, outages, upgrades and refunds`,
-    ]);
-    const routed: DecisionRequest = {
-      state: SHORT.state,
-      questions: [["queue", { type: "choice", instructions: "Which queue owns it?", options }]],
-    };
     const planned = await withEngine(async (engine) => {
       const decider = new Decider(engine, { contentFree: false });
-      return [scoreRequestOf(await decider.plan(LONG)), scoreRequestOf(await decider.plan(routed))];
+      return [scoreRequestOf(await decider.plan(LONG)), scoreRequestOf(await decider.plan(ROUTED))];
     }, 0);
+    /** `planned` scored one after the other under `callBudgetMs`, and the calls made. */
+    const scoreAll = (callBudgetMs: number) =>
+      withEngine(
+        async (engine) => {
+          const results: ScoreResult[] = [];
+          const sizes = await callSizes(engine, async () => {
+            for (const request of planned) results.push(await engine.score(request));
+          });
+          return { results, sizes };
+        },
+        0,
+        callBudgetMs,
+      );
     // No call is ever over budget: each takes the batch size, as the plan cuts them.
-    const whole = await withEngine(
-      async (engine) => {
-        const results: ScoreResult[] = [];
-        const sizes = await callSizes(engine, async () => {
-          for (const request of planned) results.push(await engine.score(request));
-        });
-        return { results, sizes };
-      },
-      0,
-      Infinity,
-    );
+    const whole = await scoreAll(Infinity);
     // Every call is over a 1 ms budget: after the first of a stretch, calls of 256 tokens.
-    const paced = await withEngine(
-      async (engine) => {
-        const results: ScoreResult[] = [];
-        const sizes = await callSizes(engine, async () => {
-          for (const request of planned) results.push(await engine.score(request));
-        });
-        return { results, sizes };
-      },
-      0,
-      1,
-    );
+    const paced = await scoreAll(1);
     expect(Math.max(...whole.sizes)).toBeGreaterThan(256);
     expect(paced.sizes.filter((size) => size > 256).length).toBeLessThanOrEqual(2);
     expect(paced.sizes.length).toBeGreaterThan(whole.sizes.length);

@@ -137,7 +137,7 @@ export class PrefixSequence {
     // A part that could not be parked (no room) is not written again at every call.
     let mayPark = tiled;
     const pace = new CallPace(this.limits, contended);
-    // A sequence that kept other than the planned tokens resumes from what it kept.
+    // From what the sequence kept (the plan's resume point, or what else it kept), call by call.
     for (let index = 0; at < prefix.length; index++) {
       if (index > 0 && mayPark && giveWay(prefix.length - at)) {
         const parked = await this.park();
