@@ -487,10 +487,12 @@ describe("errors in OpenAI's shape on /v1/decisions only", () => {
       code: "duplicate_choice",
       message: expect.stringMatching(/read the same \(they differ only in Unicode form, spacing/),
     });
-    // A trailing space, or a zero-width space inside: the same id to a reader.
+    // A trailing space, a zero-width space inside, one between a letter and its accent: the same
+    // id to a reader.
     for (const [first, second] of [
       ["yes", "yes "],
       ["no way", "no\u200b  way"],
+      ["caf\u00e9", "cafe\u200b\u0301"],
     ]) {
       const spaced = {
         ...valid,
@@ -569,6 +571,12 @@ describe("errors in OpenAI's shape on /v1/decisions only", () => {
     expect(await errorOf("x", 415, { "content-type": "text/plain" })).toMatchObject({
       code: "unsupported_media_type",
     });
+    // A multipart upload is told how this wire takes an image.
+    const form = { "content-type": "multipart/form-data; boundary=b" };
+    expect(await errorOf("--b--\r\n", 415, form)).toMatchObject({
+      code: "unsupported_media_type",
+      message: expect.stringMatching(/not multipart\/form-data .*"input_image" part/),
+    });
   });
 
   it("says what is wrong: an empty label or id, ids in two Unicode forms, an output or images of the wrong type", async () => {
@@ -628,7 +636,20 @@ describe("errors in OpenAI's shape on /v1/decisions only", () => {
       }),
     ]);
     // Ids that only look close stay apart: a letter's case, a word's inner space.
-    const close = { type: "choice", criteria: { billing: null, Billing: null, "bill ing": null } };
+    // … and so do ids whose joiners or tags make another glyph: England's and Scotland's flags, a
+    // family emoji and its three people.
+    const close = {
+      type: "choice",
+      criteria: {
+        billing: null,
+        Billing: null,
+        "bill ing": null,
+        "\u{1f3f4}\u{e0067}\u{e0062}\u{e0065}\u{e006e}\u{e0067}\u{e007f}": null,
+        "\u{1f3f4}\u{e0067}\u{e0062}\u{e0073}\u{e0063}\u{e0074}\u{e007f}": null,
+        "\u{1f468}\u200d\u{1f469}\u200d\u{1f467}": null,
+        "\u{1f468}\u{1f469}\u{1f467}": null,
+      },
+    };
     const answered = await post(app, "/v1/systemone", {
       model: "stub-1",
       state: "x",

@@ -6,36 +6,42 @@
  * each with its own probability. Both wires refuse them.
  */
 
-/** Code points that draw nothing: zero-width spaces and joiners, direction marks, soft hyphens, … */
-const INVISIBLE = /\p{Default_Ignorable_Code_Point}/gu;
+/**
+ * Code points that draw nothing and change no glyph: zero-width space, word joiner and its kin,
+ * byte order mark, soft hyphen, combining grapheme joiner, and the direction marks, embeddings
+ * and isolates. Not the joiners (ZWJ, ZWNJ), variation selectors or tag characters: those make
+ * another glyph (a family emoji, a flag of a country's region, an ideographic variant).
+ */
+const INVISIBLE =
+  /\u034f|[\u00ad\u061c\u200b\u200e\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]/gu;
 /** Runs of white space (Unicode's, no-break spaces included). */
 const SPACES = /\s+/gu;
+/** White space other than the plain space, written as an escape in a message. */
+const OTHER_SPACE = /[^\S ]/gu;
 
 /**
- * The key under which option ids that read the same meet: the id in Unicode normalization form C,
- * invisible code points dropped, runs of white space made one space, and trimmed.
+ * The key under which option ids that read the same meet: the id with its invisible code points
+ * dropped, in Unicode normalization form C, runs of white space made one space, and trimmed.
  * @example
  * ```ts
  * sameTextKey(" Yes\u200b  please "); // → "Yes please"
  * ```
  */
 export function sameTextKey(id: string): string {
-  return id.normalize("NFC").replace(INVISIBLE, "").replace(SPACES, " ").trim();
+  return id.replace(INVISIBLE, "").normalize("NFC").replace(SPACES, " ").trim();
 }
 
 /**
- * An id quoted for a message, its invisible code points written as `\uXXXX` escapes so that a
- * reader sees where two ids differ.
+ * An id quoted for a message, its invisible code points and its white space other than plain
+ * spaces written as `\uXXXX` escapes, so that a reader sees where two ids differ.
  * @example
  * ```ts
  * quoteId("yes\u200b"); // → the 11 characters "yes\u200b" (quotes included)
  * ```
  */
 export function quoteId(id: string): string {
-  return JSON.stringify(id).replace(
-    INVISIBLE,
-    (c) => `\\u${c.codePointAt(0)!.toString(16).padStart(4, "0")}`,
-  );
+  const escape = (c: string) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`;
+  return JSON.stringify(id).replace(INVISIBLE, escape).replace(OTHER_SPACE, escape);
 }
 
 /** How two ids that meet under {@link sameTextKey} differ, for a message: "… read the same …". */
