@@ -12,6 +12,7 @@ import {
   validationError,
 } from "../protocol/errors.js";
 import { PromptTextError } from "../protocol/prompt-text.js";
+import { DECISIONS_PATH } from "../protocol/routes.js";
 import { emptyBodyError } from "./json.js";
 import { pathOf } from "./request-log.js";
 
@@ -64,7 +65,7 @@ export function installErrorHandler(app: FastifyInstance, options: ErrorHandlerO
       return;
     }
     // Fastify's own refusals (size, media type), in the same shape and with the same id.
-    const refused = fastifyClientError(error, options.bodyLimit, request.headers["content-type"]);
+    const refused = fastifyClientError(error, options.bodyLimit, request);
     if (refused) {
       void reply.code(refused.statusCode).send(withRequestId(refused.body, request.id));
       return;
@@ -144,11 +145,13 @@ function headersOf(error: CodedError): Record<string, string> {
 
 /** A multipart body's content type. */
 const MULTIPART = /^multipart\/form-data\s*(;|$)/i;
-/** What a multipart body's 415 adds: how the image it most likely carries is sent instead. */
-const MULTIPART_HINT =
+/** What a multipart body's 415 adds on each wire: how the image it most likely carries is sent. */
+const MULTIPART_HINT = (url: string) =>
   ", not multipart/form-data (how the TypeSafe Python SDK uploads image assets): send one " +
-  'image as a base64 data URL in "images", e.g. "images": ["data:image/png;base64,…"], to a ' +
-  "vision model";
+  (url.startsWith(DECISIONS_PATH)
+    ? 'image as an "input_image" part whose "image_url" is a base64 data URL'
+    : 'image as a base64 data URL in "images", e.g. "images": ["data:image/png;base64,…"]') +
+  ", to a vision model";
 
 /**
  * Fastify's own 4xx (size, media type, empty body, a malformed request) in the API's shape; a
@@ -158,7 +161,7 @@ const MULTIPART_HINT =
 function fastifyClientError(
   error: FastifyError,
   bodyLimit: number,
-  contentType: string | undefined,
+  request: FastifyRequest,
 ): HttpError | undefined {
   if (error.code === "FST_ERR_CTP_EMPTY_JSON_BODY") return emptyBodyError();
   const status = error.statusCode ?? 500;
@@ -171,7 +174,7 @@ function fastifyClientError(
     case "FST_ERR_CTP_INVALID_MEDIA_TYPE":
       return new ApiError(
         Errors.unsupportedMediaType,
-        [MULTIPART.test(contentType ?? "") ? MULTIPART_HINT : ""],
+        [MULTIPART.test(request.headers["content-type"] ?? "") ? MULTIPART_HINT(request.url) : ""],
         { status },
       );
     default:

@@ -122,7 +122,8 @@ function optionIdProblems(body: SystemOneRequest): void {
  *   not read here, so refused rather than answered without the image
  */
 function mediaProblems(body: SystemOneRequest, model: ServedModel, name: string): void {
-  if ((body as { assets?: unknown }).assets !== undefined)
+  const { assets } = body as { assets?: unknown };
+  if (assets !== undefined && assets !== null)
     throw validationError([
       {
         loc: ["body", "assets"],

@@ -30,11 +30,15 @@ export class StateTooLongError extends ContextOverflowError {
   }
 
   /**
-   * Whether the longest question, not the state, is what does not fit: the state takes less than
-   * half the context. The 422 is placed at that question, and the message names it.
+   * Whether the longest question, not the state, is what does not fit: the state and its image
+   * positions take less than half the context. The 422 is placed at that question, and the
+   * message names it.
    */
   get blamesQuestion(): boolean {
-    return this.longestQuestionId !== undefined && this.stateTokens * 2 < this.contextSize;
+    return (
+      this.longestQuestionId !== undefined &&
+      (this.stateTokens + this.mediaTokens) * 2 < this.contextSize
+    );
   }
 }
 
