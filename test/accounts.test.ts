@@ -429,9 +429,17 @@ describe("--auth off", () => {
       "app.localhost",
     ])
       expect(isLoopbackHost(host), host).toBe(false);
-    expect(() => checkAuthHost({ auth: "off", host: "0.0.0.0" })).toThrow(/loopback/);
-    expect(() => checkAuthHost({ auth: "off", host: "127.0.0.1" })).not.toThrow();
-    expect(() => checkAuthHost({ auth: "on", host: "0.0.0.0" })).not.toThrow();
+    const open = { corsOrigin: [] };
+    expect(() => checkAuthHost({ auth: "off", host: "0.0.0.0", ...open })).toThrow(/loopback/);
+    expect(() => checkAuthHost({ auth: "off", host: "127.0.0.1", ...open })).not.toThrow();
+    expect(() => checkAuthHost({ auth: "on", host: "0.0.0.0", ...open })).not.toThrow();
+    // Without keys, any page may not use it: only named origins.
+    const page = { auth: "off" as const, host: "127.0.0.1" };
+    expect(() => checkAuthHost({ ...page, corsOrigin: ["*"] })).toThrow(
+      /not allowed with --auth off/,
+    );
+    expect(() => checkAuthHost({ ...page, corsOrigin: ["http://localhost:5173"] })).not.toThrow();
+    expect(() => checkAuthHost({ auth: "on", host: "127.0.0.1", corsOrigin: ["*"] })).not.toThrow();
     const lines: string[] = [];
     expect(
       await openAccounts({ auth: "off", admissionWaitMs: 0, store: undefined }, (l) =>

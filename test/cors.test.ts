@@ -15,7 +15,7 @@ import { StubModel } from "./support/stub-model.js";
  * Cross-origin calls from a browser (`serve --cors-origin`, src/api/cors.ts) on the real HTTP
  * stack with a stand-in model and a real SQLite accounts store: what a browser's preflight and
  * its request get back, with and without origins configured; and how `serve` reads its origins
- * (and its log level and admin token file, two more variables an empty value slipped through).
+ * (and the other variables an empty value slipped through).
  */
 
 const PAGE = "https://app.example.com";
@@ -102,7 +102,7 @@ describe("serve --cors-origin", () => {
     expect(((await decided.json()) as any).answers.refund.noul).toBe(0.75);
     expect(decided.headers.get("access-control-allow-origin")).toBe(PAGE);
     expect(decided.headers.get("access-control-expose-headers")).toBe(
-      "x-request-id, x-typesafe-request-id, retry-after",
+      "x-request-id, x-typesafe-request-id, retry-after, retry-after-ms",
     );
     // A refusal is readable too: the page can tell a bad key from a network fault.
     const refused = await post("/v1/decisions", PAGE, "ts-wrong");
@@ -184,10 +184,21 @@ describe("--cors-origin's values", () => {
   });
 });
 
-describe("an empty DECISIOND_ADMIN_TOKEN_FILE", () => {
-  it("is refused naming the variable, not as a file that cannot be read", () => {
-    expect(() => serveConfig([], "DECISIOND_ADMIN_TOKEN_FILE", "")).toThrow(
-      /^--admin-token-file \(DECISIOND_ADMIN_TOKEN_FILE\) is empty/,
+describe("an empty DECISIOND_* variable", () => {
+  it("is refused naming it, rather than taken for a setting", () => {
+    // An empty host would bind every interface; an empty token file would be read as a file.
+    for (const variable of [
+      "DECISIOND_HOST",
+      "DECISIOND_MODEL",
+      "DECISIOND_ADMIN_TOKEN_FILE",
+      "DECISIOND_STORE",
+    ])
+      expect(() => serveConfig([], variable, ""), variable).toThrow(
+        new RegExp(`from env '${variable}' is invalid\\. it is empty`),
+      );
+    // An empty admin token would turn admin sign-in off without a word.
+    expect(() => serveConfig([], "DECISIOND_ADMIN_TOKEN", "")).toThrow(
+      /^DECISIOND_ADMIN_TOKEN is empty/,
     );
   });
 });
@@ -217,5 +228,9 @@ function serveConfig(argv: string[], variable: string, value?: string) {
     if (before === undefined) delete process.env[variable];
     else process.env[variable] = before;
   }
-  return toServeConfig(command.opts<ServeFlags>(), {});
+  // The variables read outside commander (secrets) come in `env`.
+  return toServeConfig(
+    command.opts<ServeFlags>(),
+    value === undefined ? {} : { [variable]: value },
+  );
 }

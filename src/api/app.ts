@@ -6,7 +6,7 @@ import { registerDecideRoute } from "./decide-route.js";
 import { decisionsRoute } from "./decisions-route.js";
 import { installBodyDeadline } from "./body-deadline.js";
 import { clientErrorHandler, refuseConnect } from "./client-error.js";
-import { installCors } from "./cors.js";
+import { installCors, isApiPath } from "./cors.js";
 import { installDecompression } from "./decompress.js";
 import { installEarlyReplies } from "./early-reply.js";
 import { decisionHooks } from "./decision-hooks.js";
@@ -86,7 +86,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     reply.header("x-request-id", request.id);
     reply.header("x-typesafe-request-id", request.id);
     // An unknown route is answered before its body is read: no upload, decompression or parse.
-    if (request.is404) return reply.code(404).send(notFoundBody(request));
+    // So is an OPTIONS outside the API, which only CORS's catch-all route (./cors.ts) matches.
+    if (request.is404 || (request.method === "OPTIONS" && !isApiPath(request.url)))
+      return reply.code(404).send(notFoundBody(request));
   });
 
   // W3C Server-Timing `app`: milliseconds from the request's arrival to its response being

@@ -9,11 +9,13 @@ import type { FastifyInstance } from "fastify";
  * @packageDocumentation
  */
 
-/** The API's routes; the console, probes and metrics stay same-origin. */
-const API_PATHS = "/v1/";
+/** Whether `url` is one of the API's routes (`/v1/…`); the console, probes and metrics are not. */
+export function isApiPath(url: string): boolean {
+  return url.startsWith("/v1/");
+}
 
-/** Response headers a page may read: the request id (both names) and a refusal's wait. */
-const EXPOSED_HEADERS = ["x-request-id", "x-typesafe-request-id", "retry-after"];
+/** Response headers a page may read: the request id (both names) and a refusal's wait (both). */
+const EXPOSED_HEADERS = ["x-request-id", "x-typesafe-request-id", "retry-after", "retry-after-ms"];
 
 /** How long a browser may keep a preflight's answer, in seconds (Chromium caps it at 7,200). */
 const PREFLIGHT_MAX_AGE_S = 600;
@@ -23,9 +25,9 @@ const PREFLIGHT_MAX_AGE_S = 600;
  * one of `origins` (or any, for `*`) gets `Access-Control-Allow-Origin`, and its preflight
  * (`OPTIONS` with `Access-Control-Request-Method`) gets 204 with the methods `GET, POST` and the
  * headers it asked for (`Authorization`, `Content-Type`, an SDK's own), before the gate, so a
- * preflight needs no key. No credentials (cookies) are allowed: the API takes its key in a header,
- * and the console's session cookie stays same-origin. A preflight to any other path, or with no
- * origins, gets the API's 404. Register before any other `onRequest` hook, so that every answer,
+ * preflight needs no key. No credentials (cookies) are allowed: the API takes its key in a header.
+ * A preflight to any other path, or with no origins, gets the API's 404 (app.ts answers it before
+ * its body is read). Register before any other `onRequest` hook, so that every answer,
  * a refusal included, carries the headers a browser needs to read it.
  * @param app - the app, before its hooks and routes
  * @param origins - exact origins (`https://app.example.com`), or `*`
@@ -37,7 +39,7 @@ export async function installCors(app: FastifyInstance, origins: readonly string
   await app.register(cors, {
     delegator: (request, done) =>
       done(null, {
-        origin: request.url.startsWith(API_PATHS) ? origin : false,
+        origin: isApiPath(request.url) ? origin : false,
         methods: ["GET", "POST"],
         exposedHeaders: EXPOSED_HEADERS,
         maxAge: PREFLIGHT_MAX_AGE_S,

@@ -129,22 +129,34 @@ export function storeOption(): Option {
   return new Option(
     "--store <url>",
     "accounts store: sqlite:PATH or postgres://user@host:port/db (default sqlite:$DECISIOND_HOME/decisiond.db)",
-  ).env("DECISIOND_STORE");
+  )
+    .env("DECISIOND_STORE")
+    .argParser(nonEmpty);
 }
 
 /**
  * A `serve` option read from `--flag`, else from the variable `env`, else its default.
  * @param parse - the value's parser, for the flag and the variable alike (an empty variable is a
- *   value, checked as any other)
+ *   value, checked as any other); default {@link nonEmpty}
  */
 export function envOption<T>(
   flags: string,
   description: string,
   env: string,
-  parse?: (value: string) => T,
+  parse: (value: string) => T | string = nonEmpty,
 ): Option {
-  const option = new Option(flags, description).env(env);
-  return parse ? option.argParser(parse) : option;
+  return new Option(flags, description).env(env).argParser(parse);
+}
+
+/**
+ * Parses a text value that may not be empty: an empty variable (`DECISIOND_HOST=`) would
+ * otherwise pass for a setting (an empty host binds every interface).
+ * @throws InvalidArgumentError for an empty or blank value
+ */
+export function nonEmpty(value: string): string {
+  if (value.trim() === "")
+    throw new InvalidArgumentError("it is empty: give a value, or leave it unset");
+  return value;
 }
 
 /**

@@ -292,8 +292,8 @@ export function serveOptions(): Option[] {
  * @param env - where `DECISIOND_ADMIN_TOKEN` and the engines' API keys (`VLLM_API_KEY`) are read
  *   (the settings with no flag: secrets)
  * @returns the configuration, which `composeService` (src/service/build.ts) takes whole
- * @throws Error for `--auth off` on a host that is not loopback, an unreadable admin token
- *   file or a weak admin token (see {@link readAdminToken})
+ * @throws Error for `--auth off` on a host that is not loopback or with `--cors-origin *`, an
+ *   unreadable admin token file or a weak admin token (see {@link readAdminToken})
  * @example const config = toServeConfig(command.opts<ServeFlags>());
  */
 export function toServeConfig(
@@ -356,29 +356,33 @@ export function isLoopbackHost(host: string): boolean {
   return isLoopbackName(host);
 }
 
-/** @throws Error for `--auth off` on a host that is not loopback. */
-export function checkAuthHost(flags: Pick<ServeFlags, "auth" | "host">): void {
+/** @throws Error for `--auth off` on a host that is not loopback, or with `--cors-origin *`. */
+export function checkAuthHost(flags: Pick<ServeFlags, "auth" | "host" | "corsOrigin">): void {
   if (flags.auth === "off" && !isLoopbackHost(flags.host))
     throw new Error(
       `--auth off is only allowed on a loopback address (127.0.0.1, ::1, localhost), not --host ${flags.host}: ` +
         "anyone who can reach the port could use the service without a key",
+    );
+  // Without keys, the Host check is what keeps other sites' pages from using a loopback server.
+  if (flags.auth === "off" && flags.corsOrigin.includes("*"))
+    throw new Error(
+      "--cors-origin * is not allowed with --auth off: any web page the browser opens could use " +
+        "the service without a key; name the origins that may (e.g. http://localhost:5173)",
     );
 }
 
 /**
  * The console's admin token: the content of `--admin-token-file` (one trailing newline dropped),
  * else `DECISIOND_ADMIN_TOKEN`; `undefined` when neither is given (admin sign-in off).
- * @throws Error for an empty file name, an unreadable file or a weak token (see {@link checkAdminToken}).
+ * @throws Error for an empty `DECISIOND_ADMIN_TOKEN`, an unreadable file or a weak token (see {@link checkAdminToken}).
  */
 export function readAdminToken(
   flags: Pick<ServeFlags, "adminTokenFile">,
   env: NodeJS.ProcessEnv = process.env,
 ): string | undefined {
   let token: string | undefined;
-  if (flags.adminTokenFile === "")
-    throw new Error(
-      "--admin-token-file (DECISIOND_ADMIN_TOKEN_FILE) is empty: name the file, or leave it unset",
-    );
+  if (env.DECISIOND_ADMIN_TOKEN === "")
+    throw new Error("DECISIOND_ADMIN_TOKEN is empty: set the token, or leave it unset");
   if (flags.adminTokenFile !== undefined) {
     try {
       token = readFileSync(flags.adminTokenFile, "utf8").replace(/\r?\n$/, "");
