@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { CallPace, CONTENDED_CALL_TOKENS } from "../src/engine/llama/call-pace.js";
+import { callLimits, CallPace, CONTENDED_CALL_TOKENS } from "../src/engine/llama/call-pace.js";
 
 /** The pacing of a stretch's decode calls (src/engine/llama/call-pace.ts), on made-up timings. */
 
@@ -46,5 +46,23 @@ describe("CallPace", () => {
     expect(result).toBe("done");
     // At least 60 ms for 640 tokens: at most 213 fit in 20 ms, so the floor.
     expect(pace.tokens).toBe(CONTENDED_CALL_TOKENS);
+  });
+
+  it("starts a stretch where the one before it ended, once that one timed a call", () => {
+    const prefix = new CallPace(limits, false);
+    expect(prefix.timedTokens).toBeUndefined();
+    prefix.record(1024, 5120); // 5 ms a token: 400 fit
+    expect(prefix.timedTokens).toBe(384);
+    expect(new CallPace(limits, false, prefix.timedTokens).tokens).toBe(384);
+    expect(new CallPace(limits, false, 64).tokens).toBe(CONTENDED_CALL_TOKENS);
+    expect(new CallPace(limits, false, 4096).tokens).toBe(1024);
+    expect(new CallPace(limits, true, 1024).tokens).toBe(CONTENDED_CALL_TOKENS);
+  });
+
+  it("checks its limits", () => {
+    expect(callLimits(1024, Infinity)).toEqual({ batchSize: 1024, budgetMs: Infinity });
+    expect(() => callLimits(64, 2000)).toThrow(/batchSize must be at least 128/);
+    for (const budget of [0, -1, Number.NaN])
+      expect(() => callLimits(1024, budget)).toThrow(/callBudgetMs must be above 0/);
   });
 });

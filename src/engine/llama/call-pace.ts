@@ -33,6 +33,17 @@ export interface CallLimits {
 }
 
 /**
+ * Checked call limits.
+ * @throws `RangeError` when `batchSize` is below 128 (kernel-split.ts's `callSizes` needs two
+ *   tiles) or `budgetMs` is not above 0 (`Infinity`: calls are never cut for time)
+ */
+export function callLimits(batchSize: number, budgetMs: number): CallLimits {
+  if (!(batchSize >= 128)) throw new RangeError("batchSize must be at least 128");
+  if (!(budgetMs > 0)) throw new RangeError("callBudgetMs must be above 0");
+  return { batchSize, budgetMs };
+}
+
+/**
  * The size bound of each decode call of one stretch: the batch size (or
  * {@link CONTENDED_CALL_TOKENS} for a request that gave the model up), then, after each call
  * timed with {@link record}, what fits in the budget at that call's rate, in multiples of 64
@@ -52,23 +63,34 @@ export class CallPace {
   private readonly fewest: number;
   private bound: number;
 
+  /** Whether a call has been timed. */
+  private timedOne = false;
+
   /**
    * @param limits - the engine's batch size and budget
    * @param contended - whether the request gave the model up before: then every call takes at
    *   most {@link CONTENDED_CALL_TOKENS}
+   * @param start - the first call's bound, where a stretch just before it was timed at the same
+   *   depth (a lead after its prefix); default the batch size
    */
   constructor(
     private readonly limits: CallLimits,
     contended: boolean,
+    start?: number,
   ) {
     this.fewest = Math.min(CONTENDED_CALL_TOKENS, limits.batchSize);
     this.most = contended ? this.fewest : limits.batchSize;
-    this.bound = this.most;
+    this.bound = Math.max(this.fewest, Math.min(this.most, start ?? this.most));
   }
 
   /** Most tokens the next call takes (≥ 128, as kernel-split.ts's `callSizes` asks). */
   get tokens(): number {
     return this.bound;
+  }
+
+  /** {@link tokens} once a call has been timed (what a stretch after this one starts at), else `undefined`. */
+  get timedTokens(): number | undefined {
+    return this.timedOne ? this.bound : undefined;
   }
 
   /**
@@ -80,6 +102,7 @@ export class CallPace {
    */
   record(tokens: number, ms: number): void {
     if (tokens < FA_TILE_ROWS || !(ms > 0)) return;
+    this.timedOne = true;
     const fits = (this.limits.budgetMs * tokens) / ms;
     const tiles = Math.floor(fits / FA_TILE_ROWS) * FA_TILE_ROWS;
     this.bound = Math.max(this.fewest, Math.min(this.most, tiles));

@@ -7,7 +7,7 @@ import {
 } from "node-llama-cpp";
 import { basename } from "node:path";
 import { planDecode, type DecodePlan } from "../decode/index.js";
-import { CALL_BUDGET_MS, type CallLimits } from "./call-pace.js";
+import { CALL_BUDGET_MS, callLimits, type CallLimits } from "./call-pace.js";
 import { chatTemplateOf } from "./chat.js";
 import { evaluateCalls, runLanes, type DecodeTally } from "./lanes.js";
 import { DEFAULT_PREFIX_CACHE_BYTES, usableLlama, type LlamaEngineOptions } from "./setup.js";
@@ -122,12 +122,11 @@ export class LlamaEngine implements Engine {
     const trainContextSize = llamaModel.trainContextSize;
     const contextSize = options.contextSize ?? Math.min(8192, trainContextSize);
     const parallelBranches = options.parallelBranches ?? (llama.gpu === false ? 1 : 16);
-    const batchSize = options.batchSize ?? 1024;
-    if (!(batchSize >= 128)) throw new RangeError("batchSize must be at least 128");
+    const calls = callLimits(options.batchSize ?? 1024, options.callBudgetMs ?? CALL_BUDGET_MS);
     const context = await llamaModel.createContext({
       contextSize,
       sequences: Math.max(1, parallelBranches),
-      batchSize,
+      batchSize: calls.batchSize,
       threads: options.threads ?? llama.cpuMathCores,
       ...(options.adapterPath ? { lora: { adapters: [{ filePath: options.adapterPath }] } } : {}),
     });
@@ -155,7 +154,7 @@ export class LlamaEngine implements Engine {
       llamaModel,
       context,
       prefixSequence,
-      { batchSize, budgetMs: options.callBudgetMs ?? CALL_BUDGET_MS },
+      calls,
       branchSequences,
       prefixCache,
     );
@@ -301,7 +300,7 @@ export class LlamaEngine implements Engine {
     // the lead, and between two branches.
     const giveWay = plan.lanes.length === 1 && this.prefixCache ? this.giveWay : undefined;
     const park = () => this.prefix.park();
-    const turn = { park, giveWay, ...this.calls, tally, signal };
+    const turn = { park, giveWay, ...this.calls, startTokens: this.prefix.paced, tally, signal };
     try {
       // Tokens every branch starts with are evaluated once, into sequence 0 on top of the prefix:
       // all of them, or what an earlier turn that gave way inside them left.
@@ -388,7 +387,8 @@ export class LlamaEngine implements Engine {
 
 /**
  * Opens an in-process llama.cpp engine. See {@link LlamaEngine}.
- * @throws when the file is missing or not a GGUF; `RangeError` when `batchSize` is below 128
+ * @throws when the file is missing or not a GGUF; `RangeError` when `batchSize` is below 128 or
+ *   `callBudgetMs` not above 0
  * @example
  * ```ts
  * const engine = await openLlamaEngine({ modelPath: "/models/SmolLM2-135M-Instruct.Q4_1.gguf" });

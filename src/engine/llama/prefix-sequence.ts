@@ -53,6 +53,12 @@ export class PrefixSequence {
   private heldPart: string | undefined;
 
   /**
+   * The call bound the last {@link evaluate} ended with, once it timed a call (call-pace.ts); the
+   * lead evaluated right after it starts there. `undefined` when it made no timed call.
+   */
+  paced: number | undefined;
+
+  /**
    * @param sequence - the KV-cache sequence prefixes are evaluated into
    * @param limits - what bounds one decode call (call-pace.ts)
    * @param cache - snapshots of earlier prefixes; `undefined` when turned off
@@ -137,6 +143,7 @@ export class PrefixSequence {
     // A part that could not be parked (no room) is not written again at every call.
     let mayPark = tiled;
     const pace = new CallPace(this.limits, contended);
+    this.paced = undefined;
     // From what the sequence kept (the plan's resume point, or what else it kept), call by call.
     for (let index = 0; at < prefix.length; index++) {
       if (index > 0 && mayPark && giveWay(prefix.length - at)) {
@@ -154,6 +161,7 @@ export class PrefixSequence {
       if (tiled) this.mapLength = at;
     }
     this.mapLength = prefix.length;
+    this.paced = pace.timedTokens;
     return { cached, evaluated: at - cached, parked: undefined };
   }
 

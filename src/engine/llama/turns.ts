@@ -125,6 +125,11 @@ export interface TurnOptions extends CallLimits {
    * the turn never gives way.
    */
   readonly giveWay: ((work: number) => boolean) | undefined;
+  /**
+   * Where a lead's call bound starts (call-pace.ts): the bound its prefix's calls ended with, when
+   * this turn timed some; default the batch size.
+   */
+  readonly startTokens?: number | undefined;
 }
 
 /** How {@link runBranchTurn} runs branches and parks what sequence 0 holds. */
@@ -219,7 +224,7 @@ export async function runLeadTurn(
   const lead = request.branches[0]?.tokens ?? [];
   // Once the request has given the model up (`workLeft` set), in calls a waiting request can see
   // the end of sooner.
-  const pace = new CallPace(options, progress.workLeft !== undefined);
+  const pace = new CallPace(options, progress.workLeft !== undefined, options.startTokens);
   let giveWay = options.giveWay;
   let at = from;
   for (let k = 0; at < plan.lead.length; k++) {
