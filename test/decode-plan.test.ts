@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import {
+  branchFrom,
   leadCallsFrom,
   planDecode,
   prefixCallsFrom,
@@ -101,6 +102,21 @@ describe("decode plan (pure)", () => {
     for (const size of rest) expect(size).toBeGreaterThanOrEqual(FA_TILE_ROWS);
     expect(Math.max(...rest)).toBeLessThanOrEqual(256);
     expect(() => leadCallsFrom(long, plan, 7320, 256)).toThrow(RangeError);
+  });
+
+  it("plans a branch a turn stopped inside from where its calls ended, tiled as before", () => {
+    const request = { prefix: range(1, 70), branches: branches(2, 3, 1500) };
+    const plan = planDecode(request, { shared: 0, length: 0 }, LIMITS);
+    const [first] = plan.lanes[0]!;
+    // 1,503 tokens, no lead of 64: 1,472 tiled in two calls, then 31 one-row ones.
+    expect([first!.shared, first!.calls]).toEqual([0, [736, 736, 31]]);
+    // Stopped after one paced call of 256 tokens: the rest tiled, then the same one-row call.
+    const resumed = branchFrom(request, first!.index, 256, 1024);
+    expect(resumed).toEqual({ index: first!.index, shared: 256, calls: [608, 608, 31] });
+    // Stopped before the last call: only the one-row part is left.
+    expect(branchFrom(request, first!.index, 1472, 1024).calls).toEqual([31]);
+    // A stop that would leave fewer than 64 tiled tokens is not one the engine makes.
+    expect(() => branchFrom(request, first!.index, 1440, 1024)).toThrow(RangeError);
   });
 
   it("spreads branches over the lanes it is given", () => {

@@ -219,6 +219,66 @@ describe("a request of many questions gives the model up between its branches", 
   });
 });
 
+describe("a question with many options gives the model up between the decode calls of its branch", () => {
+  /** Where `tokens` starts in `within`, or -1. */
+  function sliceAt(within: readonly number[], tokens: readonly number[]): number {
+    for (let at = 0; at + tokens.length <= within.length; at++)
+      if (tokens.every((token, k) => within[at + k] === token)) return at;
+    return -1;
+  }
+
+  it("answers a short request sent behind it first, and itself as alone, to the bit", async () => {
+    // Two questions, each with its own 48 described options: branches of about 1,000 tokens
+    // each after a short lead, two decode calls of at most 512 tokens and a short last call.
+    const options = (what: string): [string, string][] =>
+      Array.from({ length: 48 }, (_, i) => [
+        `${what}_${i + 1}`,
+        `${what} for product area number ${i + 1}: its invoices, outages, upgrades and refunds`,
+      ]);
+    const wide: DecisionRequest = {
+      state: SHORT.state,
+      questions: [
+        [
+          "queue",
+          { type: "choice", instructions: "Which queue owns it?", options: options("queue") },
+        ],
+        [
+          "team",
+          { type: "choice", instructions: "Which team answers it?", options: options("team") },
+        ],
+      ],
+    };
+    const { request, short, alone } = await besideShort(wide);
+    const plan = planDecode(request, { shared: 0, length: 0 }, { lanes: 1, batchSize: 512 });
+    expect(plan.lanes[0]![0]!.calls.length).toBeGreaterThanOrEqual(3);
+    const first = request.branches[plan.lanes[0]![0]!.index]!.tokens;
+    await withEngine(async (engine) => {
+      // Which request each decode call of sequence 0 belongs to: "branch" for a slice of the
+      // first branch past the lead, "short" for the short request's prefix.
+      const calls: string[] = [];
+      const sequence = (engine as any).prefixSequence as {
+        evaluateWithoutGeneratingNewTokens: (tokens: number[], ...rest: unknown[]) => Promise<void>;
+      };
+      const evaluate = sequence.evaluateWithoutGeneratingNewTokens.bind(sequence);
+      sequence.evaluateWithoutGeneratingNewTokens = (tokens, ...rest) => {
+        if (sliceAt(first, tokens) >= plan.lead.length) calls.push("branch");
+        else if (sliceAt(short.prefix, tokens) >= 0) calls.push("short");
+        return evaluate(tokens, ...rest);
+      };
+      const { order, results } = await answeredOrder(engine, [request, short]);
+      expect(order).toEqual([1, 0]);
+      // The short request ran between two decode calls of the first branch.
+      expect(calls.indexOf("short")).toBeGreaterThan(calls.indexOf("branch"));
+      expect(calls.lastIndexOf("branch")).toBeGreaterThan(calls.indexOf("short"));
+      // It took back the part of the branch it had parked and evaluated no token twice.
+      expect(engine.prefixCache!.stats.loaded).toBeGreaterThanOrEqual(1);
+      expect(results[0]!.branches).toEqual(alone.branches);
+      expect(results[0]!.evaluatedTokens).toBe(alone.evaluatedTokens);
+      expect(results[0]!.cachedPrefixTokens).toBe(0);
+    });
+  });
+});
+
 describe("a one-question request gives the model up between the decode calls of its lead", () => {
   it("answers a short request sent behind it first, and itself as alone, to the bit", async () => {
     // ROUTED's question is almost all lead (its question and option lines), here decode calls

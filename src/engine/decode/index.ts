@@ -15,10 +15,11 @@
  *
  * @packageDocumentation
  */
-export { sharedStart } from "./branch-schedule.js";
+export { branchCallSizes, sharedStart } from "./branch-schedule.js";
 export { FA_TILE_ROWS, prefixTiledEnd } from "./kernel-split.js";
 export {
   branchAfterLead,
+  branchFrom,
   leadCallsFrom,
   planDecode,
   prefixCallsFrom,

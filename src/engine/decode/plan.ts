@@ -118,9 +118,23 @@ export function branchAfterLead(
   lead: number,
   batchSize: number,
 ): PlannedBranch {
-  const branch = request.branches[index]!;
-  const shared = afterLead(branch, lead);
-  return { index, shared, calls: branchCallSizes(branch, shared, batchSize) };
+  return branchFrom(request, index, afterLead(request.branches[index]!, lead), batchSize);
+}
+
+/**
+ * Branch `index` of a request planned from its token `from` on, which the sequence holds: a
+ * branch a turn stopped inside, between two of its decode calls, taken back in a later turn.
+ * @param from - where a call of the branch ended: the start of its one-row part, or a point
+ *   of its tiled part with none or at least 64 tiled tokens after it (kernel-split.ts)
+ * @throws `RangeError` when `from` is not such a point
+ */
+export function branchFrom(
+  request: Pick<ScoreRequest, "branches">,
+  index: number,
+  from: number,
+  batchSize: number,
+): PlannedBranch {
+  return { index, shared: from, calls: branchCallSizes(request.branches[index]!, from, batchSize) };
 }
 
 /**

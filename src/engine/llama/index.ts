@@ -7,9 +7,10 @@ import {
 } from "node-llama-cpp";
 import { basename } from "node:path";
 import { planDecode, type DecodePlan } from "../decode/index.js";
-import { CALL_BUDGET_MS, callLimits, type CallLimits } from "./call-pace.js";
+import { CALL_BUDGET_MS, CallPace, callLimits, type CallLimits } from "./call-pace.js";
 import { chatTemplateOf } from "./chat.js";
-import { evaluateCalls, runLanes, type DecodeTally } from "./lanes.js";
+import { forkLanes } from "./fork-lanes.js";
+import { runLanes, type DecodeTally } from "./lanes.js";
 import { DEFAULT_PREFIX_CACHE_BYTES, usableLlama, type LlamaEngineOptions } from "./setup.js";
 import { commonPrefixLength, PrefixSnapshotCache } from "./prefix-cache.js";
 import { PrefixSequence } from "./prefix-sequence.js";
@@ -50,14 +51,6 @@ export { commonPrefixLength };
  */
 export const SNAPSHOT_WRITE_DELAY_MS = 10;
 
-/** node-llama-cpp's sequence with the KV-copy method its own LlamaDecisionContext uses. */
-type CopyableSequence = LlamaContextSequence & {
-  _copyStateFromOtherSequence(
-    other: LlamaContextSequence,
-    upToTokenIndex: number,
-  ): Promise<boolean>;
-};
-
 /**
  * In-process llama.cpp through node-llama-cpp, executing each request's decode plan (`planDecode`,
  * engine/decode/). The prefix is evaluated once into sequence 0, followed by the tokens all
@@ -73,9 +66,10 @@ type CopyableSequence = LlamaContextSequence & {
  * evaluates the tokens that differ; older prefixes come back from the {@link PrefixSnapshotCache}.
  *
  * One request runs at a time, the one with the least work left first, and a long one does not hold
- * the model: between the decode calls of its prefix and its lead, and between its branches on one
- * lane, when a request with less work waits, it parks what it evaluated in the prefix cache, queues
- * again ({@link TurnQueue}) and resumes from there, with the same logits (docs/decisions/103).
+ * the model: between the decode calls of its prefix, its lead and (on one lane) its branches, and
+ * between its branches, when a request with less work waits, it parks what it evaluated in the
+ * prefix cache, queues again ({@link TurnQueue}) and resumes from there, with the same logits
+ * (docs/decisions/103).
  * Without a prefix cache, or room in it, it runs to its end. Calls are paced (call-pace.ts).
  *
  * Every prefix, lead and branch is cut into decode calls by its own length (kernel-split.ts), and
@@ -254,11 +248,12 @@ export class LlamaEngine implements Engine {
   /**
    * One turn of a request: executes its {@link DecodePlan}, the prefix into sequence 0 from what
    * it holds, the common lead on top, a copy for each further lane, then every lane's branches
-   * (lanes.ts). A turn after one that stopped inside the lead, or between two branches, takes the
-   * prefix and the lead so far back whole, and goes on from there.
+   * (lanes.ts). A turn after one that stopped inside the lead or a branch, or between two
+   * branches, takes back whole what that one parked, and goes on from there.
    * @param progress - what earlier turns of this request did; updated
    * @returns the result, or {@link YIELDED} when the turn gave the model up part way (its prefix,
-   *   or the part evaluated, or the prefix and the lead, parked in the prefix cache)
+   *   or the part evaluated, or the prefix and the lead and the part of a branch evaluated,
+   *   parked in the prefix cache)
    */
   private async scoreNow(
     request: ScoreRequest,
@@ -276,7 +271,7 @@ export class LlamaEngine implements Engine {
     const held = tookBack ? undefined : await this.prefix.restore(prefix, progress.parked);
     // What the last turn parked is in sequence 0 now, or of no more use: a later turn parks more,
     // and the write-behind saves the whole prefix.
-    dropParked(progress, this.prefixCache);
+    dropParked(progress, this.prefixCache, tookBack);
     let plan: DecodePlan;
     if (!held) {
       plan = planDecode(request, { shared: prefix.length, length: prefix.length }, limits);
@@ -297,10 +292,14 @@ export class LlamaEngine implements Engine {
     }
     const lead = request.branches[0]?.tokens.slice(0, plan.lead.length) ?? [];
     // With one lane (the CPU's), a request waiting gets the model between two decode calls of
-    // the lead, and between two branches.
+    // the lead or of a branch, and between two branches.
     const giveWay = plan.lanes.length === 1 && this.prefixCache ? this.giveWay : undefined;
     const park = () => this.prefix.park();
-    const turn = { park, giveWay, ...this.calls, startTokens: this.prefix.paced, tally, signal };
+    // Once the request has given the model up (`workLeft` set), in calls a waiting request can
+    // see the end of sooner.
+    const contended = progress.workLeft !== undefined;
+    const pace = new CallPace(this.calls, contended, this.prefix.paced);
+    const turn = { park, giveWay, ...this.calls, pace, tally, signal };
     try {
       // Tokens every branch starts with are evaluated once, into sequence 0 on top of the prefix:
       // all of them, or what an earlier turn that gave way inside them left.
@@ -310,12 +309,15 @@ export class LlamaEngine implements Engine {
         leadFrom === undefined ||
         (await runLeadTurn(request, plan, progress, leadFrom, { ...turn, sequence }));
       if (led === YIELDED) return YIELDED;
-      const sequences = await this.forkLanes(prefix, lead, plan, tally);
+      const helpers = this.branchSequences;
+      const sequences = await forkLanes(sequence, helpers, prefix, lead, plan, tally);
       const scores = await runBranchTurn(request, plan, progress, {
-        run: (lanes, mayGiveWay) =>
+        run: (lanes, mayGiveWay, parkPart) =>
           runLanes(sequences, request.branches, lanes, prefix.length, tally, {
             signal,
             giveWay: mayGiveWay,
+            park: parkPart,
+            pace: (lane) => (lane === 0 ? pace : new CallPace(this.calls, contended, pace.tokens)),
             keepFirst: prefix.length + lead.length,
             trieTolerance: request.trieTolerance,
           }),
@@ -336,37 +338,6 @@ export class LlamaEngine implements Engine {
           { start: prefix.length, end: this.prefixSequence.nextTokenIndex },
         ]);
     }
-  }
-
-  /**
-   * The sequences of the plan's lanes: sequence 0 (holding the prefix and the lead) runs lane 0;
-   * each other lane's sequence gets a copy of its KV cells, once per request and before any
-   * branch runs (node-llama-cpp's non-unified KV cache copies a whole stream of cells per copy,
-   * whatever the prefix length). Where the copy is not possible, the lane evaluates the prefix and
-   * the lead itself, cut into calls as sequence 0 cut them.
-   */
-  private async forkLanes(
-    prefix: readonly LlamaToken[],
-    lead: readonly Token[],
-    plan: DecodePlan,
-    tally: DecodeTally,
-  ): Promise<LlamaContextSequence[]> {
-    const helpers = this.branchSequences.slice(0, plan.lanes.length - 1);
-    const base = prefix.length + lead.length;
-    for (const sequence of helpers) {
-      const copied = await (sequence as CopyableSequence)._copyStateFromOtherSequence(
-        this.prefixSequence,
-        base,
-      );
-      if (!copied) {
-        await sequence.clearHistory();
-        await evaluateCalls(sequence, prefix, 0, plan.prefix.wholeCalls);
-        await evaluateCalls(sequence, lead, 0, plan.lead.calls);
-        tally.evaluatedTokens += base;
-        this.counters.prefixTokensEvaluated += base;
-      }
-    }
-    return [this.prefixSequence, ...helpers];
   }
 
   async close(): Promise<void> {

@@ -3,7 +3,8 @@ import type {
   LlamaContextSequence,
   Token as LlamaToken,
 } from "node-llama-cpp";
-import type { DecodePlan, PlannedBranch } from "../decode/index.js";
+import { branchCallSizes, type DecodePlan, type PlannedBranch } from "../decode/index.js";
+import type { CallPace } from "./call-pace.js";
 import type { BranchScore, EngineCounters, ScoreBranch, Token } from "../types.js";
 import { isTrie, pathTo, UnreadAllowance, type ReadNode } from "./trie-allowance.js";
 
@@ -231,13 +232,30 @@ async function evaluateChain(
   return score;
 }
 
+/** How {@link evaluateBranch} cuts a branch's decode calls, and where it may stop. */
+interface BranchCalls {
+  /** The planned calls from the branch's start point (all but the last without logits). */
+  readonly planned: readonly number[];
+  /** Sets the size of each call instead of the plan (call-pace.ts), and times it. */
+  readonly pace?: CallPace | undefined;
+  /**
+   * Asked between two decode calls of the branch with the branch tokens the sequence holds:
+   * `true` when the lane parked them to give the model up, and stops there.
+   */
+  readonly stop?: ((done: number) => Promise<boolean>) | undefined;
+}
+
+/** What {@link evaluateBranch} returns when it stopped inside the branch. */
+const STOPPED = Symbol("stopped");
+
 /**
  * Evaluates `branch.tokens` from `skip` on, reads the answer position, then its children, each
  * with its single children in one call ({@link evaluateChain}) on top of the branch and erased
- * after.
- * @param calls - the branch's decode calls (all but the last without logits)
+ * after. With a pace, each call takes what the pace allows of the rest, cut by the branch's own
+ * map (kernel-split.ts), so its logits are the same to the bit as with the planned calls.
  * @param tolerance - `ScoreRequest.trieTolerance` (0: every child read)
- * @returns the candidates' log-probabilities, and the children's
+ * @returns the candidates' log-probabilities, and the children's; {@link STOPPED} when `stop`
+ *   said so between two calls (the sequence then holds the branch tokens evaluated so far)
  * @throws `Error` when the branch has no tokens or llama.cpp returns no logits; the signal's
  *   reason when aborted
  */
@@ -245,20 +263,27 @@ async function evaluateBranch(
   sequence: LlamaContextSequence,
   branch: ScoreBranch,
   skip: number,
-  calls: readonly number[],
+  calls: BranchCalls,
   tally: DecodeTally,
   signal?: AbortSignal,
   tolerance = 0,
-): Promise<BranchScore> {
-  signal?.throwIfAborted();
+): Promise<BranchScore | typeof STOPPED> {
   if (branch.tokens.length === 0) throw new Error("a branch must have at least one token");
-  const before = branch.tokens.length - skip - calls.at(-1)!;
-  if (calls.length > 1) {
-    await evaluateCalls(sequence, branch.tokens, skip, calls.slice(0, -1), signal);
-    countBranchTokens(tally, before);
+  const { planned, pace, stop } = calls;
+  let at = skip;
+  // Every call but the last, which reads the answer position.
+  for (let k = 0; ; k++) {
+    const next = pace ? branchCallSizes(branch, at, pace.tokens) : planned.slice(k);
+    if (k > 0 && (await stop?.(at))) return STOPPED;
+    signal?.throwIfAborted();
+    if (next.length <= 1) break;
+    const [from, size] = [at, next[0]!];
+    const evaluate = () => evaluateCalls(sequence, branch.tokens, from, [size]);
+    await (pace ? pace.time(size, evaluate) : evaluate());
+    countBranchTokens(tally, size);
+    at += size;
   }
-  const tokens = branch.tokens.slice(skip + before);
-  signal?.throwIfAborted();
+  const tokens = branch.tokens.slice(at);
   const output = await sequence.controlledEvaluate(answerInput(tokens, branch.candidates));
   countBranchTokens(tally, tokens.length);
   const logprobs = readAt(output, output.length - 1, branch.candidates);
@@ -269,15 +294,31 @@ async function evaluateBranch(
   return { logprobs, children: await scoreChildren(sequence, root, tally, signal, allowance) };
 }
 
+/** A branch a lane stopped inside: its index, and its tokens the sequence holds. */
+export interface BranchPart {
+  readonly index: number;
+  readonly done: number;
+}
+
 /** Options of {@link runLanes}. */
 export interface LaneOptions {
   readonly signal?: AbortSignal;
   /**
-   * Asked before each branch but a lane's first, with the lane's branches left: `true` stops the
-   * lane there (the engine passes it with one lane, to give the model up to a request waiting
-   * with less work).
+   * Asked before each branch but a lane's first, with the lane's branches left (`done` 0), and
+   * between two decode calls of a branch, with the branch first and its tokens the sequence holds
+   * (`done`): `true` stops the lane there (the engine passes it with one lane, to give the model
+   * up to a request waiting with less work).
    */
-  readonly giveWay?: (rest: readonly PlannedBranch[]) => boolean;
+  readonly giveWay?: (rest: readonly PlannedBranch[], done: number) => boolean;
+  /**
+   * Parks what sequence 0 holds when its lane stops inside a branch; `false` when it could not,
+   * and then the lane goes on to its end. Without it, a lane stops only between branches.
+   */
+  readonly park?: (part: BranchPart) => Promise<boolean>;
+  /**
+   * The pace of lane `lane`'s decode calls (call-pace.ts); default the plan's calls.
+   */
+  readonly pace?: (lane: number) => CallPace;
   /**
    * Tokens sequence 0 keeps at the end. Default the prefix; the prefix and the lead when the
    * engine may park them.
@@ -306,29 +347,41 @@ export async function runLanes(
   tally: DecodeTally,
   options: LaneOptions = {},
 ): Promise<(BranchScore | undefined)[]> {
-  const { signal, giveWay, keepFirst = prefixLength, trieTolerance = 0 } = options;
+  const { signal, giveWay, park, keepFirst = prefixLength, trieTolerance = 0 } = options;
   const scores = new Array<BranchScore | undefined>(branches.length);
   let failed = false;
   const settled = await Promise.allSettled(
     lanes.map(async (run, lane) => {
       const sequence = sequences[lane]!;
+      const pace = options.pace?.(lane);
+      // Stops inside a branch, once one could not be parked, are not tried again.
+      let mayPark = park !== undefined;
       try {
         for (const [k, { index, shared, calls }] of run.entries()) {
-          if (failed || (k > 0 && giveWay?.(run.slice(k)))) return;
+          if (failed || (k > 0 && giveWay?.(run.slice(k), 0))) return;
           // Keep the tokens this branch shares with the lane's previous one, drop the rest.
           if (sequence.nextTokenIndex > prefixLength + shared)
             await sequence.eraseContextTokenRanges([
               { start: prefixLength + shared, end: sequence.nextTokenIndex },
             ]);
-          scores[index] = await evaluateBranch(
+          const stop = async (done: number) => {
+            if (!mayPark || !giveWay?.(run.slice(k), done)) return false;
+            mayPark = await park!({ index, done });
+            return mayPark;
+          };
+          const branch = branches[index]!;
+          const planned = { planned: calls, pace, stop };
+          const score = await evaluateBranch(
             sequence,
-            branches[index]!,
+            branch,
             shared,
-            calls,
+            planned,
             tally,
             signal,
             trieTolerance,
           );
+          if (score === STOPPED) return;
+          scores[index] = score;
         }
       } catch (error) {
         failed = true;

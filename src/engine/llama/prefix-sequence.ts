@@ -185,8 +185,8 @@ export class PrefixSequence {
   /**
    * Parks what the sequence holds now in the prefix cache, pinned for this request
    * ({@link PrefixSnapshotCache.park}): the part of a prefix evaluated so far, or a prefix and the
-   * lead of its branches on top (the lead went through its own call map, so no other prefix may
-   * take it over).
+   * lead of its branches on top, or the lead (or part of it) and the part of a branch evaluated
+   * (these went through their own call maps, so no other prefix may take them over).
    * @returns its key, `undefined` when it was not kept (no cache, no room beside the other parked
    *   snapshots, a failed write): then the request goes on; never throws
    */
@@ -200,8 +200,8 @@ export class PrefixSequence {
   }
 
   /**
-   * Loads what {@link park} parked between two branches: a prefix of `prefixLength` tokens and a
-   * lead on top. What the sequence held is saved to the cache first, as {@link restore} does.
+   * Loads what {@link park} parked after the prefix: a prefix of `prefixLength` tokens with a
+   * lead, or part of one, on top, or the lead and part of a branch. What the sequence held is saved to the cache first, as {@link restore} does.
    * @returns whether the sequence holds them now; never throws (a snapshot that cannot be read
    *   back leaves the sequence to be evaluated from scratch)
    */

@@ -1,13 +1,14 @@
 import {
   branchAfterLead,
+  branchFrom,
   leadCallsFrom,
   type DecodePlan,
   type PlannedBranch,
 } from "../decode/index.js";
 import type { LlamaContextSequence } from "node-llama-cpp";
-import { countBranchTokens, evaluateCalls, type DecodeTally } from "./lanes.js";
+import { countBranchTokens, evaluateCalls, type BranchPart, type DecodeTally } from "./lanes.js";
 import { commonPrefixLength, type PrefixSnapshotCache } from "./prefix-cache.js";
-import { CallPace, type CallLimits } from "./call-pace.js";
+import type { CallLimits, CallPace } from "./call-pace.js";
 import type { PrefixSequence, PrefixTurn } from "./prefix-sequence.js";
 import {
   branchTotalTokens,
@@ -37,10 +38,16 @@ export interface Progress {
    */
   parked?: string | undefined;
   /**
-   * Whether `parked` holds the prefix and the lead (the turn stopped between two branches), or
-   * the prefix and the first `leadDone` tokens of the lead (it stopped inside the lead).
+   * Whether `parked` holds the prefix and the lead (the turn stopped between two branches), the
+   * prefix and the first `leadDone` tokens of the lead (it stopped inside the lead), or the
+   * prefix and the first tokens of the branch `part` names (it stopped inside that branch).
    */
   parkedWithLead?: boolean;
+  /**
+   * The branch a turn gave the model up inside, and its tokens `parked` holds; `undefined` when
+   * none, or once a turn has taken it back.
+   */
+  part?: BranchPart | undefined;
   /**
    * Lead tokens evaluated when a turn gave the model up inside the lead ({@link runLeadTurn});
    * `undefined` once the lead is whole.
@@ -57,8 +64,10 @@ export const YIELDED = Symbol("yielded");
 
 /**
  * The branches of a one-lane plan's run that earlier turns did not score, the first of them
- * planned from the common lead (the branch before it is no longer in the KV cache).
+ * planned from what the sequence holds of it: the part an earlier turn evaluated (`part`), or
+ * the common lead (the branch before it is no longer in the KV cache).
  * @param scores - by branch index, `undefined` where not scored yet
+ * @param part - the first branch's tokens the sequence holds, when a turn stopped inside it
  * @returns the rest of lane 0's run, in its order
  */
 export function restOfRun(
@@ -66,11 +75,15 @@ export function restOfRun(
   plan: DecodePlan,
   scores: readonly (BranchScore | undefined)[],
   batchSize: number,
+  part?: BranchPart,
 ): PlannedBranch[] {
   const rest = plan.lanes[0]!.filter(({ index }) => scores[index] === undefined);
-  return rest.map((branch, k) =>
-    k === 0 ? branchAfterLead(request, branch.index, plan.lead.length, batchSize) : branch,
-  );
+  return rest.map(({ index }, k) => {
+    if (k > 0) return rest[k]!;
+    return index === part?.index
+      ? branchFrom(request, index, part.done, batchSize)
+      : branchAfterLead(request, index, plan.lead.length, batchSize);
+  });
 }
 
 /**
@@ -82,6 +95,7 @@ export function restOfRun(
  * @param scores - by branch index, `undefined` where not scored yet; absent: none scored
  * @param leadDone - whether the lead is evaluated; by default once any branch is scored (false
  *   for a turn that evaluates its prefix again after earlier turns scored branches)
+ * @param part - a branch whose first `done` tokens are evaluated (a turn stopped inside it)
  */
 export function workLeft(
   request: ScoreRequest,
@@ -89,12 +103,13 @@ export function workLeft(
   prefixDone: number,
   scores?: readonly (BranchScore | undefined)[],
   leadDone = scores !== undefined,
+  part?: BranchPart,
 ): number {
   let left = request.prefix.length - prefixDone + (leadDone ? 0 : leadLength);
   request.branches.forEach((branch, i) => {
     if (scores?.[i] === undefined) left += branchTotalTokens(branch) - leadLength;
   });
-  return left;
+  return left - Math.max(0, (part?.done ?? 0) - leadLength);
 }
 
 /**
@@ -126,31 +141,35 @@ export interface TurnOptions extends CallLimits {
    */
   readonly giveWay: ((work: number) => boolean) | undefined;
   /**
-   * Where a lead's call bound starts (call-pace.ts): the bound its prefix's calls ended with, when
-   * this turn timed some; default the batch size.
+   * The pace of sequence 0's calls after the prefix (call-pace.ts): the lead's, then lane 0's
+   * branches'; it starts where the prefix's calls ended, when this turn timed some.
    */
-  readonly startTokens?: number | undefined;
+  readonly pace: CallPace;
 }
 
 /** How {@link runBranchTurn} runs branches and parks what sequence 0 holds. */
 export interface BranchTurnOptions extends TurnOptions {
   /**
-   * Runs `lanes` (lanes.ts `runLanes`), a lane stopping between two branches when `giveWay` says
-   * so; sequence 0 then holds the prefix and the lead.
+   * Runs `lanes` (lanes.ts `runLanes`), a lane stopping when `giveWay` says so: between two
+   * branches (sequence 0 then holds the prefix and the lead), or between two decode calls of a
+   * branch once `park` parked what sequence 0 holds.
    * @returns scores by branch index, `undefined` for those not run
    */
   readonly run: (
     lanes: readonly (readonly PlannedBranch[])[],
-    giveWay: ((rest: readonly PlannedBranch[]) => boolean) | undefined,
+    giveWay: ((rest: readonly PlannedBranch[], done: number) => boolean) | undefined,
+    park: ((part: BranchPart) => Promise<boolean>) | undefined,
   ) => Promise<readonly (BranchScore | undefined)[]>;
 }
 
 /**
  * A turn's branches: those the request has left (all of the plan's lanes in its first turn that
- * comes to them, else the rest of lane 0's run), until every one is scored or the turn gives the
- * model up between two of them. It gives way only when it can park the prefix and the lead; where
- * it cannot (no room), it goes on to the end.
- * @param progress - updated: `scores`, and on giving way `parked`, `parkedWithLead`, `workLeft`
+ * comes to them, else the rest of lane 0's run, from the part of its first branch an earlier turn
+ * parked), until every one is scored or the turn gives the model up, between two of them or
+ * between two decode calls of one. It gives way only when it can park what sequence 0 holds;
+ * where it cannot (no room), it goes on to the end.
+ * @param progress - updated: `scores`, and on giving way `parked`, `parkedWithLead`, `part`,
+ *   `workLeft`
  * @returns every branch's score by index, or {@link YIELDED}
  */
 export async function runBranchTurn(
@@ -160,32 +179,49 @@ export async function runBranchTurn(
   options: BranchTurnOptions,
 ): Promise<BranchScore[] | typeof YIELDED> {
   const scores = progress.scores ?? new Array<BranchScore | undefined>(request.branches.length);
-  const rest = () => [restOfRun(request, plan, scores, options.batchSize)];
-  let lanes = progress.scores ? rest() : plan.lanes;
-  // The branches left in the lane past the lead are all the work left (one lane).
+  const lead = plan.lead.length;
+  let lanes = progress.scores
+    ? [restOfRun(request, plan, scores, options.batchSize, progress.part)]
+    : plan.lanes;
+  // Sequence 0 will not hold the part again: it is evaluated on from here.
+  progress.part = undefined;
+  // The branches left in the lane past the lead, less what is evaluated of the first, are all
+  // the work left (one lane).
   const wanted = options.giveWay;
   let giveWay =
     wanted &&
-    ((left: readonly PlannedBranch[]) =>
+    ((left: readonly PlannedBranch[], done: number) =>
       wanted(
         left.reduce(
-          (work, { index }) =>
-            work + branchTotalTokens(request.branches[index]!) - plan.lead.length,
-          0,
+          (work, { index }) => work + branchTotalTokens(request.branches[index]!) - lead,
+          -Math.max(0, done - lead),
         ),
       ));
+  let stopped: (BranchPart & { parked: string }) | undefined;
+  const park =
+    giveWay &&
+    (async (part: BranchPart) => {
+      const parked = await options.park();
+      if (parked !== undefined) stopped = { ...part, parked };
+      return parked !== undefined;
+    });
   for (;;) {
-    const ran = await options.run(lanes, giveWay);
+    const ran = await options.run(lanes, giveWay, park);
     for (let i = 0; i < scores.length; i++) scores[i] ??= ran[i];
     if (!scores.includes(undefined)) return scores as BranchScore[];
     progress.scores = scores;
-    progress.parked = await options.park();
+    if (stopped) {
+      const { parked, ...part } = stopped;
+      Object.assign(progress, { parked, parkedWithLead: true, part });
+    } else progress.parked = await options.park();
     if (progress.parked !== undefined) {
       progress.parkedWithLead = true;
-      progress.workLeft = workLeft(request, plan.lead.length, request.prefix.length, scores);
+      const left = workLeft(request, lead, request.prefix.length, scores, true, progress.part);
+      progress.workLeft = left;
       return YIELDED;
     }
-    [lanes, giveWay] = [rest(), undefined];
+    lanes = [restOfRun(request, plan, scores, options.batchSize)];
+    giveWay = undefined;
   }
 }
 
@@ -205,8 +241,8 @@ export interface LeadTurnOptions extends TurnOptions {
  * work waiting. A one-question request is almost all lead (its question and options, thousands
  * of tokens with many described options), so without this it would hold the model for all of
  * it. It gives way only when it can park the prefix and the lead so far. Its calls are paced as
- * a prefix's are (call-pace.ts): the batch size, then what fits in the call budget; for a request
- * that gave way before, at most `CONTENDED_CALL_TOKENS`. Any cut of the lead's tiled part gives
+ * a prefix's are (call-pace.ts, `options.pace`): the batch size, then what fits in the call
+ * budget; for a request that gave way before, at most `CONTENDED_CALL_TOKENS`. Any cut of the lead's tiled part gives
  * the same logits (kernel-split.ts).
  * @param progress - updated: `leadDone`, and on giving way `parked`, `parkedWithLead`,
  *   `workLeft` and `evaluatedTokens`
@@ -222,9 +258,7 @@ export async function runLeadTurn(
 ): Promise<true | typeof YIELDED> {
   const { sequence, tally, signal } = options;
   const lead = request.branches[0]?.tokens ?? [];
-  // Once the request has given the model up (`workLeft` set), in calls a waiting request can see
-  // the end of sooner.
-  const pace = new CallPace(options, progress.workLeft !== undefined, options.startTokens);
+  const pace = options.pace;
   let giveWay = options.giveWay;
   let at = from;
   for (let k = 0; at < plan.lead.length; k++) {
@@ -253,11 +287,20 @@ export async function runLeadTurn(
   return true;
 }
 
-/** Forgets what the request's last turn parked, deleting its snapshot from `cache`. */
-export function dropParked(progress: Progress, cache: PrefixSnapshotCache | undefined): void {
+/**
+ * Forgets what the request's last turn parked, deleting its snapshot from `cache`.
+ * @param tookBack - whether sequence 0 holds it now; if not, a branch part it held is forgotten
+ *   too (the turn evaluates that branch from the lead)
+ */
+export function dropParked(
+  progress: Progress,
+  cache: PrefixSnapshotCache | undefined,
+  tookBack = false,
+): void {
   if (progress.parked !== undefined) cache?.delete(progress.parked);
   progress.parked = undefined;
   progress.parkedWithLead = false;
+  if (!tookBack) progress.part = undefined;
 }
 
 /**
