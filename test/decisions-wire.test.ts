@@ -666,6 +666,49 @@ describe("errors in OpenAI's shape on /v1/decisions only", () => {
     expect(images[0]!.msg).toMatch(/expected array/);
   });
 
+  it("refuses an id, name, value or label with a lone surrogate on both wires: the answer echoes it", async () => {
+    // JSON.parse takes "\ud800" whole; an answer echoing it is not Unicode text.
+    const lone = "late\ud800";
+    const choice = valid.questions[0]!;
+    const cases: [Record<string, unknown>, string][] = [
+      [{ ...choice, name: lone }, "questions[0].name"],
+      [{ ...choice, choices: [{ value: "a" }, { value: lone }] }, "questions[0].choices[1].value"],
+      [
+        { type: "score", instructions: "How?", levels: [{ label: "low" }, { label: "\udc00" }] },
+        "questions[0].levels[1].label",
+      ],
+    ];
+    for (const [question, param] of cases)
+      expect(await errorOf({ ...valid, questions: [question] }, 400)).toMatchObject({
+        param,
+        code: "invalid_value",
+        message: expect.stringMatching(/lone surrogate \(\\u(d800|dc00) at code unit \d+\)/),
+      });
+    const systemOne = async (questions: Record<string, unknown>) => {
+      const reply = await post(app, "/v1/systemone", { model: "stub-1", state: "x", questions });
+      expect(reply.statusCode, reply.body).toBe(422);
+      return reply.json().detail as { loc: unknown[]; msg: string }[];
+    };
+    const noul = { type: "noul", instructions: "Is it?" };
+    expect(await systemOne({ [lone]: noul })).toEqual([
+      expect.objectContaining({
+        loc: ["body", "questions", lone],
+        msg: expect.stringMatching(/^Question id "late\\ud800" cannot be echoed: it holds a lone/),
+      }),
+    ]);
+    expect(await systemOne({ c: { type: "choice", criteria: { a: null, [lone]: null } } })).toEqual(
+      [expect.objectContaining({ loc: ["body", "questions", "c", "criteria", lone] })],
+    );
+    // A whole pair is a character like any other, and a lone surrogate in the state is evidence.
+    const whole = { type: "choice", criteria: { "late \u{1f600}": null, b: null } };
+    const reply = await post(app, "/v1/systemone", {
+      model: "stub-1",
+      state: `text cut in half ${lone}`,
+      questions: { "\u{1f600}": whole },
+    });
+    expect(reply.statusCode, reply.body).toBe(200);
+  });
+
   it("leaves /v1/systemone's error shapes as they were", async () => {
     const reply = await post(app, "/v1/systemone", "{not json");
     expect(reply.statusCode).toBe(422);

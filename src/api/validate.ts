@@ -2,7 +2,7 @@ import { Ajv, type ValidateFunction } from "ajv";
 import { validationError, type ValidationDetail } from "../protocol/errors.js";
 import { requestJsonSchema } from "../protocol/json-schema.js";
 import { SystemOneRequestSchema, type SystemOneRequest } from "../protocol/schemas.js";
-import { quoteId, SAME_TEXT_REASON, sameTextIds } from "../protocol/option-ids.js";
+import { notTextReason, quoteId, SAME_TEXT_REASON, sameTextIds } from "../protocol/option-ids.js";
 import { detailsFromZod } from "../protocol/validation.js";
 import { jsonShapeProblems } from "./json-shape.js";
 import type { ServedModel } from "./options.js";
@@ -98,11 +98,24 @@ export function validateRequest(
   return { body, model, name };
 }
 
-/** @throws {@link HttpError} 422 when a choice has two option ids that are the same text. */
+/**
+ * @throws {@link HttpError} 422 when a question id or a choice's option id, which the answer
+ *   echoes, is not Unicode text, or a choice has two option ids that are the same text
+ */
 function optionIdProblems(body: SystemOneRequest): void {
+  const notText = (loc: string[], what: string, id: string) => {
+    const reason = notTextReason(id);
+    if (reason)
+      throw validationError([
+        { loc, msg: `${what} ${quoteId(id)} cannot be echoed: ${reason}`, type: "value_error" },
+      ]);
+  };
   for (const [id, question] of Object.entries(body.questions)) {
+    notText(["body", "questions", id], "Question id", id);
     if (question.type !== "choice") continue;
     const ids = Object.keys(question.criteria);
+    for (const option of ids)
+      notText(["body", "questions", id, "criteria", option], "Option id", option);
     const same = sameTextIds(ids);
     if (!same) continue;
     const [earlier, later] = same.map((i) => ids[i]!);

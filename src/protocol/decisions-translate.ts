@@ -1,4 +1,4 @@
-import { quoteId, SAME_TEXT_REASON, sameTextKey } from "./option-ids.js";
+import { notTextReason, quoteId, SAME_TEXT_REASON, sameTextKey } from "./option-ids.js";
 import type {
   ChoiceValue,
   DecisionInputItem,
@@ -60,8 +60,9 @@ export interface TranslationModel {
  * @returns the System One request, the questions refused before the model, the image's place
  * @throws {@link HttpError} 400 in OpenAI's shape when the request breaks a rule the schema cannot
  *   state: a second image, an image in the input for a text-only model, a choice value given
- *   twice (or as a string and a boolean of the same text), `"__proto__"` as a value, a tool
- *   output without its call, a predicate with no text
+ *   twice (or as a string and a boolean of the same text), `"__proto__"` as a value, a name,
+ *   value or label that is not Unicode text, a tool output without its call, a predicate with no
+ *   text
  * @example
  * ```ts
  * const { systemOne, refused } = fromDecisionsRequest(body, { acceptsImages: false, name: "decisiond-1.0-experimental" });
@@ -91,6 +92,7 @@ export function fromDecisionsRequest(
   const questions: Record<string, Question> = {};
   const refused: number[] = [];
   request.questions.forEach((question, index) => {
+    echoable(question.name, `questions[${index}].name`);
     const { text, image } = texts[index]!;
     if (image && !model.acceptsImages) refused.push(index);
     else questions[String(index)] = systemOneQuestion(question, index, text);
@@ -321,6 +323,13 @@ function instructionsText(question: DecisionQuestion, index: number, images: Ima
   return instructions.map((part, i) => partText(part, `${param}[${i}]`, images)).join("\n");
 }
 
+/** @throws {@link HttpError} 400 when `text`, which the answer echoes, is not Unicode text. */
+function echoable(text: string | null | undefined, param: string): void {
+  const reason = text ? notTextReason(text) : undefined;
+  if (reason)
+    throw invalid(`${quoteId(text!)} cannot be echoed: ${reason}`, param, "invalid_value");
+}
+
 /**
  * One question in System One's shape.
  * @throws {@link HttpError} 400 for a predicate without text, or choices that read the same
@@ -346,6 +355,7 @@ function systemOneQuestion(
       question.choices.forEach((choice, j) => {
         const id = optionId(choice.value);
         const param = `questions[${index}].choices[${j}].value`;
+        echoable(id, param);
         if (id === "__proto__")
           throw invalid(
             '"__proto__" cannot be a choice value (it is reserved in JavaScript objects)',
@@ -370,6 +380,9 @@ function systemOneQuestion(
       return { type: "choice", ...asked, criteria };
     }
     case "score":
+      question.levels.forEach(({ label }, j) =>
+        echoable(label, `questions[${index}].levels[${j}].label`),
+      );
       return {
         type: "score",
         ...asked,

@@ -65,3 +65,23 @@ export function sameTextIds(ids: readonly string[]): [number, number] | undefine
   }
   return undefined;
 }
+
+/** Half of a UTF-16 surrogate pair without its other half (code units, no `u` flag). */
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+/**
+ * Why `text` cannot be an id or name that an answer echoes, or `undefined` when it can. A lone
+ * surrogate (half of a UTF-16 pair: JSON.parse takes one from a `"\ud800"` escape) is not Unicode
+ * text: UTF-8 cannot carry it, and strict JSON parsers refuse an answer that echoes it.
+ * @example
+ * ```ts
+ * notTextReason("ok\ud800"); // → "it holds a lone surrogate (\\ud800 at code unit 2), …"
+ * notTextReason("ok \ud83d\ude00"); // → undefined (a whole pair: 😀)
+ * ```
+ */
+export function notTextReason(text: string): string | undefined {
+  const match = LONE_SURROGATE.exec(text);
+  if (!match) return undefined;
+  const unit = match[0].charCodeAt(0).toString(16);
+  return `it holds a lone surrogate (\\u${unit} at code unit ${match.index}), half of a UTF-16 pair and not Unicode text; send the character whole, or leave it out`;
+}
