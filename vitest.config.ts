@@ -41,6 +41,7 @@ const unit = [
   "test/slow-bodies.test.ts",
   "test/training-plans.test.ts",
   "test/turn-queue.test.ts",
+  "test/turns.test.ts",
 ];
 
 export default defineConfig({

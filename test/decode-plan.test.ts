@@ -117,6 +117,9 @@ describe("decode plan (pure)", () => {
     expect(branchFrom(request, first!.index, 1472, 1024).calls).toEqual([31]);
     // A stop that would leave fewer than 64 tiled tokens is not one the engine makes.
     expect(() => branchFrom(request, first!.index, 1440, 1024)).toThrow(RangeError);
+    // Nor one that leaves a single one-row token, or none.
+    expect(() => branchFrom(request, first!.index, 1502, 1024)).toThrow(RangeError);
+    expect(() => branchFrom(request, first!.index, 1503, 1024)).toThrow(RangeError);
   });
 
   it("spreads branches over the lanes it is given", () => {

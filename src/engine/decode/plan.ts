@@ -126,7 +126,8 @@ export function branchAfterLead(
  * branch a turn stopped inside, between two of its decode calls, taken back in a later turn.
  * @param from - where a call of the branch ended: the start of its one-row part, or a point
  *   of its tiled part with none or at least 64 tiled tokens after it (kernel-split.ts)
- * @throws `RangeError` when `from` is not such a point
+ * @throws `RangeError` when `from` leaves fewer than 64 tiled tokens, no token, or a one-row
+ *   call of a single token
  */
 export function branchFrom(
   request: Pick<ScoreRequest, "branches">,
@@ -134,6 +135,10 @@ export function branchFrom(
   from: number,
   batchSize: number,
 ): PlannedBranch {
+  const { length } = request.branches[index]!.tokens;
+  // Its last token is read, and a one-row call of a single token takes another kernel.
+  if (from >= length || (length - from === 1 && length > 1))
+    throw new RangeError(`a branch of ${length} tokens cannot resume at ${from}`);
   return { index, shared: from, calls: branchCallSizes(request.branches[index]!, from, batchSize) };
 }
 

@@ -2,8 +2,8 @@ import { FA_TILE_ROWS } from "../decode/index.js";
 
 // Why paced, with the measurements: docs/decisions/109
 /**
- * How many tokens the next decode call of a stretch (a prefix, a one-question request's lead)
- * takes. A request that comes while another's call is in flight waits for that call: llama.cpp
+ * How many tokens the next decode call of a stretch (a prefix, a lead, a branch of a one-lane
+ * plan) takes. A request that comes while another's call is in flight waits for that call: llama.cpp
  * cannot stop a `llama_decode` part way, not even for a client that hung up. A call's time grows
  * with its depth in the context (each token attends to all before it), so a call of the batch
  * size (1,024 tokens) took 4 s at the start of a state on the 2-core development VM and 13 s deep

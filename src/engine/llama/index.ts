@@ -297,8 +297,7 @@ export class LlamaEngine implements Engine {
     const park = () => this.prefix.park();
     // Once the request has given the model up (`workLeft` set), in calls a waiting request can
     // see the end of sooner.
-    const contended = progress.workLeft !== undefined;
-    const pace = new CallPace(this.calls, contended, this.prefix.paced);
+    const pace = new CallPace(this.calls, progress.workLeft !== undefined, this.prefix.paced);
     const turn = { park, giveWay, ...this.calls, pace, tally, signal };
     try {
       // Tokens every branch starts with are evaluated once, into sequence 0 on top of the prefix:
@@ -317,7 +316,9 @@ export class LlamaEngine implements Engine {
             signal,
             giveWay: mayGiveWay,
             park: parkPart,
-            pace: (lane) => (lane === 0 ? pace : new CallPace(this.calls, contended, pace.tokens)),
+            // One lane's branch calls go on at the lead's pace; several lanes' calls are merged
+            // (node-llama-cpp), and no lane gives way: the plan's calls.
+            ...(plan.lanes.length === 1 ? { pace: () => pace } : {}),
             keepFirst: prefix.length + lead.length,
             trieTolerance: request.trieTolerance,
           }),

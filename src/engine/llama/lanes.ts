@@ -10,7 +10,8 @@ import { isTrie, pathTo, UnreadAllowance, type ReadNode } from "./trie-allowance
 
 /**
  * The branch half of the in-process engine's work: each lane's branches evaluated on its
- * KV-cache sequence in the calls a {@link DecodePlan} names, and their answer positions read.
+ * KV-cache sequence in the calls a {@link DecodePlan} names (on one lane, paced: the same cuts of
+ * a branch's map, sized by call-pace.ts), and their answer positions read.
  */
 
 /** Tokens one request puts through the model, added to the engine's counters as they go. */
@@ -29,7 +30,8 @@ export function countBranchTokens(tally: DecodeTally, n: number): void {
 /**
  * Evaluates `tokens[from…]` into `sequence` without reading logits, one decode call per entry of
  * `calls` (token counts, each at most the context's batch size; see kernel-split.ts). Used by the
- * engine and by the benchmark's floor (bench/run.mjs), so both make the same calls.
+ * engine and by the benchmark's floor (bench/run.mjs), so both make the same calls (the engine's
+ * paced calls after a stretch's first are cut smaller where one would run past the call budget).
  * @param signal - checked before each call, so a cancelled request frees the engine after the
  *   call in flight (at most one batch of tokens) rather than after the whole prefix or branch
  * @throws the signal's reason when aborted; the sequence then holds the calls made so far
@@ -232,8 +234,8 @@ async function evaluateChain(
   return score;
 }
 
-/** How {@link evaluateBranch} cuts a branch's decode calls, and where it may stop. */
-interface BranchCalls {
+/** How {@link evaluateBranch} cuts a branch's decode calls, where it may stop, what it counts. */
+interface BranchRun {
   /** The planned calls from the branch's start point (all but the last without logits). */
   readonly planned: readonly number[];
   /** Sets the size of each call instead of the plan (call-pace.ts), and times it. */
@@ -243,6 +245,10 @@ interface BranchCalls {
    * `true` when the lane parked them to give the model up, and stops there.
    */
   readonly stop?: ((done: number) => Promise<boolean>) | undefined;
+  readonly tally: DecodeTally;
+  readonly signal?: AbortSignal | undefined;
+  /** `ScoreRequest.trieTolerance` (0: every child read). */
+  readonly tolerance: number;
 }
 
 /** What {@link evaluateBranch} returns when it stopped inside the branch. */
@@ -252,8 +258,8 @@ const STOPPED = Symbol("stopped");
  * Evaluates `branch.tokens` from `skip` on, reads the answer position, then its children, each
  * with its single children in one call ({@link evaluateChain}) on top of the branch and erased
  * after. With a pace, each call takes what the pace allows of the rest, cut by the branch's own
- * map (kernel-split.ts), so its logits are the same to the bit as with the planned calls.
- * @param tolerance - `ScoreRequest.trieTolerance` (0: every child read)
+ * map (kernel-split.ts), so on the CPU with one sequence its logits are the same to the bit as
+ * with the planned calls.
  * @returns the candidates' log-probabilities, and the children's; {@link STOPPED} when `stop`
  *   said so between two calls (the sequence then holds the branch tokens evaluated so far)
  * @throws `Error` when the branch has no tokens or llama.cpp returns no logits; the signal's
@@ -263,13 +269,10 @@ async function evaluateBranch(
   sequence: LlamaContextSequence,
   branch: ScoreBranch,
   skip: number,
-  calls: BranchCalls,
-  tally: DecodeTally,
-  signal?: AbortSignal,
-  tolerance = 0,
+  run: BranchRun,
 ): Promise<BranchScore | typeof STOPPED> {
   if (branch.tokens.length === 0) throw new Error("a branch must have at least one token");
-  const { planned, pace, stop } = calls;
+  const { planned, pace, stop, tally, signal, tolerance } = run;
   let at = skip;
   // Every call but the last, which reads the answer position.
   for (let k = 0; ; k++) {
@@ -369,17 +372,8 @@ export async function runLanes(
             mayPark = await park!({ index, done });
             return mayPark;
           };
-          const branch = branches[index]!;
-          const planned = { planned: calls, pace, stop };
-          const score = await evaluateBranch(
-            sequence,
-            branch,
-            shared,
-            planned,
-            tally,
-            signal,
-            trieTolerance,
-          );
+          const how = { planned: calls, pace, stop, tally, signal, tolerance: trieTolerance };
+          const score = await evaluateBranch(sequence, branches[index]!, shared, how);
           if (score === STOPPED) return;
           scores[index] = score;
         }

@@ -201,7 +201,8 @@ export class PrefixSequence {
 
   /**
    * Loads what {@link park} parked after the prefix: a prefix of `prefixLength` tokens with a
-   * lead, or part of one, on top, or the lead and part of a branch. What the sequence held is saved to the cache first, as {@link restore} does.
+   * lead, or part of one, on top, or the lead and part of a branch. What the sequence held is
+   * saved to the cache first, as {@link restore} does.
    * @returns whether the sequence holds them now; never throws (a snapshot that cannot be read
    *   back leaves the sequence to be evaluated from scratch)
    */

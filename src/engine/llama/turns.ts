@@ -19,8 +19,8 @@ import {
 
 /**
  * A request's turns with the in-process engine's model: a long request gives the model up to
- * requests waiting, between the decode calls of its prefix or between its branches, and resumes
- * in a later turn (docs/decisions/103). What one turn leaves for the next.
+ * requests waiting, between the decode calls of its prefix, its lead or a branch, or between its
+ * branches, and resumes in a later turn (docs/decisions/103). What one turn leaves for the next.
  */
 
 /** What a request has done over its turns so far. */
@@ -34,7 +34,8 @@ export interface Progress {
   evaluatedTokens: number;
   /**
    * The prefix cache's key of what the last turn parked when it stopped: the part of the prefix
-   * evaluated so far, or (`parkedWithLead`) the prefix and the lead of the branches.
+   * evaluated so far, or (`parkedWithLead`) the prefix with the lead or part of it, or with the
+   * lead and part of a branch (`part`).
    */
   parked?: string | undefined;
   /**
@@ -197,12 +198,13 @@ export async function runBranchTurn(
           -Math.max(0, done - lead),
         ),
       ));
-  let stopped: (BranchPart & { parked: string }) | undefined;
+  // Parks inside a branch; the request's progress holds the key at once, so that a lane that
+  // fails after it still leaves nothing pinned in the cache (takeTurns drops it).
   const park =
     giveWay &&
     (async (part: BranchPart) => {
       const parked = await options.park();
-      if (parked !== undefined) stopped = { ...part, parked };
+      if (parked !== undefined) Object.assign(progress, { parked, part });
       return parked !== undefined;
     });
   for (;;) {
@@ -210,10 +212,8 @@ export async function runBranchTurn(
     for (let i = 0; i < scores.length; i++) scores[i] ??= ran[i];
     if (!scores.includes(undefined)) return scores as BranchScore[];
     progress.scores = scores;
-    if (stopped) {
-      const { parked, ...part } = stopped;
-      Object.assign(progress, { parked, parkedWithLead: true, part });
-    } else progress.parked = await options.park();
+    // Stopped between two branches (nothing parked yet), or inside one (parked).
+    progress.parked ??= await options.park();
     if (progress.parked !== undefined) {
       progress.parkedWithLead = true;
       const left = workLeft(request, lead, request.prefix.length, scores, true, progress.part);
@@ -242,8 +242,8 @@ export interface LeadTurnOptions extends TurnOptions {
  * of tokens with many described options), so without this it would hold the model for all of
  * it. It gives way only when it can park the prefix and the lead so far. Its calls are paced as
  * a prefix's are (call-pace.ts, `options.pace`): the batch size, then what fits in the call
- * budget; for a request that gave way before, at most `CONTENDED_CALL_TOKENS`. Any cut of the lead's tiled part gives
- * the same logits (kernel-split.ts).
+ * budget; for a request that gave way before, at most `CONTENDED_CALL_TOKENS`. Any cut of the
+ * lead's tiled part gives the same logits (kernel-split.ts).
  * @param progress - updated: `leadDone`, and on giving way `parked`, `parkedWithLead`,
  *   `workLeft` and `evaluatedTokens`
  * @returns `true` once the lead is whole, {@link YIELDED} when the turn gave way
