@@ -334,6 +334,19 @@ describe("refusals", () => {
       code: "too_many_tokens",
       param: expect.stringMatching(/^questions\[\d+\]$/),
     });
+    // An unnamed question by its place, not by the core's id for it (its index, quoted like a
+    // name); a named one by its name too.
+    const { param } = reply.json().error;
+    expect(reply.json().error.message).toContain(`(${param} alone takes `);
+    const named = questions.map((q, i) => ({ ...q, name: `check ${i}` }));
+    const byName = await post(app, "/v1/decisions", {
+      model: "fake-1",
+      input: TICKET,
+      questions: named,
+    });
+    expect(byName.json().error.message).toMatch(
+      /\(question "check \d+" \(questions\[\d+\]\) alone takes \d+\)/,
+    );
     const fits = await post(app, "/v1/decisions", {
       model: "fake-1",
       input: TICKET,

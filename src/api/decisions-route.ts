@@ -80,7 +80,7 @@ export function decisionsRoute(
               },
             );
           } catch (error) {
-            throw wireError(error, translation);
+            throw wireError(error, body, translation);
           }
           if (!result) return undefined;
           const answers = toDecisionAnswers(body, translation, result.answers, result.refused);
@@ -190,13 +190,23 @@ function validate(raw: unknown, byName: ReadonlyMap<string, ServedModel>): Valid
 
 /**
  * The decision core's request errors in this wire's words, placed in its body; others as they are.
+ * A question is named by its place (`questions[2]`), and its name when it has one: the core's id
+ * for it is that index, which would read like a name.
  * @param translation - for the image's place
  */
-function wireError(error: unknown, translation: DecisionsTranslation): unknown {
+function wireError(
+  error: unknown,
+  body: DecisionsRequest,
+  translation: DecisionsTranslation,
+): unknown {
+  const naming = (id: string) => {
+    const name = body.questions[Number(id)]?.name;
+    return name ? `question ${JSON.stringify(name)} (questions[${id}])` : `questions[${id}]`;
+  };
   if (error instanceof StateTooLongError)
     return decisionsError(
       DecisionsErrors.contextLengthExceeded,
-      `input: the input does not fit the model's context (${error.message})`,
+      `input: the input does not fit the model's context (${error.messageNaming(naming)})`,
       "input",
     );
   if (error instanceof RequestTooLargeError) {
@@ -204,7 +214,8 @@ function wireError(error: unknown, translation: DecisionsTranslation): unknown {
       error.heaviestQuestionId === undefined
         ? "questions"
         : `questions[${error.heaviestQuestionId}]`;
-    return decisionsError(DecisionsErrors.tooManyTokens, `${param}: ${error.message}`, param);
+    const message = `${param}: ${error.messageNaming(naming)}`;
+    return decisionsError(DecisionsErrors.tooManyTokens, message, param);
   }
   if (error instanceof PromptTextError) {
     const param = error.part === "prefix" ? "input" : "questions";

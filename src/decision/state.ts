@@ -6,6 +6,12 @@ import type { DecisionRequest, Json } from "./types.js";
 /** Most characters of a long state tokenized at a time (4 Ki). */
 export const STATE_SLICE_CHARS = 4 * 1024;
 
+/** How a message names a question by its id: `question "id"` on System One's wire. */
+export type QuestionNaming = (id: string) => string;
+
+/** System One's naming: the question's id, quoted. */
+const byId: QuestionNaming = (id) => `question ${JSON.stringify(id)}`;
+
 /** Thrown by the planner when a request does not fit the model's context. Nothing is truncated. */
 export class StateTooLongError extends ContextOverflowError {
   constructor(
@@ -20,13 +26,19 @@ export class StateTooLongError extends ContextOverflowError {
   ) {
     super(neededTokens, contextSize);
     this.name = "StateTooLongError";
-    const media = mediaTokens > 0 ? `, ${mediaTokens} image positions` : "";
-    this.message = this.blamesQuestion
-      ? `question ${JSON.stringify(longestQuestionId)} is too long for the model's context: with ` +
-        `the prompt${media} and the state (${stateTokens} tokens) it needs ${neededTokens} ` +
-        `tokens, but the context holds ${contextSize}; shorten its instructions or options`
+    this.message = this.messageNaming(byId);
+  }
+
+  /** The message, with the longest question named by `naming` (another wire's words). */
+  messageNaming(naming: QuestionNaming): string {
+    const { stateTokens, neededTokens, contextSize } = this;
+    const media = this.mediaTokens > 0 ? `, ${this.mediaTokens} image positions` : "";
+    return this.blamesQuestion
+      ? `${naming(this.longestQuestionId!)} is too long for the model's context: with ` +
+          `the prompt${media} and the state (${stateTokens} tokens) it needs ${neededTokens} ` +
+          `tokens, but the context holds ${contextSize}; shorten its instructions or options`
       : `the state is ${stateTokens} tokens; with the prompt${media} and the longest question ` +
-        `the request needs ${neededTokens} tokens, but the model's context holds ${contextSize}`;
+          `the request needs ${neededTokens} tokens, but the model's context holds ${contextSize}`;
   }
 
   /**
@@ -58,15 +70,20 @@ export class RequestTooLargeError extends Error {
     /** That question's branch tokens. */
     readonly heaviestTokens: number,
   ) {
-    super(
-      `the request would put ${requestTokens} tokens through the model, more than the ` +
-        `${maxRequestTokens} one request may` +
-        (heaviestQuestionId === undefined
-          ? ""
-          : ` (question ${JSON.stringify(heaviestQuestionId)} alone takes ${heaviestTokens})`) +
-        `; ask fewer questions or shorter options, or split the request`,
-    );
+    super();
     this.name = "RequestTooLargeError";
+    this.message = this.messageNaming(byId);
+  }
+
+  /** The message, with the heaviest question named by `naming` (another wire's words). */
+  messageNaming(naming: QuestionNaming): string {
+    const { heaviestQuestionId: id } = this;
+    return (
+      `the request would put ${this.requestTokens} tokens through the model, more than the ` +
+      `${this.maxRequestTokens} one request may` +
+      (id === undefined ? "" : ` (${naming(id)} alone takes ${this.heaviestTokens})`) +
+      `; ask fewer questions or shorter options, or split the request`
+    );
   }
 }
 
