@@ -253,6 +253,48 @@ describe("the busy account's retry hint", () => {
   });
 });
 
+describe("Retry-After in the tokens the engine evaluates", () => {
+  it("foretells a call with a cached state as short, and a new long one as long", async () => {
+    let now = 0;
+    const store = SqliteStore.open(defaultStorePath(), { now: () => now });
+    const admission = new Admission(store, { now: () => now });
+    const { key } = await store.createKey("team-a");
+    /** A call of `tokens` tokens the engine evaluates `work` of, taking `ms`. */
+    const call = async (tokens: number, work: number, ms: number) => {
+      const permit = await admission.admit(key);
+      await permit.reserve({ input_tokens: tokens - 1, output_tokens: 1 }, work);
+      now += ms;
+      permit.settle({ input_tokens: tokens - 1, output_tokens: 1 });
+      await permit.finish({ status: 200, model: "m" });
+    };
+    /** The hint a second call gets 500 ms into a call of `tokens` tokens, `work` evaluated. */
+    const hintDuring = async (tokens: number, work: number) => {
+      const held = await admission.admit(key);
+      await held.reserve({ input_tokens: tokens - 1, output_tokens: 1 }, work);
+      now += 500;
+      const refusal = (await admission.admit(key).catch((e: unknown) => e)) as AdmissionError;
+      expect(refusal).toMatchObject({ code: "concurrencyLimit" });
+      held.settle({ input_tokens: tokens - 1, output_tokens: 1 });
+      await held.finish({ status: 200, model: "m" });
+      return refusal.retryAfterMs!;
+    };
+    // A probe's day: 5,000-token states, new ones (all evaluated, 25 s) and one asked again
+    // (cached: 300 tokens evaluated, 1.5 s), and one-line requests (60 tokens, 0.3 s).
+    for (let i = 0; i < 4; i++) {
+      await call(5000, 5000, 25_000);
+      await call(5000, 300, 1500);
+      await call(60, 60, 300);
+    }
+    // Counted in reserved tokens, both 5,000-token calls were foretold the same, about 13 s: far
+    // too long for the cached one, far too short for a new one (an outside probe saw both).
+    expect(await hintDuring(5000, 300)).toBeLessThan(2500);
+    const fresh = await hintDuring(5000, 5000);
+    expect(fresh).toBeGreaterThan(20_000);
+    expect(fresh).toBeLessThan(30_000);
+    await store.close();
+  });
+});
+
 describe("CallDurations", () => {
   it("fits a fixed part and a part per token", () => {
     const durations = new CallDurations();

@@ -49,10 +49,12 @@ export interface Permit {
   /**
    * Reserves the call's tokens (known once the request is tokenized, before the model runs)
    * against the account's allowance, atomically across replicas.
+   * @param work - tokens the engine expects to evaluate for the call (fewer than its usage when
+   *   its state is cached), when the engine says: what its expected duration is counted in
    * @throws {@link AdmissionError} `allowance` when they would take the account past its allowance:
    *   the call must not run.
    */
-  reserve(usage: CallUsage): Promise<void>;
+  reserve(usage: CallUsage, work?: number): Promise<void>;
   /**
    * The call no longer needs the account's slot: the model is done (`usage`) or the call failed
    * or never reached it (`undefined`). Frees the slot at once. Later calls are ignored.
@@ -100,8 +102,8 @@ interface Slot {
   /** When the current holder got the slot. */
   since: number;
   /**
-   * How long the current holder's call is expected to take, ms, from the tokens it reserved;
-   * `undefined` until it reserves them.
+   * How long the current holder's call is expected to take, ms, from the tokens the engine
+   * expects to evaluate for it (or those it reserved); `undefined` until it reserves them.
    */
   expectedMs?: number | undefined;
   readonly waiters: Waiter[];
@@ -123,7 +125,7 @@ export class Admission {
   private readonly onError: (error: unknown) => void;
   /** A running average of call durations, for Retry-After. */
   private typicalMs = 1000;
-  /** How long a call takes by the tokens it reserved, for Retry-After. */
+  /** How long a call takes by the tokens it evaluates (or reserved), for Retry-After. */
   private readonly durations = new CallDurations();
 
   /** The store, its outages turned into `StoreUnavailableError` (store.ts). */
@@ -230,7 +232,7 @@ export class Admission {
     let recording: Promise<void> | undefined;
     let releasedAt: number | undefined;
     let reservationId: number | undefined;
-    let reserved = 0;
+    let sized = 0;
     const release = () => {
       if (releasedAt !== undefined) return;
       releasedAt = this.now();
@@ -255,7 +257,7 @@ export class Admission {
     return {
       account,
       keyId,
-      reserve: async (u) => {
+      reserve: async (u, work) => {
         const tokens = u.input_tokens + u.output_tokens;
         const reservation = await this.store.reserveTokens(account, tokens);
         if (!reservation.ok)
@@ -265,10 +267,11 @@ export class Admission {
             retryAfterOf(reservation.state, this.now()),
           );
         reservationId = reservation.id;
-        reserved = tokens;
+        // Its duration is learnt and foretold in the tokens the engine evaluates, where it says.
+        sized = work ?? tokens;
         // This call holds the account's slot until it is released.
         const slot = this.slots.get(account.id);
-        if (slot && releasedAt === undefined) slot.expectedMs = this.durations.expectedMs(tokens);
+        if (slot && releasedAt === undefined) slot.expectedMs = this.durations.expectedMs(sized);
       },
       settle: (u) => {
         if (settled) return;
@@ -277,7 +280,7 @@ export class Admission {
         if (u) {
           const ms = this.now() - started;
           this.typicalMs = 0.8 * this.typicalMs + 0.2 * ms;
-          this.durations.add(reserved, ms);
+          this.durations.add(sized, ms);
         }
         release();
         record().catch(this.onError);
@@ -320,7 +323,7 @@ export class Admission {
 
   /**
    * The refusal of a call while the account's slot is held, with when to retry: what the call in
-   * flight has left (from the tokens it reserved, or the typical call), or, once it has run longer
+   * flight has left (from the tokens it evaluates, or the typical call), or, once it has run longer
    * than expected, about as long again as it has run; then a typical call per waiter.
    */
   private busyError(slot: Slot, account: Account): AdmissionError {

@@ -111,7 +111,7 @@ export class Call {
           model.decide(
             { ...toDecisionRequest(body), ...(media ? { media } : {}), ...options },
             signal,
-            reserve ? { beforeScore: (usage) => reserve(usage) } : undefined,
+            reserve ? { beforeScore: (usage, work) => reserve(usage, work) } : undefined,
           ),
         controller.signal,
         (work) => {

@@ -33,9 +33,10 @@ export interface GateTicket {
   finish?(outcome: { status: number; model: string | undefined }): Promise<void> | void;
   /**
    * Reserves the call's tokens against the account's allowance before the model runs.
+   * @param work - tokens the engine expects to evaluate, when it says (for Retry-After)
    * @throws an error with code `allowanceOverrun` (429) when the call would overrun it.
    */
-  reserve?(usage: { input_tokens: number; output_tokens: number }): Promise<void>;
+  reserve?(usage: { input_tokens: number; output_tokens: number }, work?: number): Promise<void>;
   /** The client went away before its answer: free the account's slot now (usage still follows via settle). */
   release?(): void;
 }
@@ -56,7 +57,7 @@ export function accountGate(admission: Admission): Gate {
         settle: (usage) => permit.settle(usage),
         finish: (result) => permit.finish(result),
         release: () => permit.release(),
-        reserve: (usage) => permit.reserve(usage),
+        reserve: (usage, work) => permit.reserve(usage, work),
       };
     },
   };

@@ -29,8 +29,10 @@ export interface DecideHooks {
    * Called once the request is planned and before the model runs, with the usage the call will
    * report (it is fixed by the plan); a rejection stops the call before any model work (an
    * allowance that would be overrun).
+   * @param work - tokens the engine expects to evaluate for it (`Engine.workOf`: less than the
+   *   usage's input tokens when its state is cached), when the engine says
    */
-  beforeScore?(usage: Usage): Promise<void>;
+  beforeScore?(usage: Usage, work?: number): Promise<void>;
 }
 
 /**
@@ -121,8 +123,9 @@ export class Decider {
         ...refused,
       };
     const usage = usageOf(plan);
+    const scored = scoreRequestOf(plan);
     // The request's usage is known from its plan: the caller may refuse it before the model runs.
-    await hooks?.beforeScore?.(usage);
+    await hooks?.beforeScore?.(usage, this.engine.workOf?.(scored));
     // Priors first, so the engine's last prefix is this request's state (a repeat reuses it).
     const priors =
       this.options.contentFree === false
@@ -131,7 +134,8 @@ export class Decider {
     // Every label read where content-free priors divide them: a label left unread for its small
     // probability could be one whose prior is smaller still.
     const tolerance = priors ? 0 : (this.options.trieTolerance ?? DEFAULT_TRIE_TOLERANCE);
-    const result = await this.engine.score(scoreRequestOf(plan, tolerance), signal);
+    const trie = tolerance > 0 ? { trieTolerance: tolerance } : {};
+    const result = await this.engine.score({ ...scored, ...trie }, signal);
     return {
       answers: answer(plan, readout(plan, result, priors), this.options.calibration),
       usage,

@@ -174,6 +174,13 @@ export interface Engine {
    */
   score(request: ScoreRequest, signal?: AbortSignal): Promise<ScoreResult>;
   /**
+   * Tokens the engine would evaluate for `request` if it ran now: its prefix past what the KV
+   * cache or a snapshot would give it, and its branches. An estimate (what the caches hold may
+   * change before it runs), for how long a call in flight has left. Optional: without it, every
+   * token of the request counts.
+   */
+  workOf?(request: ScoreRequest): number;
+  /**
    * Whether the engine answers now (a remote engine's health endpoint; in-process: not closed).
    * Optional: an engine without it counts as ready.
    */

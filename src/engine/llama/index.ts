@@ -169,6 +169,10 @@ export class LlamaEngine implements Engine {
     return this.llamaModel.detokenize(tokens as LlamaToken[], true);
   }
 
+  workOf(request: ScoreRequest): number {
+    return sizeOf(request, this.prefix)();
+  }
+
   score(request: ScoreRequest, signal?: AbortSignal): Promise<ScoreResult> {
     if (request.media?.length)
       return Promise.reject(new Error(`model ${this.model.id} does not accept images`));
