@@ -348,6 +348,38 @@ describe("decode calls paced to a time budget (call-pace.ts)", () => {
       expect(result.evaluatedTokens).toBe(whole.results[k]!.evaluatedTokens);
     }
   });
+
+  it("cuts the first call of a question asked deep in a cached state, with the same answers", async () => {
+    const [long, deep] = await withEngine(async (engine) => {
+      const decider = new Decider(engine, { contentFree: false });
+      const again: DecisionRequest = { state: LONG.state, questions: ROUTED.questions };
+      return [scoreRequestOf(await decider.plan(LONG)), scoreRequestOf(await decider.plan(again))];
+    }, 0);
+    expect(deep!.prefix).toEqual(long!.prefix);
+    /** The calls `deep` makes right after `long` put its state in the KV cache. */
+    const askAgain = (callBudgetMs: number) =>
+      withEngine(
+        async (engine) => {
+          await engine.score(long!);
+          let result: ScoreResult | undefined;
+          const sizes = await callSizes(engine, async () => {
+            result = await engine.score(deep!);
+          });
+          return { result: result!, sizes };
+        },
+        0,
+        callBudgetMs,
+      );
+    const whole = await askAgain(Infinity);
+    const paced = await askAgain(1);
+    // The state is cached: the calls are the question's, 1,500+ tokens deep.
+    expect(long!.prefix.length).toBeGreaterThan(1024);
+    expect(whole.sizes[0]).toBeGreaterThan(256);
+    // Its first call is sized by the last timed call (the state's last, over the 1 ms budget).
+    expect(Math.max(...paced.sizes)).toBeLessThanOrEqual(256);
+    expect(paced.result.branches).toEqual(whole.result.branches);
+    expect(paced.result.evaluatedTokens).toBe(whole.result.evaluatedTokens);
+  });
 });
 
 describe("the request with the least work left goes first", () => {

@@ -3,13 +3,15 @@ import { FA_TILE_ROWS } from "../decode/index.js";
 // Why paced, with the measurements: docs/decisions/109
 /**
  * How many tokens the next decode call of a stretch (a prefix, a lead, a branch of a one-lane
- * plan) takes. A request that comes while another's call is in flight waits for that call: llama.cpp
- * cannot stop a `llama_decode` part way, not even for a client that hung up. A call's time grows
- * with its depth in the context (each token attends to all before it), so a call of the batch
- * size (1,024 tokens) took 4 s at the start of a state on the 2-core development VM and 13 s deep
- * in a 7,000-token one. Once a call of the stretch has been timed, the next takes what fits in
- * {@link CALL_BUDGET_MS} at that call's rate, so a call in flight ends within about the budget
- * wherever it is; on a machine where a whole batch fits in the budget nothing changes.
+ * plan) takes. A request that comes while another's call is in flight waits for that call:
+ * llama.cpp cannot stop a `llama_decode` part way, not even for a client that hung up. A call's
+ * time grows with its depth in the context (each token attends to all before it), so a call of
+ * the batch size (1,024 tokens) took 4 s at the start of a state on the 2-core development VM and
+ * 13 s deep in a 7,000-token one. Once a call has been timed, the next takes what fits in
+ * {@link CALL_BUDGET_MS} at that call's rate, and a stretch that starts deep takes its first call's
+ * size from the engine's last timed call ({@link CallHistory}), so a call in flight ends within
+ * about the budget wherever it is; on a machine where a whole batch fits in the budget nothing
+ * changes.
  */
 
 /** Default of {@link CallLimits.budgetMs}: the time one call of a stretch after its first aims at. */
@@ -43,54 +45,90 @@ export function callLimits(batchSize: number, budgetMs: number): CallLimits {
   return { batchSize, budgetMs };
 }
 
+/** Depth in the context from which a stretch's first call is cut small on a slow machine. */
+export const DEEP_START_TOKENS = 1024;
+
 /**
- * The size bound of each decode call of one stretch: the batch size (or
- * {@link CONTENDED_CALL_TOKENS} for a request that gave the model up), then, after each call
- * timed with {@link record}, what fits in the budget at that call's rate, in multiples of 64
- * tokens, between {@link CONTENDED_CALL_TOKENS} and that first bound.
+ * The last decode call the engine timed, across requests and stretches: how deep in the context
+ * it ended and its rate; and whether any call has run past the budget. A stretch's first call is
+ * sized from it ({@link startFor}), so that a call deep in a state (a state the engine has cached,
+ * asked a new question; a transcript that grew) does not take the batch size at once: on the
+ * 2-core development VM such a call ran 13 s where the budget is 2.
+ */
+export class CallHistory {
+  private last: { readonly depth: number; readonly msPerToken: number } | undefined;
+  private overBudget = false;
+
+  /**
+   * Takes a call just timed (calls of fewer than 64 tokens are not: they say more of a call's
+   * fixed cost than of its tokens).
+   * @param depth - tokens in the sequence once the call was made
+   */
+  record(tokens: number, ms: number, depth: number, budgetMs: number): void {
+    if (tokens < FA_TILE_ROWS || !(ms > 0)) return;
+    this.last = { depth, msPerToken: ms / tokens };
+    if (ms > budgetMs) this.overBudget = true;
+  }
+
+  /**
+   * The first call's bound for a stretch whose first token goes at `depth`, before clamping. What
+   * fits in the budget at the last call's rate where the stretch goes on from where that call
+   * ended (a lead after its prefix), or starts from {@link DEEP_START_TOKENS} on and no deeper
+   * than it ended (a token costs no more there). Deeper than that, the contended size once some
+   * call has run past the budget. Else, and before any call was timed, the batch size: a request
+   * of up to a batch of new tokens near the start of the context is one call.
+   */
+  startFor(depth: number, limits: CallLimits): number {
+    const { last } = this;
+    const deep = depth >= DEEP_START_TOKENS;
+    if (last && (depth === last.depth || (deep && depth <= last.depth)))
+      return limits.budgetMs / last.msPerToken;
+    return deep && this.overBudget ? CONTENDED_CALL_TOKENS : limits.batchSize;
+  }
+}
+
+/**
+ * The size bound of each decode call of one stretch: the first from the engine's
+ * {@link CallHistory} (or {@link CONTENDED_CALL_TOKENS} for a request that gave the model up),
+ * then, after each call timed with {@link record}, what fits in the budget at that call's rate, in
+ * multiples of 64 tokens, between {@link CONTENDED_CALL_TOKENS} and the batch size.
  * @example
  * ```ts
- * const pace = new CallPace({ batchSize: 1024, budgetMs: 2000 }, false);
+ * const pace = new CallPace({ batchSize: 1024, budgetMs: 2000 }, false, new CallHistory(), 0);
  * pace.tokens; // → 1024
- * pace.record(1024, 4096); // 4 ms a token
+ * pace.record(1024, 4096, 1024); // 4 ms a token
  * pace.tokens; // → 448
  * ```
  */
 export class CallPace {
-  /** The bound before any call is timed, and the most any call takes. */
+  /** The most any call takes. */
   private readonly most: number;
   /** The fewest a paced bound gives. */
   private readonly fewest: number;
   private bound: number;
 
-  /** Whether a call has been timed. */
-  private timedOne = false;
-
   /**
    * @param limits - the engine's batch size and budget
    * @param contended - whether the request gave the model up before: then every call takes at
    *   most {@link CONTENDED_CALL_TOKENS}
-   * @param start - the first call's bound, where a stretch just before it was timed at the same
-   *   depth (a lead after its prefix); default the batch size
+   * @param history - the engine's last timed call, which sizes the first call and takes this
+   *   stretch's calls
+   * @param depth - tokens in the sequence before the stretch's first call
    */
   constructor(
     private readonly limits: CallLimits,
     contended: boolean,
-    start?: number,
+    private readonly history: CallHistory,
+    depth: number,
   ) {
     this.fewest = Math.min(CONTENDED_CALL_TOKENS, limits.batchSize);
     this.most = contended ? this.fewest : limits.batchSize;
-    this.bound = Math.max(this.fewest, Math.min(this.most, start ?? this.most));
+    this.bound = this.clamp(history.startFor(depth, limits));
   }
 
   /** Most tokens the next call takes (≥ 128, as kernel-split.ts's `callSizes` asks). */
   get tokens(): number {
     return this.bound;
-  }
-
-  /** {@link tokens} once a call has been timed (what a stretch after this one starts at), else `undefined`. */
-  get timedTokens(): number | undefined {
-    return this.timedOne ? this.bound : undefined;
   }
 
   /**
@@ -99,23 +137,29 @@ export class CallPace {
    * call's fixed cost than of its tokens, and is not taken.
    * @param tokens - the call's tokens
    * @param ms - its duration, in ms
+   * @param depth - tokens in the sequence once the call was made
    */
-  record(tokens: number, ms: number): void {
+  record(tokens: number, ms: number, depth: number): void {
     if (tokens < FA_TILE_ROWS || !(ms > 0)) return;
-    this.timedOne = true;
-    const fits = (this.limits.budgetMs * tokens) / ms;
+    this.history.record(tokens, ms, depth, this.limits.budgetMs);
+    this.bound = this.clamp((this.limits.budgetMs * tokens) / ms);
+  }
+
+  /** `fits` tokens in multiples of 64, between the fewest and the most. */
+  private clamp(fits: number): number {
     const tiles = Math.floor(fits / FA_TILE_ROWS) * FA_TILE_ROWS;
-    this.bound = Math.max(this.fewest, Math.min(this.most, tiles));
+    return Math.max(this.fewest, Math.min(this.most, tiles));
   }
 
   /**
    * Runs one call of `tokens` and records its rate.
+   * @param depth - tokens in the sequence once the call is made
    * @returns what the call returns
    */
-  async time<T>(tokens: number, call: () => Promise<T>): Promise<T> {
+  async time<T>(tokens: number, depth: number, call: () => Promise<T>): Promise<T> {
     const start = performance.now();
     const result = await call();
-    this.record(tokens, performance.now() - start);
+    this.record(tokens, performance.now() - start, depth);
     return result;
   }
 }

@@ -7,7 +7,7 @@ import {
 } from "node-llama-cpp";
 import { basename } from "node:path";
 import { planDecode, type DecodePlan } from "../decode/index.js";
-import { CALL_BUDGET_MS, CallPace, callLimits, type CallLimits } from "./call-pace.js";
+import { CALL_BUDGET_MS, CallHistory, CallPace, callLimits, type CallLimits } from "./call-pace.js";
 import { chatTemplateOf } from "./chat.js";
 import { forkLanes } from "./fork-lanes.js";
 import { runLanes, type DecodeTally } from "./lanes.js";
@@ -83,6 +83,8 @@ export class LlamaEngine implements Engine {
   private readonly giveWay = (work: number): boolean => this.queue.hasShorterThan(work);
   /** Sequence 0 and the prefix it holds. */
   private readonly prefix: PrefixSequence;
+  /** The last decode call timed, which sizes the first call of each stretch (call-pace.ts). */
+  private readonly history = new CallHistory();
   private closed = false;
   /** The pending write-behind of sequence 0's prefix (see {@link scheduleSnapshotWrite}). */
   private snapshotTimer: ReturnType<typeof setTimeout> | undefined;
@@ -106,7 +108,7 @@ export class LlamaEngine implements Engine {
     /** Snapshots of earlier prefixes; `undefined` when turned off. */
     readonly prefixCache: PrefixSnapshotCache | undefined,
   ) {
-    this.prefix = new PrefixSequence(prefixSequence, calls, prefixCache);
+    this.prefix = new PrefixSequence(prefixSequence, calls, this.history, prefixCache);
   }
 
   /** Loads the model and creates its context. @throws when the file is missing or not a GGUF. */
@@ -301,7 +303,8 @@ export class LlamaEngine implements Engine {
     const park = () => this.prefix.park();
     // Once the request has given the model up (`workLeft` set), in calls a waiting request can
     // see the end of sooner.
-    const pace = new CallPace(this.calls, progress.workLeft !== undefined, this.prefix.paced);
+    const depth = this.prefixSequence.nextTokenIndex;
+    const pace = new CallPace(this.calls, progress.workLeft !== undefined, this.history, depth);
     const turn = { park, giveWay, ...this.calls, pace, tally, signal };
     try {
       // Tokens every branch starts with are evaluated once, into sequence 0 on top of the prefix:

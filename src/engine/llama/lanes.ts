@@ -282,7 +282,8 @@ async function evaluateBranch(
     if (next.length <= 1) break;
     const [from, size] = [at, next[0]!];
     const evaluate = () => evaluateCalls(sequence, branch.tokens, from, [size]);
-    await (pace ? pace.time(size, evaluate) : evaluate());
+    const depth = sequence.nextTokenIndex + size;
+    await (pace ? pace.time(size, depth, evaluate) : evaluate());
     countBranchTokens(tally, size);
     at += size;
   }

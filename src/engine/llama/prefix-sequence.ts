@@ -5,7 +5,7 @@ import {
   type DecodePlan,
   type HeldPrefix,
 } from "../decode/index.js";
-import { CallPace, type CallLimits } from "./call-pace.js";
+import { CallPace, type CallHistory, type CallLimits } from "./call-pace.js";
 import { commonPrefixLength, type PrefixSnapshotCache } from "./prefix-cache.js";
 import type { Token } from "../types.js";
 
@@ -53,19 +53,15 @@ export class PrefixSequence {
   private heldPart: string | undefined;
 
   /**
-   * The call bound the last {@link evaluate} ended with, once it timed a call (call-pace.ts); the
-   * lead evaluated right after it starts there. `undefined` when it made no timed call.
-   */
-  paced: number | undefined;
-
-  /**
    * @param sequence - the KV-cache sequence prefixes are evaluated into
    * @param limits - what bounds one decode call (call-pace.ts)
+   * @param history - the engine's last timed decode call, which sizes a prefix's first call
    * @param cache - snapshots of earlier prefixes; `undefined` when turned off
    */
   constructor(
     readonly sequence: LlamaContextSequence,
     private readonly limits: CallLimits,
+    private readonly history: CallHistory,
     private readonly cache: PrefixSnapshotCache | undefined,
   ) {}
 
@@ -115,8 +111,8 @@ export class PrefixSequence {
 
   /**
    * Evaluates `prefix` into the sequence from the plan's resume point, one decode call at a time,
-   * each of at most what its {@link CallPace} allows (the batch size, then what fits in the call
-   * budget at the last call's rate). Between calls, when `giveWay(tokens of the prefix left)` says
+   * each of at most what its {@link CallPace} allows (the first as the engine's last timed call
+   * says, call-pace.ts; then what fits in the call budget at the last call's rate). Between calls, when `giveWay(tokens of the prefix left)` says
    * a request with less work waits, it parks the part evaluated so far in the prefix cache
    * ({@link park}) and stops; the request's next turn takes that part over ({@link restore} with
    * its key). Where it cannot park, it goes on to the end.
@@ -142,8 +138,7 @@ export class PrefixSequence {
     const tiled = prefixTiledEnd(prefix.length) === prefix.length;
     // A part that could not be parked (no room) is not written again at every call.
     let mayPark = tiled;
-    const pace = new CallPace(this.limits, contended);
-    this.paced = undefined;
+    const pace = new CallPace(this.limits, contended, this.history, cached);
     // From what the sequence kept (the plan's resume point, or what else it kept), call by call.
     for (let index = 0; at < prefix.length; index++) {
       if (index > 0 && mayPark && giveWay(prefix.length - at)) {
@@ -156,12 +151,13 @@ export class PrefixSequence {
       this.mapLength = undefined;
       const size = prefixCallsFrom(at, prefix.length, pace.tokens)[0]!;
       const tokens = prefix.slice(at, at + size) as LlamaToken[];
-      await pace.time(size, () => this.sequence.evaluateWithoutGeneratingNewTokens(tokens));
+      await pace.time(size, at + size, () =>
+        this.sequence.evaluateWithoutGeneratingNewTokens(tokens),
+      );
       at += size;
       if (tiled) this.mapLength = at;
     }
     this.mapLength = prefix.length;
-    this.paced = pace.timedTokens;
     return { cached, evaluated: at - cached, parked: undefined };
   }
 

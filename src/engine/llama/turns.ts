@@ -143,7 +143,8 @@ export interface TurnOptions extends CallLimits {
   readonly giveWay: ((work: number) => boolean) | undefined;
   /**
    * The pace of sequence 0's calls after the prefix (call-pace.ts): the lead's, then lane 0's
-   * branches'; it starts where the prefix's calls ended, when this turn timed some.
+   * branches'; its first call sized by the engine's last timed call (the prefix's, when this
+   * turn timed some).
    */
   readonly pace: CallPace;
 }
@@ -241,8 +242,9 @@ export interface LeadTurnOptions extends TurnOptions {
  * work waiting. A one-question request is almost all lead (its question and options, thousands
  * of tokens with many described options), so without this it would hold the model for all of
  * it. It gives way only when it can park the prefix and the lead so far. Its calls are paced as
- * a prefix's are (call-pace.ts, `options.pace`): the batch size, then what fits in the call
- * budget; for a request that gave way before, at most `CONTENDED_CALL_TOKENS`. Any cut of the
+ * a prefix's are (call-pace.ts, `options.pace`): the first as the engine's last timed call says,
+ * then what fits in the call budget; for a request that gave way before, at most
+ * `CONTENDED_CALL_TOKENS`. Any cut of the
  * lead's tiled part gives the same logits (kernel-split.ts).
  * @param progress - updated: `leadDone`, and on giving way `parked`, `parkedWithLead`,
  *   `workLeft` and `evaluatedTokens`
@@ -279,7 +281,8 @@ export async function runLeadTurn(
     }
     const size = leadCallsFrom(request, plan, at, pace.tokens)[0]!;
     const start = at;
-    await pace.time(size, () => evaluateCalls(sequence, lead, start, [size], signal));
+    const depth = request.prefix.length + start + size;
+    await pace.time(size, depth, () => evaluateCalls(sequence, lead, start, [size], signal));
     countBranchTokens(tally, size);
     at += size;
   }
