@@ -74,11 +74,26 @@ describe("CallPace", () => {
     expect(at(200)).toBe(1024);
     // Deeper than any call timed: the contended size, once a call ran past the budget.
     expect(at(5000)).toBe(CONTENDED_CALL_TOKENS);
+    // Near the start, only the stretch that goes on from the call (this turn's lead after its
+    // prefix) takes that rate: another request's state of a few hundred tokens stays one call.
+    const near = new CallHistory();
+    new CallPace(limits, false, near, 0).record(576, 2304, 600); // 4 ms a token
+    expect(new CallPace(limits, false, near, 600, true).tokens).toBe(448);
+    expect(new CallPace(limits, false, near, 600).tokens).toBe(1024);
     // A machine whose calls all fit the budget keeps the batch size, deep or not.
     const fast = new CallHistory();
     new CallPace(limits, false, fast, 0).record(1024, 100, 1024);
     expect(new CallPace(limits, false, fast, 7000).tokens).toBe(1024);
     expect(new CallPace(limits, false, fast, 1024).tokens).toBe(1024);
+  });
+
+  it("takes a batch size that is not a multiple of 64 whole", () => {
+    const odd = new CallPace({ batchSize: 1000, budgetMs: 2000 }, false, new CallHistory(), 0);
+    expect(odd.tokens).toBe(1000);
+    odd.record(1000, 100, 1000); // fast: a whole batch fits
+    expect(odd.tokens).toBe(1000);
+    odd.record(1000, 4000, 2000); // 4 ms a token: 500 fit
+    expect(odd.tokens).toBe(448);
   });
 
   it("checks its limits", () => {

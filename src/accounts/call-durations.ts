@@ -29,7 +29,8 @@ export class CallDurations {
 
   /**
    * Learns from a call answered.
-   * @param tokens - the tokens it reserved (input + output), more than 0; others are ignored.
+   * @param tokens - its size: the tokens the engine evaluated for it (`Engine.workOf`), or where
+   *   an engine does not say, those it reserved (input + output); more than 0, others ignored.
    * @param ms - how long it took, ms, ≥ 0.
    */
   add(tokens: number, ms: number): void {

@@ -14,7 +14,7 @@ import { FA_TILE_ROWS } from "../decode/index.js";
  * changes.
  */
 
-/** Default of {@link CallLimits.budgetMs}: the time one call of a stretch after its first aims at. */
+/** Default of {@link CallLimits.budgetMs}: the time one paced decode call aims at. */
 export const CALL_BUDGET_MS = 2000;
 
 /**
@@ -30,7 +30,10 @@ export const CONTENDED_CALL_TOKENS = 256;
 export interface CallLimits {
   /** Most tokens one decode call takes, ≥ 128. */
   readonly batchSize: number;
-  /** Time one call of a stretch after its first aims at, in ms ({@link CALL_BUDGET_MS}). */
+  /**
+   * Time one paced decode call aims at, in ms ({@link CALL_BUDGET_MS}): a stretch's calls after
+   * its first, and the first of one that goes on from a timed call or starts deep.
+   */
   readonly budgetMs: number;
 }
 
@@ -50,40 +53,47 @@ export const DEEP_START_TOKENS = 1024;
 
 /**
  * The last decode call the engine timed, across requests and stretches: how deep in the context
- * it ended and its rate; and whether any call has run past the budget. A stretch's first call is
- * sized from it ({@link startFor}), so that a call deep in a state (a state the engine has cached,
- * asked a new question; a transcript that grew) does not take the batch size at once: on the
- * 2-core development VM such a call ran 13 s where the budget is 2.
+ * it ended and its rate. A stretch's first call is sized from it ({@link startFor}), so that a
+ * call deep in a state (a state the engine has cached, asked a new question; a transcript that
+ * grew) does not take the batch size at once: on the 2-core development VM such a call ran 13 s
+ * where the budget is 2.
  */
 export class CallHistory {
   private last: { readonly depth: number; readonly msPerToken: number } | undefined;
-  private overBudget = false;
+  private count = 0;
+
+  /** Calls taken so far: a stretch that timed a call since a reading goes past it. */
+  get calls(): number {
+    return this.count;
+  }
 
   /**
    * Takes a call just timed (calls of fewer than 64 tokens are not: they say more of a call's
    * fixed cost than of its tokens).
    * @param depth - tokens in the sequence once the call was made
    */
-  record(tokens: number, ms: number, depth: number, budgetMs: number): void {
+  record(tokens: number, ms: number, depth: number): void {
     if (tokens < FA_TILE_ROWS || !(ms > 0)) return;
     this.last = { depth, msPerToken: ms / tokens };
-    if (ms > budgetMs) this.overBudget = true;
+    this.count++;
   }
 
   /**
    * The first call's bound for a stretch whose first token goes at `depth`, before clamping. What
-   * fits in the budget at the last call's rate where the stretch goes on from where that call
-   * ended (a lead after its prefix), or starts from {@link DEEP_START_TOKENS} on and no deeper
-   * than it ended (a token costs no more there). Deeper than that, the contended size once some
-   * call has run past the budget. Else, and before any call was timed, the batch size: a request
-   * of up to a batch of new tokens near the start of the context is one call.
+   * fits in the budget at the last call's rate where the stretch `continues` one that made it (a
+   * lead right after its prefix), or starts from {@link DEEP_START_TOKENS} on and no deeper than
+   * that call ended (a token costs no more there). Deeper than that, the contended size where a
+   * batch at the last call's rate runs past the budget (a slow machine). Else, and before any
+   * call was timed, the batch size: a request of up to a batch of new tokens near the start of
+   * the context is one call, and a machine whose batches fit the budget is unchanged.
    */
-  startFor(depth: number, limits: CallLimits): number {
+  startFor(depth: number, limits: CallLimits, continues = false): number {
     const { last } = this;
+    if (!last) return limits.batchSize;
     const deep = depth >= DEEP_START_TOKENS;
-    if (last && (depth === last.depth || (deep && depth <= last.depth)))
-      return limits.budgetMs / last.msPerToken;
-    return deep && this.overBudget ? CONTENDED_CALL_TOKENS : limits.batchSize;
+    if (continues || (deep && depth <= last.depth)) return limits.budgetMs / last.msPerToken;
+    const slow = last.msPerToken * limits.batchSize > limits.budgetMs;
+    return deep && slow ? CONTENDED_CALL_TOKENS : limits.batchSize;
   }
 }
 
@@ -114,16 +124,19 @@ export class CallPace {
    * @param history - the engine's last timed call, which sizes the first call and takes this
    *   stretch's calls
    * @param depth - tokens in the sequence before the stretch's first call
+   * @param continues - whether the stretch goes on from the engine's last timed call, made in
+   *   this turn (a lead right after the prefix it evaluated)
    */
   constructor(
     private readonly limits: CallLimits,
     contended: boolean,
     private readonly history: CallHistory,
     depth: number,
+    continues = false,
   ) {
     this.fewest = Math.min(CONTENDED_CALL_TOKENS, limits.batchSize);
     this.most = contended ? this.fewest : limits.batchSize;
-    this.bound = this.clamp(history.startFor(depth, limits));
+    this.bound = this.clamp(history.startFor(depth, limits, continues));
   }
 
   /** Most tokens the next call takes (≥ 128, as kernel-split.ts's `callSizes` asks). */
@@ -141,12 +154,13 @@ export class CallPace {
    */
   record(tokens: number, ms: number, depth: number): void {
     if (tokens < FA_TILE_ROWS || !(ms > 0)) return;
-    this.history.record(tokens, ms, depth, this.limits.budgetMs);
+    this.history.record(tokens, ms, depth);
     this.bound = this.clamp((this.limits.budgetMs * tokens) / ms);
   }
 
-  /** `fits` tokens in multiples of 64, between the fewest and the most. */
+  /** `fits` tokens: the most where they reach it, else in multiples of 64, at least the fewest. */
   private clamp(fits: number): number {
+    if (fits >= this.most) return this.most;
     const tiles = Math.floor(fits / FA_TILE_ROWS) * FA_TILE_ROWS;
     return Math.max(this.fewest, Math.min(this.most, tiles));
   }

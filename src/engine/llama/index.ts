@@ -271,6 +271,8 @@ export class LlamaEngine implements Engine {
     const prefix = request.prefix as LlamaToken[];
     const limits = { lanes: this.parallelBranches, batchSize: this.calls.batchSize };
     const tally: DecodeTally = { evaluatedTokens: 0, counters: this.counters };
+    // Whether this turn's prefix timed a call, which its lead then goes on from (call-pace.ts).
+    const timedBefore = this.history.calls;
     const tookBack =
       progress.parkedWithLead &&
       (await this.prefix.takeBackWithLead(progress.parked!, prefix.length));
@@ -304,7 +306,9 @@ export class LlamaEngine implements Engine {
     // Once the request has given the model up (`workLeft` set), in calls a waiting request can
     // see the end of sooner.
     const depth = this.prefixSequence.nextTokenIndex;
-    const pace = new CallPace(this.calls, progress.workLeft !== undefined, this.history, depth);
+    const continues = this.history.calls > timedBefore;
+    const contended = progress.workLeft !== undefined;
+    const pace = new CallPace(this.calls, contended, this.history, depth, continues);
     const turn = { park, giveWay, ...this.calls, pace, tally, signal };
     try {
       // Tokens every branch starts with are evaluated once, into sequence 0 on top of the prefix:

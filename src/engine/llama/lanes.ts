@@ -31,7 +31,7 @@ export function countBranchTokens(tally: DecodeTally, n: number): void {
  * Evaluates `tokens[from…]` into `sequence` without reading logits, one decode call per entry of
  * `calls` (token counts, each at most the context's batch size; see kernel-split.ts). Used by the
  * engine and by the benchmark's floor (bench/run.mjs), so both make the same calls (the engine's
- * paced calls after a stretch's first are cut smaller where one would run past the call budget).
+ * paced calls are cut smaller where one would run past the call budget, call-pace.ts).
  * @param signal - checked before each call, so a cancelled request frees the engine after the
  *   call in flight (at most one batch of tokens) rather than after the whole prefix or branch
  * @throws the signal's reason when aborted; the sequence then holds the calls made so far
