@@ -2,7 +2,7 @@ import { Ajv, type ValidateFunction } from "ajv";
 import { validationError, type ValidationDetail } from "../protocol/errors.js";
 import { requestJsonSchema } from "../protocol/json-schema.js";
 import { SystemOneRequestSchema, type SystemOneRequest } from "../protocol/schemas.js";
-import { notTextReason, quoteId, SAME_TEXT_REASON, sameTextIds } from "../protocol/option-ids.js";
+import { echoProblem, quoteId, SAME_TEXT_REASON, sameTextIds } from "../protocol/option-ids.js";
 import { detailsFromZod } from "../protocol/validation.js";
 import { jsonShapeProblems } from "./json-shape.js";
 import type { ServedModel } from "./options.js";
@@ -104,11 +104,8 @@ export function validateRequest(
  */
 function optionIdProblems(body: SystemOneRequest): void {
   const notText = (loc: string[], what: string, id: string) => {
-    const reason = notTextReason(id);
-    if (reason)
-      throw validationError([
-        { loc, msg: `${what} ${quoteId(id)} cannot be echoed: ${reason}`, type: "value_error" },
-      ]);
+    const problem = echoProblem(id);
+    if (problem) throw validationError([{ loc, msg: `${what} ${problem}`, type: "value_error" }]);
   };
   for (const [id, question] of Object.entries(body.questions)) {
     notText(["body", "questions", id], "Question id", id);

@@ -123,9 +123,8 @@ export class Decider {
         ...refused,
       };
     const usage = usageOf(plan);
-    const scored = scoreRequestOf(plan);
     // The request's usage is known from its plan: the caller may refuse it before the model runs.
-    await hooks?.beforeScore?.(usage, this.engine.workOf?.(scored));
+    await hooks?.beforeScore?.(usage, this.engine.workOf?.(scoreRequestOf(plan)));
     // Priors first, so the engine's last prefix is this request's state (a repeat reuses it).
     const priors =
       this.options.contentFree === false
@@ -134,8 +133,7 @@ export class Decider {
     // Every label read where content-free priors divide them: a label left unread for its small
     // probability could be one whose prior is smaller still.
     const tolerance = priors ? 0 : (this.options.trieTolerance ?? DEFAULT_TRIE_TOLERANCE);
-    const trie = tolerance > 0 ? { trieTolerance: tolerance } : {};
-    const result = await this.engine.score({ ...scored, ...trie }, signal);
+    const result = await this.engine.score(scoreRequestOf(plan, tolerance), signal);
     return {
       answers: answer(plan, readout(plan, result, priors), this.options.calibration),
       usage,

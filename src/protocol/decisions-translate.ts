@@ -1,4 +1,4 @@
-import { notTextReason, quoteId, SAME_TEXT_REASON, sameTextKey } from "./option-ids.js";
+import { echoProblem, quoteId, SAME_TEXT_REASON, sameTextKey } from "./option-ids.js";
 import type {
   ChoiceValue,
   DecisionInputItem,
@@ -325,9 +325,8 @@ function instructionsText(question: DecisionQuestion, index: number, images: Ima
 
 /** @throws {@link HttpError} 400 when `text`, which the answer echoes, is not Unicode text. */
 function echoable(text: string | null | undefined, param: string): void {
-  const reason = text ? notTextReason(text) : undefined;
-  if (reason)
-    throw invalid(`${quoteId(text!)} cannot be echoed: ${reason}`, param, "invalid_value");
+  const problem = text ? echoProblem(text) : undefined;
+  if (problem) throw invalid(problem, param, "invalid_value");
 }
 
 /**

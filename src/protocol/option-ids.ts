@@ -85,3 +85,17 @@ export function notTextReason(text: string): string | undefined {
   const unit = match[0].charCodeAt(0).toString(16);
   return `it holds a lone surrogate (\\u${unit} at code unit ${match.index}), half of a UTF-16 pair and not Unicode text; send the character whole, or leave it out`;
 }
+
+/**
+ * What is wrong with `text` as an id or name that an answer echoes, for a message: the text
+ * quoted ({@link quoteId}) and {@link notTextReason}; `undefined` when it can be echoed. Both
+ * wires word their refusals with it.
+ * @example
+ * ```ts
+ * echoProblem("ok\ud800"); // → '"ok\\ud800" cannot be echoed: it holds a lone surrogate …'
+ * ```
+ */
+export function echoProblem(text: string): string | undefined {
+  const reason = notTextReason(text);
+  return reason && `${quoteId(text)} cannot be echoed: ${reason}`;
+}

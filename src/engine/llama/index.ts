@@ -329,7 +329,7 @@ export class LlamaEngine implements Engine {
             park: parkPart,
             // One lane's branch calls go on at the lead's pace; several lanes' calls are merged
             // (node-llama-cpp), and no lane gives way: the plan's calls.
-            ...(plan.lanes.length === 1 ? { pace: () => pace } : {}),
+            ...(plan.lanes.length === 1 ? { pace } : {}),
             keepFirst: prefix.length + lead.length,
             trieTolerance: request.trieTolerance,
           }),

@@ -320,9 +320,10 @@ export interface LaneOptions {
    */
   readonly park?: (part: BranchPart) => Promise<boolean>;
   /**
-   * The pace of lane `lane`'s decode calls (call-pace.ts); default the plan's calls.
+   * The pace of lane 0's branch calls (call-pace.ts), for a plan of one lane; default, and on
+   * every other lane, the plan's calls.
    */
-  readonly pace?: (lane: number) => CallPace;
+  readonly pace?: CallPace;
   /**
    * Tokens sequence 0 keeps at the end. Default the prefix; the prefix and the lead when the
    * engine may park them.
@@ -357,7 +358,7 @@ export async function runLanes(
   const settled = await Promise.allSettled(
     lanes.map(async (run, lane) => {
       const sequence = sequences[lane]!;
-      const pace = options.pace?.(lane);
+      const pace = lane === 0 ? options.pace : undefined;
       // Stops inside a branch, once one could not be parked, are not tried again.
       let mayPark = park !== undefined;
       try {

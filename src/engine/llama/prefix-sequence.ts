@@ -112,10 +112,11 @@ export class PrefixSequence {
   /**
    * Evaluates `prefix` into the sequence from the plan's resume point, one decode call at a time,
    * each of at most what its {@link CallPace} allows (the first as the engine's last timed call
-   * says, call-pace.ts; then what fits in the call budget at the last call's rate). Between calls, when `giveWay(tokens of the prefix left)` says
-   * a request with less work waits, it parks the part evaluated so far in the prefix cache
-   * ({@link park}) and stops; the request's next turn takes that part over ({@link restore} with
-   * its key). Where it cannot park, it goes on to the end.
+   * says, call-pace.ts; then what fits in the call budget at the last call's rate). Between
+   * calls, when `giveWay(tokens of the prefix left)` says a request with less work waits, it
+   * parks the part evaluated so far in the prefix cache ({@link park}) and stops; the request's
+   * next turn takes that part over ({@link restore} with its key). Where it cannot park, it goes
+   * on to the end.
    * Every call of a prefix of at least 64 tokens is tiled (kernel-split.ts), so the part is the
    * same to the bit as a whole prefix of its length, however the calls were cut.
    * @param contended - whether the request gave the model up before: then the calls take at most

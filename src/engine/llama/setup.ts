@@ -74,8 +74,9 @@ export interface LlamaEngineOptions {
   /** Largest number of tokens one decode call takes, at least 128. Default 1024. */
   readonly batchSize?: number;
   /**
-   * Time, in ms, one decode call of a prefix or a lead aims at after the first (call-pace.ts): a
-   * request that comes waits for the call in flight. Default 2,000.
+   * Time, in ms, one paced decode call aims at (call-pace.ts): a call of a prefix, a lead or a
+   * one-lane plan's branch after its stretch's first, and the first of a stretch that starts
+   * deep. A request that comes waits for the call in flight. Default 2,000.
    */
   readonly callBudgetMs?: number;
   /** `"auto"` offloads to a GPU when one is usable; `false` forces the CPU. Default `"auto"`. */
