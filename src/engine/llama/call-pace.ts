@@ -5,13 +5,12 @@ import { FA_TILE_ROWS } from "../decode/index.js";
  * How many tokens the next decode call of a stretch (a prefix, a lead, a branch of a one-lane
  * plan) takes. A request that comes while another's call is in flight waits for that call:
  * llama.cpp cannot stop a `llama_decode` part way, not even for a client that hung up. A call's
- * time grows with its depth in the context (each token attends to all before it), so a call of
- * the batch size (1,024 tokens) took 4 s at the start of a state on the 2-core development VM and
- * 13 s deep in a 7,000-token one. Once a call has been timed, the next takes what fits in
- * {@link CALL_BUDGET_MS} at that call's rate, and a stretch that starts deep takes its first call's
- * size from the engine's last timed call ({@link CallHistory}), so a call in flight ends within
- * about the budget wherever it is; on a machine where a whole batch fits in the budget nothing
- * changes.
+ * time grows with its depth in the context (each token attends to all before it), so on a slow
+ * machine a call of the batch size deep in a long state holds the model for many budgets. Once a
+ * call has been timed, the next takes what fits in {@link CALL_BUDGET_MS} at that call's rate,
+ * and a stretch that starts deep takes its first call's size from the engine's last timed call
+ * ({@link CallHistory}), so a call in flight ends within about the budget wherever it is; on a
+ * machine where a whole batch fits in the budget nothing changes.
  */
 
 /** Default of {@link CallLimits.budgetMs}: the time one paced decode call aims at. */
@@ -55,8 +54,7 @@ export const DEEP_START_TOKENS = 1024;
  * The last decode call the engine timed, across requests and stretches: how deep in the context
  * it ended and its rate. A stretch's first call is sized from it ({@link startFor}), so that a
  * call deep in a state (a state the engine has cached, asked a new question; a transcript that
- * grew) does not take the batch size at once: on the 2-core development VM such a call ran 13 s
- * where the budget is 2.
+ * grew) does not take the batch size at once where that would run far past the budget.
  */
 export class CallHistory {
   private last: { readonly depth: number; readonly msPerToken: number } | undefined;
