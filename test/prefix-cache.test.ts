@@ -113,6 +113,40 @@ describe("prefix cache on the real model", () => {
     expect(cache.stats.saved).toBe(saved + 4);
   });
 
+  it("answers one long question asked again of the same state from the lead it kept, to the bit", async () => {
+    // Twenty described teams: the question is past 64 tokens, so its tokens before the last
+    // call are the plan's lead, which sequence 0 keeps after the request.
+    const teams: [string, string][] = Array.from({ length: 20 }, (_, i) => [
+      `team_${i + 1}`,
+      `Handles tickets about product area number ${i + 1} and its billing`,
+    ]);
+    const routing = (seed: string): DecisionRequest => ({
+      state: state(seed),
+      questions: [["team", { type: "choice", instructions: "Which team?", options: teams }]],
+    });
+    const plan = await decider.plan(routing("kilo"));
+    const total = plan.prefix.length + plan.branches[0]!.tokens.length;
+    const first = await engine.score({ prefix: plan.prefix, branches: plan.branches });
+    const again = await engine.score({ prefix: plan.prefix, branches: plan.branches });
+    expect(again.cachedPrefixTokens).toBeGreaterThan(plan.prefix.length + 64);
+    expect(again.cachedPrefixTokens).toBeLessThan(total);
+    expect(again.evaluatedTokens + again.cachedPrefixTokens).toBe(
+      first.evaluatedTokens + first.cachedPrefixTokens,
+    );
+    expect(again.branches).toEqual(first.branches);
+    // Another state in between: the state and its lead come back from the prefix cache.
+    const other = await decider.plan(routing("lima"));
+    await engine.score({ prefix: other.prefix, branches: other.branches });
+    await engine.idle();
+    const later = await engine.score({ prefix: plan.prefix, branches: plan.branches });
+    expect(later.cachedPrefixTokens).toBe(again.cachedPrefixTokens);
+    expect(later.branches).toEqual(first.branches);
+    // The same state with another question takes over the state, not the other lead.
+    const asked = await decider.plan({ state: state("kilo"), questions: TOPIC_QUESTIONS });
+    const topic = await engine.score({ prefix: asked.prefix, branches: asked.branches });
+    expect(topic.cachedPrefixTokens).toBe(asked.prefix.length);
+  });
+
   it("keeps one snapshot file per cached prefix in its own folder", async () => {
     const dir = engine.prefixCache!.directory;
     expect(readdirSync(dir).length).toBe(engine.prefixCache!.size);

@@ -120,7 +120,10 @@ export interface ScoreResult {
   readonly branches: readonly BranchScore[];
   /** Tokens this request put through the model (prefix tokens not already cached + branch tokens). */
   readonly evaluatedTokens: number;
-  /** Prefix tokens reused from the engine's prefix cache instead of being evaluated again. */
+  /**
+   * Prefix tokens reused from the engine's prefix cache instead of being evaluated again, and the
+   * branches' common lead when an earlier request with the same prefix and lead left it there.
+   */
   readonly cachedPrefixTokens: number;
   /** Context positions the request's images occupy (0 or absent without media). */
   readonly mediaTokens?: number;

@@ -6,7 +6,7 @@ import {
   type Token as LlamaToken,
 } from "node-llama-cpp";
 import { basename } from "node:path";
-import { planDecode, type DecodePlan } from "../decode/index.js";
+import { planDecode, type DecodeLimits, type DecodePlan } from "../decode/index.js";
 import { CALL_BUDGET_MS, CallHistory, CallPace, callLimits, type CallLimits } from "./call-pace.js";
 import { chatTemplateOf } from "./chat.js";
 import { forkLanes } from "./fork-lanes.js";
@@ -20,6 +20,7 @@ import {
   runBranchTurn,
   runLeadTurn,
   sizeOf,
+  takeOverLead,
   workLeft,
   YIELDED,
   type Progress,
@@ -60,10 +61,13 @@ export const SNAPSHOT_WRITE_DELAY_MS = 10;
  * LlamaDecisionContext uses), made once per request. node-llama-cpp batches the branches of all
  * sequences into as few `llama_decode` calls as the batch size allows. A lane's next branch keeps
  * the tokens it shares with the previous one and erases the rest; the tokens of chained-label
- * children are erased after each child; at the end every sequence holds exactly the prefix again.
+ * children are erased after each child; at the end every sequence holds exactly the prefix again,
+ * sequence 0 with the lead of a request that finished on top.
  *
  * Sequence 0 keeps the last prefix, so a request whose prefix starts like the previous one only
  * evaluates the tokens that differ; older prefixes come back from the {@link PrefixSnapshotCache}.
+ * A request with the same prefix and lead as one before (one question asked again of the same
+ * state) takes the lead over too, from sequence 0 or a snapshot (docs/decisions/110).
  *
  * One request runs at a time, the one with the least work left first, and a long one does not hold
  * the model: between the decode calls of its prefix, its lead and (on one lane) its branches, and
@@ -156,6 +160,11 @@ export class LlamaEngine implements Engine {
     );
   }
 
+  /** How this engine's plans decode (`planDecode`). */
+  private get limits(): DecodeLimits {
+    return { lanes: this.parallelBranches, batchSize: this.calls.batchSize };
+  }
+
   /** KV-cache sequences branches are spread over (the lanes of a request's branch schedule). */
   get parallelBranches(): number {
     return 1 + this.branchSequences.length;
@@ -172,7 +181,7 @@ export class LlamaEngine implements Engine {
   }
 
   workOf(request: ScoreRequest): number {
-    return sizeOf(request, this.prefix)();
+    return sizeOf(request, this.prefix, this.limits)();
   }
 
   score(request: ScoreRequest, signal?: AbortSignal): Promise<ScoreResult> {
@@ -191,7 +200,7 @@ export class LlamaEngine implements Engine {
    */
   private async takeTurns(request: ScoreRequest, signal?: AbortSignal): Promise<ScoreResult> {
     const progress: Progress = { cachedPrefixTokens: undefined, evaluatedTokens: 0 };
-    let rank: number | (() => number) = sizeOf(request, this.prefix);
+    let rank: number | (() => number) = sizeOf(request, this.prefix, this.limits);
     try {
       for (;;) {
         const turn = await this.queue.run(
@@ -269,14 +278,17 @@ export class LlamaEngine implements Engine {
     if (this.closed) throw new Error("the engine is closed");
     signal?.throwIfAborted();
     const prefix = request.prefix as LlamaToken[];
-    const limits = { lanes: this.parallelBranches, batchSize: this.calls.batchSize };
+    const limits = this.limits;
     const tally: DecodeTally = { evaluatedTokens: 0, counters: this.counters };
     // Whether this turn's prefix timed a call, which its lead then goes on from (call-pace.ts).
     const timedBefore = this.history.calls;
     const tookBack =
       progress.parkedWithLead &&
       (await this.prefix.takeBackWithLead(progress.parked!, prefix.length));
-    const held = tookBack ? undefined : await this.prefix.restore(prefix, progress.parked);
+    // The prefix and lead a request before left (the same question asked of the same state).
+    const leadKept = await takeOverLead(request, progress, this.prefix, limits, this.counters);
+    const held =
+      tookBack || leadKept ? undefined : await this.prefix.restore(prefix, progress.parked);
     // What the last turn parked is in sequence 0 now, or of no more use: a later turn parks more,
     // and the write-behind saves the whole prefix.
     dropParked(progress, this.prefixCache, tookBack);
@@ -310,6 +322,8 @@ export class LlamaEngine implements Engine {
     const contended = progress.workLeft !== undefined;
     const pace = new CallPace(this.calls, contended, this.history, depth, continues);
     const turn = { park, giveWay, ...this.calls, pace, tally, signal };
+    // Lead tokens sequence 0 keeps after this request, for the next (takeOverLead).
+    let keep = 0;
     try {
       // Tokens every branch starts with are evaluated once, into sequence 0 on top of the prefix:
       // all of them, or what an earlier turn that gave way inside them left.
@@ -338,17 +352,20 @@ export class LlamaEngine implements Engine {
       progress.evaluatedTokens += tally.evaluatedTokens;
       if (scores === YIELDED) return YIELDED;
       this.counters.requests++;
+      keep = lead.length;
       return {
         branches: scores,
         evaluatedTokens: progress.evaluatedTokens,
         cachedPrefixTokens: progress.cachedPrefixTokens!,
       };
     } finally {
-      // Sequence 0 holds exactly the prefix again.
-      if (this.prefixSequence.nextTokenIndex > prefix.length)
+      // Sequence 0 holds exactly the prefix again, and the lead of a request that finished.
+      const end = prefix.length + keep;
+      if (this.prefixSequence.nextTokenIndex > end)
         await this.prefixSequence.eraseContextTokenRanges([
-          { start: prefix.length, end: this.prefixSequence.nextTokenIndex },
+          { start: end, end: this.prefixSequence.nextTokenIndex },
         ]);
+      this.prefix.keepLead(keep);
     }
   }
 

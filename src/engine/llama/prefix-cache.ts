@@ -18,9 +18,15 @@ export interface PrefixSnapshotCacheOptions {
   readonly parentDirectory?: string;
 }
 
-/** One cached prefix: its tokens and the snapshot file of the KV cache that evaluated them. */
+/**
+ * One cached prefix: its tokens and the snapshot file of the KV cache that evaluated them. The
+ * first `prefixLength` tokens are a prefix cut by its own call map; the rest, when there are more,
+ * the lead of a request's branches on top of it (kernel-split.ts), which only a request with the
+ * same prefix and lead may take over.
+ */
 interface Snapshot {
   readonly tokens: readonly Token[];
+  readonly prefixLength: number;
   readonly path: string;
   readonly bytes: number;
 }
@@ -90,31 +96,50 @@ export class PrefixSnapshotCache {
   }
 
   /**
-   * The snapshot sharing the longest token prefix with `tokens` (at least `minShared` tokens), or
+   * The snapshot sharing the longest start with the prefix `tokens` (at least `minShared` tokens,
+   * counted within its own prefix, not its lead), the smaller of two sharing as many, or
    * `undefined`. Does not change recency; {@link load} does.
    */
   find(tokens: readonly Token[], minShared = 1): SnapshotMatch | undefined {
-    let best: SnapshotMatch | undefined;
+    let best: (SnapshotMatch & { size: number }) | undefined;
     for (const [key, snapshot] of this.entries.entries()) {
-      const shared = commonPrefixLength(snapshot.tokens, tokens);
-      if (shared >= minShared && shared > (best?.shared ?? 0)) best = { key, shared };
+      const shared = Math.min(commonPrefixLength(snapshot.tokens, tokens), snapshot.prefixLength);
+      const size = snapshot.tokens.length;
+      if (shared < minShared || shared < (best?.shared ?? 0)) continue;
+      if (!best || shared > best.shared || size < best.size) best = { key, shared, size };
     }
-    return best;
+    return best && { key: best.key, shared: best.shared };
+  }
+
+  /**
+   * The key of the snapshot of exactly a prefix of `prefixLength` tokens and a lead on top, the
+   * two together `tokens`, or `undefined` when there is none.
+   */
+  findWithLead(tokens: readonly Token[], prefixLength: number): string | undefined {
+    const key = keyOf(tokens, prefixLength);
+    return this.entries.has(key) ? key : undefined;
+  }
+
+  /** How many of a snapshot's tokens are its prefix (the rest a lead); `undefined` when gone. */
+  prefixLengthOf(key: string): number | undefined {
+    return (this.parked.get(key) ?? this.entries.peek(key))?.prefixLength;
   }
 
   /**
    * Writes a snapshot of `sequence` (all its tokens) into the LRU, unless one of them is held
    * already. A snapshot that does not fit beside the parked ones is not kept.
+   * @param prefixLength - how many of the tokens are a prefix (kernel-split.ts); the rest are a
+   *   lead on top. Default all of them.
    * @returns the snapshot's key, or `undefined` when the sequence is empty or the snapshot was not
    *   kept
    * @throws what writing the file throws (nothing is left behind)
    */
-  async save(sequence: LlamaContextSequence): Promise<string | undefined> {
+  async save(sequence: LlamaContextSequence, prefixLength?: number): Promise<string | undefined> {
     const tokens = [...sequence.contextTokens] as Token[];
     if (tokens.length === 0) return undefined;
-    const key = keyOf(tokens);
+    const key = keyOf(tokens, prefixLength);
     if (this.entries.has(key)) return key;
-    const snapshot = await this.writeBesideParked(sequence, tokens);
+    const snapshot = await this.writeBesideParked(sequence, tokens, prefixLength);
     if (!snapshot) return undefined;
     this.entries.set(key, snapshot);
     this.fitBudget();
@@ -183,6 +208,7 @@ export class PrefixSnapshotCache {
   private async writeBesideParked(
     sequence: LlamaContextSequence,
     tokens: Token[],
+    prefixLength = tokens.length,
   ): Promise<Snapshot | undefined> {
     const room = () => this.maxBytes - this.parkedBytes;
     if ((this.bytesPerToken ?? 0) * tokens.length > room()) return undefined;
@@ -196,7 +222,7 @@ export class PrefixSnapshotCache {
     }
     this.stats.saved++;
     this.bytesPerToken = bytes / tokens.length;
-    if (bytes <= room()) return { tokens, path, bytes };
+    if (bytes <= room()) return { tokens, prefixLength, path, bytes };
     await unlink(path).catch(() => undefined);
     return undefined;
   }
@@ -246,8 +272,10 @@ function isRunning(pid: number): boolean {
   }
 }
 
-function keyOf(tokens: readonly Token[]): string {
-  return createHash("sha256").update(Uint32Array.from(tokens)).digest("hex");
+/** A snapshot's key: its tokens' hash, and where its prefix ends when a lead is on top. */
+function keyOf(tokens: readonly Token[], prefixLength = tokens.length): string {
+  const hash = createHash("sha256").update(Uint32Array.from(tokens)).digest("hex");
+  return prefixLength === tokens.length ? hash : `${hash}:${prefixLength}`;
 }
 
 /** Length of the longest common prefix of two token arrays. */

@@ -47,6 +47,12 @@ export class PrefixSequence {
   private mapLength: number | undefined = 0;
 
   /**
+   * Tokens the sequence holds on top of its `mapLength` prefix as the whole lead of a request's
+   * branches, evaluated by the lead's map ({@link keepLead}); 0 when it holds the prefix alone.
+   */
+  private leadLength = 0;
+
+  /**
    * The key of what {@link park} parked from {@link evaluate} while the sequence holds that and
    * nothing else: as long as it is parked, it is not written to the cache a second time.
    */
@@ -87,17 +93,85 @@ export class PrefixSequence {
     const key = found?.key ?? (ownShared >= shared + MIN_SNAPSHOT_GAIN ? parked : undefined);
     if (key === undefined) return held(shared);
     try {
-      // A snapshot holds a whole prefix evaluated by its own call map.
+      // A snapshot holds a whole prefix evaluated by its own call map, and maybe a lead on top.
+      const prefixLength = cache.prefixLengthOf(key);
       const tokens = await cache.load(sequence, key);
-      if (!tokens) return held(shared);
-      this.mapLength = tokens.length;
-      return held(commonPrefixLength(tokens, prefix));
+      if (!tokens || prefixLength === undefined) return held(shared);
+      this.mapLength = prefixLength;
+      this.leadLength = tokens.length - prefixLength;
+      return held(Math.min(commonPrefixLength(tokens, prefix), prefixLength));
     } catch {
       // A snapshot that cannot be read back is dropped; the sequence is evaluated from scratch.
       cache.delete(key);
-      this.mapLength = undefined;
+      this.forget();
       return held(0);
     }
+  }
+
+  /**
+   * Puts `prefix` with `lead` on top into the sequence, both whole, when the sequence or a
+   * snapshot in the prefix cache holds exactly them, as an earlier request left them
+   * ({@link keepLead}): then the request evaluates only what its branches add. What the sequence
+   * held is saved first, as {@link restore} does.
+   * @returns whether the sequence holds them now; never throws for the cache
+   */
+  async takeOverLead(prefix: readonly Token[], lead: readonly Token[]): Promise<boolean> {
+    if (lead.length === 0) return false;
+    if (this.holdsLeadNow(prefix, lead)) return true;
+    const key = this.cache?.findWithLead([...prefix, ...lead], prefix.length);
+    if (key === undefined) return false;
+    await this.saveSnapshot();
+    this.heldPart = undefined;
+    try {
+      if (!(await this.cache!.load(this.sequence, key))) return false;
+      this.mapLength = prefix.length;
+      this.leadLength = lead.length;
+      return true;
+    } catch {
+      this.cache!.delete(key);
+      this.forget();
+      return false;
+    }
+  }
+
+  /**
+   * Whether {@link takeOverLead} would find `prefix` and `lead` now, in the sequence or the cache.
+   * An estimate for ranking (the sequence may change first).
+   */
+  holdsLead(prefix: readonly Token[], lead: readonly Token[]): boolean {
+    if (lead.length === 0) return false;
+    if (this.holdsLeadNow(prefix, lead)) return true;
+    return this.cache?.findWithLead([...prefix, ...lead], prefix.length) !== undefined;
+  }
+
+  /** Whether the sequence holds exactly `prefix` with the whole `lead` on top. */
+  private holdsLeadNow(prefix: readonly Token[], lead: readonly Token[]): boolean {
+    const tokens = this.sequence.contextTokens;
+    return (
+      this.mapLength === prefix.length &&
+      this.leadLength === lead.length &&
+      tokens.length === prefix.length + lead.length &&
+      commonPrefixLength(tokens, prefix) === prefix.length &&
+      lead.every((token, i) => tokens[prefix.length + i] === token)
+    );
+  }
+
+  /**
+   * Notes that the sequence holds the prefix it last evaluated or took over and, on top, the whole
+   * lead (`leadLength` tokens, 0 for none) of the request that just finished, to keep for the
+   * next one ({@link takeOverLead}); {@link saveSnapshot} saves them together.
+   */
+  keepLead(leadLength: number): void {
+    const { mapLength } = this;
+    const holds =
+      mapLength !== undefined && mapLength + leadLength === this.sequence.nextTokenIndex;
+    this.leadLength = holds ? leadLength : 0;
+  }
+
+  /** Forgets what the sequence holds after a failed load: nothing of it is taken over or saved. */
+  private forget(): void {
+    this.mapLength = undefined;
+    this.leadLength = 0;
   }
 
   /**
@@ -134,6 +208,7 @@ export class PrefixSequence {
   ): Promise<PrefixTurn> {
     const { resume } = plan.prefix;
     await this.sequence.adaptStateToTokens(prefix.slice(0, resume) as LlamaToken[], false);
+    this.leadLength = 0;
     const cached = this.sequence.nextTokenIndex;
     let at = cached;
     const tiled = prefixTiledEnd(prefix.length) === prefix.length;
@@ -172,7 +247,7 @@ export class PrefixSequence {
     const parked = this.heldPart !== undefined && this.cache?.parkedTokens(this.heldPart);
     if (!this.cache || !this.isWhole() || parked) return undefined;
     try {
-      return await this.cache.save(this.sequence);
+      return await this.cache.save(this.sequence, this.mapLength);
     } catch {
       // A snapshot that cannot be written is not cached; the next request works without it.
       return undefined;
@@ -210,15 +285,22 @@ export class PrefixSequence {
     try {
       if (!(await this.cache.load(this.sequence, key))) return false;
       this.mapLength = prefixLength;
+      this.leadLength = 0;
       return true;
     } catch {
-      this.mapLength = undefined;
+      this.forget();
       return false;
     }
   }
 
-  /** Whether the sequence holds tokens evaluated by one call map, all of them. */
+  /**
+   * Whether the sequence holds tokens evaluated by one prefix's call map, all of them, and
+   * maybe a whole lead on top ({@link keepLead}).
+   */
   private isWhole(): boolean {
-    return this.mapLength === this.sequence.contextTokens.length;
+    return (
+      this.mapLength !== undefined &&
+      this.mapLength + this.leadLength === this.sequence.contextTokens.length
+    );
   }
 }

@@ -2,6 +2,8 @@ import {
   branchAfterLead,
   branchFrom,
   leadCallsFrom,
+  planDecode,
+  type DecodeLimits,
   type DecodePlan,
   type PlannedBranch,
 } from "../decode/index.js";
@@ -15,6 +17,7 @@ import {
   type BranchScore,
   type EngineCounters,
   type ScoreRequest,
+  type Token,
 } from "../types.js";
 
 /**
@@ -115,11 +118,29 @@ export function workLeft(
 
 /**
  * The work a request has before its first turn ({@link workLeft}), as a function: asked when the
- * TurnQueue ranks it, as it depends on what sequence 0 and the prefix cache hold by then.
+ * TurnQueue ranks it, as it depends on what sequence 0 and the prefix cache hold by then (its
+ * prefix, or its prefix and lead, `PrefixSequence.takeOverLead`).
  */
-export function sizeOf(request: ScoreRequest, sequence: PrefixSequence): () => number {
+export function sizeOf(
+  request: ScoreRequest,
+  sequence: PrefixSequence,
+  limits: DecodeLimits,
+): () => number {
   const lead = commonLead(request);
-  return () => workLeft(request, lead, sequence.sharedNow(request.prefix));
+  const planned = leadOf(request, limits);
+  return () =>
+    sequence.holdsLead(request.prefix, planned)
+      ? workLeft(request, planned.length, request.prefix.length, undefined, true)
+      : workLeft(request, lead, sequence.sharedNow(request.prefix));
+}
+
+/**
+ * The lead of `request` as {@link planDecode} plans it: the tokens every branch starts with
+ * that are evaluated once (for one branch, its tokens before its last call).
+ */
+export function leadOf(request: ScoreRequest, limits: DecodeLimits): Token[] {
+  const { length } = planDecode(request, { shared: 0, length: 0 }, limits).lead;
+  return request.branches[0]?.tokens.slice(0, length) ?? [];
 }
 
 /** Tokens every branch of `request` starts with: the most a plan's lead can be. */
@@ -304,6 +325,27 @@ export function dropParked(
   progress.parked = undefined;
   progress.parkedWithLead = false;
   if (!tookBack) progress.part = undefined;
+}
+
+/**
+ * In a request's first turn, puts its prefix and whole lead into sequence 0 when a request before
+ * left exactly them there or in the prefix cache (`PrefixSequence.takeOverLead`), counted as
+ * cached prefix tokens.
+ * @returns whether sequence 0 holds them now (the turn evaluates only the branches past the lead)
+ */
+export async function takeOverLead(
+  request: ScoreRequest,
+  progress: Progress,
+  sequence: PrefixSequence,
+  limits: DecodeLimits,
+  counters: EngineCounters,
+): Promise<boolean> {
+  if (progress.cachedPrefixTokens !== undefined) return false;
+  const lead = leadOf(request, limits);
+  if (!(await sequence.takeOverLead(request.prefix, lead))) return false;
+  const cached = request.prefix.length + lead.length;
+  countPrefixTurn(progress, { cached, evaluated: 0, parked: undefined }, counters);
+  return true;
 }
 
 /**
