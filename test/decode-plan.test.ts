@@ -39,7 +39,7 @@ describe("decode plan (pure)", () => {
     const request = { prefix: range(1, 2413), branches: branches(1, 0, 20) };
     const plan = planDecode(request, { shared: 0, length: 0 }, LIMITS);
     expect(plan.prefix).toEqual({ resume: 0, calls: [805, 804, 804], wholeCalls: [805, 804, 804] });
-    expect(plan.lead).toEqual({ length: 0, calls: [] });
+    expect(plan.lead).toEqual({ length: 0, calls: [], tiled: 0 });
     expect(plan.lanes).toEqual([[{ index: 0, shared: 0, calls: [20] }]]);
     expectCovered(plan, 2413, request.branches);
   });
@@ -62,7 +62,8 @@ describe("decode plan (pure)", () => {
     const request = { prefix: range(1, 100), branches: branches(3, 130, 10) };
     const plan = planDecode(request, { shared: 0, length: 0 }, LIMITS);
     // 140-token branches cut at 128: the lead is 128 tiled tokens and 2 one-row ones.
-    expect(plan.lead).toEqual({ length: 130, calls: [128, 2] });
+    // The lead ends in a one-row part: its first 128 tokens are tiled.
+    expect(plan.lead).toEqual({ length: 130, calls: [128, 2], tiled: 128 });
     expect(plan.lanes).toHaveLength(1);
     // Each branch resumes after the lead: its own 10 tokens in one one-row call.
     expect(plan.lanes[0]!.map((b) => [b.shared, b.calls])).toEqual([
@@ -90,6 +91,8 @@ describe("decode plan (pure)", () => {
       expect([...plan.lead.calls, ...only!.calls]).toEqual(alone);
       expect(only!.calls).toHaveLength(1);
       expect(only!.shared).toBe(plan.lead.length);
+      // A lone branch's lead is all tiled: a later request may take over any start of it.
+      expect(plan.lead.tiled).toBe(plan.lead.length);
       expectCovered(plan, 70, request.branches);
     }
     const long = { prefix: range(1, 70), branches: branches(1, 0, 7400) };

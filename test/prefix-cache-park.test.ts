@@ -130,29 +130,32 @@ describe("parked snapshots", () => {
 });
 
 describe("snapshots with a lead on top", () => {
-  it("are found for a prefix only as far as their own prefix goes, and whole only by both", async () => {
+  it("are found for a prefix only as far as their own prefix goes, and for a lead only after the same prefix", async () => {
     const cache = cacheOf(10_000);
     const sequence = new FakeSequence();
     // A prefix of 300 tokens with a lead of 200 on top, as a finished request leaves them.
-    await cache.save(sequence.holding(0, 500), 300);
-    const whole = tokens(0, 500);
+    const key = await cache.save(sequence.holding(0, 500), 300);
+    expect(cache.prefixLengthOf(key!)).toBe(300);
     // Another prefix that runs on into the lead's tokens takes over only the prefix's 300.
     expect(cache.find(tokens(0, 450))?.shared).toBe(300);
     expect(cache.find(tokens(0, 250))?.shared).toBe(250);
-    const key = cache.findWithLead(whole, 300);
-    expect(key).toBeDefined();
-    expect(cache.prefixLengthOf(key!)).toBe(300);
-    // The same tokens as a prefix of 400 and a lead of 100 were cut into other calls.
-    expect(cache.findWithLead(whole, 400)).toBeUndefined();
-    expect(cache.findWithLead(tokens(0, 499), 300)).toBeUndefined();
-    // The same tokens saved as a whole prefix are another snapshot, and the smaller one that
-    // shares as much is found first.
+    // A lead after the same prefix: as far as it starts like the one held.
+    expect(cache.findLead(tokens(0, 300), tokens(300, 200))).toEqual({ key, shared: 200 });
+    expect(cache.findLead(tokens(0, 300), [...tokens(300, 120), 7])).toEqual({ key, shared: 120 });
+    expect(cache.findLead(tokens(0, 300), tokens(300, 900))).toEqual({ key, shared: 200 });
+    // Not after a prefix that ends elsewhere, or differs, or with nothing in common.
+    expect(cache.findLead(tokens(0, 400), tokens(400, 100))).toBeUndefined();
+    expect(cache.findLead([1, ...tokens(1, 299)].reverse(), tokens(300, 200))).toBeUndefined();
+    expect(cache.findLead(tokens(0, 300), [7, 8, 9])).toBeUndefined();
+    // The same tokens saved as a whole prefix are another snapshot, found for a prefix first
+    // when smaller, never for a lead.
     await cache.save(sequence.holding(0, 500));
-    expect(cache.size).toBe(2);
-    expect(cache.find(whole)?.shared).toBe(500);
     await cache.save(sequence.holding(0, 300));
-    expect(cache.find(tokens(0, 300))?.key).not.toBe(key);
+    expect(cache.size).toBe(3);
+    expect(cache.find(tokens(0, 500))?.shared).toBe(500);
     expect(cache.prefixLengthOf(cache.find(tokens(0, 300))!.key)).toBe(300);
+    expect(cache.find(tokens(0, 300))?.key).not.toBe(key);
+    expect(cache.findLead(tokens(0, 300), tokens(300, 200))?.key).toBe(key);
     expect(await cache.load(sequence.holding(0, 0), key!)).toHaveLength(500);
     cache.close();
   });

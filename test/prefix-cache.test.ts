@@ -28,6 +28,18 @@ function request(seed: string): DecisionRequest {
   return { state: state(seed), questions: TOPIC_QUESTIONS };
 }
 
+/** One choice of `count` described teams about `state(seed)`: long enough to have a lead. */
+function routing(seed: string, count: number, instructions = "Which team?"): DecisionRequest {
+  const teams: [string, string][] = Array.from({ length: count }, (_, i) => [
+    `team_${i + 1}`,
+    `Handles tickets about product area number ${i + 1} and its billing`,
+  ]);
+  return {
+    state: state(seed),
+    questions: [["team", { type: "choice", instructions, options: teams }]],
+  };
+}
+
 describe("prefix cache on the real model", () => {
   let engine: LlamaEngine;
   let decider: Decider;
@@ -116,15 +128,7 @@ describe("prefix cache on the real model", () => {
   it("answers one long question asked again of the same state from the lead it kept, to the bit", async () => {
     // Twenty described teams: the question is past 64 tokens, so its tokens before the last
     // call are the plan's lead, which sequence 0 keeps after the request.
-    const teams: [string, string][] = Array.from({ length: 20 }, (_, i) => [
-      `team_${i + 1}`,
-      `Handles tickets about product area number ${i + 1} and its billing`,
-    ]);
-    const routing = (seed: string): DecisionRequest => ({
-      state: state(seed),
-      questions: [["team", { type: "choice", instructions: "Which team?", options: teams }]],
-    });
-    const plan = await decider.plan(routing("kilo"));
+    const plan = await decider.plan(routing("kilo", 20));
     const total = plan.prefix.length + plan.branches[0]!.tokens.length;
     const first = await engine.score({ prefix: plan.prefix, branches: plan.branches });
     const again = await engine.score({ prefix: plan.prefix, branches: plan.branches });
@@ -135,16 +139,71 @@ describe("prefix cache on the real model", () => {
     );
     expect(again.branches).toEqual(first.branches);
     // Another state in between: the state and its lead come back from the prefix cache.
-    const other = await decider.plan(routing("lima"));
+    const other = await decider.plan(routing("lima", 20));
     await engine.score({ prefix: other.prefix, branches: other.branches });
     await engine.idle();
     const later = await engine.score({ prefix: plan.prefix, branches: plan.branches });
     expect(later.cachedPrefixTokens).toBe(again.cachedPrefixTokens);
     expect(later.branches).toEqual(first.branches);
+    // The same state and teams asked another way: the teams' lines are taken over, and the
+    // answer is a cold engine's.
+    const reworded = await decider.plan(routing("kilo", 20, "Which team should take it?"));
+    const warm = await engine.score({ prefix: reworded.prefix, branches: reworded.branches });
+    expect(warm.cachedPrefixTokens).toBeGreaterThan(plan.prefix.length + 64);
+    const cold = await openLlamaEngine({
+      modelPath: inject("modelPath"),
+      contextSize: 1024,
+      prefixCacheBytes: 0,
+    });
+    try {
+      const fresh = await cold.score({ prefix: reworded.prefix, branches: reworded.branches });
+      expect(fresh.cachedPrefixTokens).toBe(0);
+      expect(warm.branches).toEqual(fresh.branches);
+    } finally {
+      await cold.close();
+    }
     // The same state with another question takes over the state, not the other lead.
     const asked = await decider.plan({ state: state("kilo"), questions: TOPIC_QUESTIONS });
     const topic = await engine.score({ prefix: asked.prefix, branches: asked.branches });
     expect(topic.cachedPrefixTokens).toBe(asked.prefix.length);
+  });
+
+  it("lets a request sent again after it was cancelled take over the part of its lead evaluated", async () => {
+    // Sixty teams, a lead of about 1,100 tokens, in calls of about 256 (a 1 ms call budget).
+    const paced = await openLlamaEngine({
+      modelPath: inject("modelPath"),
+      contextSize: 2048,
+      callBudgetMs: 1,
+    });
+    try {
+      const plan = await new Decider(paced).plan(routing("mike", 60));
+      const request = { prefix: plan.prefix, branches: plan.branches };
+      const controller = new AbortController();
+      const cancelled = paced.score(request, controller.signal);
+      // Cancelled once the first of its lead's calls is done, as a client that gives up.
+      await vi.waitFor(() => expect(paced.counters.branchTokensEvaluated).toBeGreaterThan(0), {
+        timeout: 60_000,
+        interval: 5,
+      });
+      controller.abort(new Error("the client left"));
+      await expect(cancelled).rejects.toThrow("the client left");
+      const retry = await paced.score(request);
+      const lead = plan.branches[0]!.tokens.length;
+      expect(retry.cachedPrefixTokens).toBeGreaterThan(plan.prefix.length);
+      expect(retry.cachedPrefixTokens).toBeLessThan(plan.prefix.length + lead - 64);
+      const whole = await paced.score(request);
+      // Asked a third time, the whole lead the retry finished.
+      expect(whole.cachedPrefixTokens).toBeGreaterThan(retry.cachedPrefixTokens);
+      expect(retry.branches).toEqual(whole.branches);
+      const cold = await openLlamaEngine({ modelPath: inject("modelPath"), contextSize: 2048 });
+      try {
+        expect((await cold.score(request)).branches).toEqual(retry.branches);
+      } finally {
+        await cold.close();
+      }
+    } finally {
+      await paced.close();
+    }
   });
 
   it("keeps one snapshot file per cached prefix in its own folder", async () => {

@@ -168,6 +168,14 @@ function loneLead(branch: ScoreBranch, batchSize: number): number {
   return calls.length < 2 ? 0 : branch.tokens.length - calls.at(-1)!;
 }
 
+/**
+ * How many of a lead's first `lead` tokens go through the tiled kernel (kernel-split.ts): all of a
+ * lone branch's lead; a lead of several branches may end in a one-row part.
+ */
+export function leadTiledLength(branches: readonly ScoreBranch[], lead: number): number {
+  return branches.length === 0 ? 0 : Math.min(lead, leadTiledEnd(branches));
+}
+
 /** Where the tiled part of the lead ends: the branches' common one, or the earliest of theirs. */
 function leadTiledEnd(branches: readonly ScoreBranch[]): number {
   return Math.min(...branches.map((b) => tiledEnd(b.tokens.length)));

@@ -2,6 +2,7 @@ import {
   afterLead,
   branchCallSizes,
   leadCallSizes,
+  leadTiledLength,
   scheduleBranches,
   type ScheduledBranch,
 } from "./branch-schedule.js";
@@ -51,7 +52,12 @@ export interface DecodePlan {
    * The tokens every branch starts with, evaluated once on top of the prefix, and their calls; a
    * lone branch's tokens before its last call.
    */
-  readonly lead: { readonly length: number; readonly calls: readonly number[] };
+  readonly lead: {
+    readonly length: number;
+    readonly calls: readonly number[];
+    /** Its first tokens that go through the tiled kernel: all of a lone branch's lead. */
+    readonly tiled: number;
+  };
   /** One run of branches per lane (lane 0 first); each branch appears in exactly one run. */
   readonly lanes: readonly (readonly PlannedBranch[])[];
 }
@@ -96,6 +102,7 @@ export function planDecode(
     lead: {
       length: schedule.lead,
       calls: leadCallSizes(request.branches, schedule.lead, batchSize),
+      tiled: leadTiledLength(request.branches, schedule.lead),
     },
     lanes: schedule.lanes.map((run) =>
       run.map(({ index, shared }) => ({

@@ -61,13 +61,12 @@ export const SNAPSHOT_WRITE_DELAY_MS = 10;
  * LlamaDecisionContext uses), made once per request. node-llama-cpp batches the branches of all
  * sequences into as few `llama_decode` calls as the batch size allows. A lane's next branch keeps
  * the tokens it shares with the previous one and erases the rest; the tokens of chained-label
- * children are erased after each child; at the end every sequence holds exactly the prefix again,
- * sequence 0 with the lead of a request that finished on top.
+ * children are erased after each child; at the end every sequence holds exactly the prefix again.
  *
- * Sequence 0 keeps the last prefix, so a request whose prefix starts like the previous one only
- * evaluates the tokens that differ; older prefixes come back from the {@link PrefixSnapshotCache}.
- * A request with the same prefix and lead as one before (one question asked again of the same
- * state) takes the lead over too, from sequence 0 or a snapshot (docs/decisions/110).
+ * Sequence 0 keeps the last prefix and its lead, so a request whose prefix starts like the previous
+ * one only evaluates the tokens that differ, and one with the same prefix and lead (one question
+ * asked again of the same state) only its branches (docs/decisions/110); older prefixes and leads
+ * come back from the {@link PrefixSnapshotCache}.
  *
  * One request runs at a time, the one with the least work left first, and a long one does not hold
  * the model: between the decode calls of its prefix, its lead and (on one lane) its branches, and
@@ -322,17 +321,17 @@ export class LlamaEngine implements Engine {
     const contended = progress.workLeft !== undefined;
     const pace = new CallPace(this.calls, contended, this.history, depth, continues);
     const turn = { park, giveWay, ...this.calls, pace, tally, signal };
-    // Lead tokens sequence 0 keeps after this request, for the next (takeOverLead).
-    let keep = 0;
+    let yielded = false;
     try {
       // Tokens every branch starts with are evaluated once, into sequence 0 on top of the prefix:
       // all of them, or what an earlier turn that gave way inside them left.
       const leadFrom = held ? 0 : progress.leadDone;
+      if (leadFrom === undefined) progress.leadHeld = plan.lead.length;
       const sequence = this.prefixSequence;
       const led =
         leadFrom === undefined ||
         (await runLeadTurn(request, plan, progress, leadFrom, { ...turn, sequence }));
-      if (led === YIELDED) return YIELDED;
+      if ((yielded = led === YIELDED)) return YIELDED;
       const helpers = this.branchSequences;
       const sequences = await forkLanes(sequence, helpers, prefix, lead, plan, tally);
       const scores = await runBranchTurn(request, plan, progress, {
@@ -350,16 +349,17 @@ export class LlamaEngine implements Engine {
         ...turn,
       });
       progress.evaluatedTokens += tally.evaluatedTokens;
-      if (scores === YIELDED) return YIELDED;
+      if ((yielded = scores === YIELDED)) return YIELDED;
       this.counters.requests++;
-      keep = lead.length;
       return {
         branches: scores,
         evaluatedTokens: progress.evaluatedTokens,
         cachedPrefixTokens: progress.cachedPrefixTokens!,
       };
     } finally {
-      // Sequence 0 holds exactly the prefix again, and the lead of a request that finished.
+      // Sequence 0 holds exactly the prefix again, and the tiled part of the lead this turn holds
+      // (finished or not) for the next request, unless it gave the model up (it parked its own).
+      const keep = yielded ? 0 : Math.min(progress.leadHeld ?? 0, plan.lead.tiled);
       const end = prefix.length + keep;
       if (this.prefixSequence.nextTokenIndex > end)
         await this.prefixSequence.eraseContextTokenRanges([

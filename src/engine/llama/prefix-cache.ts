@@ -112,12 +112,26 @@ export class PrefixSnapshotCache {
   }
 
   /**
-   * The key of the snapshot of exactly a prefix of `prefixLength` tokens and a lead on top, the
-   * two together `tokens`, or `undefined` when there is none.
+   * The snapshot of exactly `prefix` (ending where it ends) whose lead on top shares the most
+   * tokens with `lead` from its start, the smaller of two sharing as many, or `undefined` when
+   * none shares any. Does not change recency.
+   * @returns its key and the lead tokens it shares
    */
-  findWithLead(tokens: readonly Token[], prefixLength: number): string | undefined {
-    const key = keyOf(tokens, prefixLength);
-    return this.entries.has(key) ? key : undefined;
+  findLead(
+    prefix: readonly Token[],
+    lead: readonly Token[],
+  ): { key: string; shared: number } | undefined {
+    let best: { key: string; shared: number; size: number } | undefined;
+    for (const [key, snapshot] of this.entries.entries()) {
+      const { tokens, prefixLength } = snapshot;
+      if (prefixLength !== prefix.length || tokens.length === prefixLength) continue;
+      if (commonPrefixLength(tokens, prefix) < prefixLength) continue;
+      const shared = commonPrefixLength(tokens.slice(prefixLength), lead);
+      if (shared === 0 || shared < (best?.shared ?? 0)) continue;
+      if (!best || shared > best.shared || tokens.length < best.size)
+        best = { key, shared, size: tokens.length };
+    }
+    return best && { key: best.key, shared: best.shared };
   }
 
   /** How many of a snapshot's tokens are its prefix (the rest a lead); `undefined` when gone. */

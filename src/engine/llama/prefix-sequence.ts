@@ -1,5 +1,6 @@
 import type { LlamaContextSequence, Token as LlamaToken } from "node-llama-cpp";
 import {
+  FA_TILE_ROWS,
   prefixCallsFrom,
   prefixTiledEnd,
   type DecodePlan,
@@ -34,6 +35,12 @@ export interface PrefixTurn {
    * parked there; `undefined` when it went to the end.
    */
   readonly parked: string | undefined;
+}
+
+/** A request's lead as its plan evaluates it: its tokens, and how many of the first are tiled. */
+export interface HeldLead {
+  readonly tokens: readonly Token[];
+  readonly tiled: number;
 }
 
 export class PrefixSequence {
@@ -109,57 +116,69 @@ export class PrefixSequence {
   }
 
   /**
-   * Puts `prefix` with `lead` on top into the sequence, both whole, when the sequence or a
-   * snapshot in the prefix cache holds exactly them, as an earlier request left them
-   * ({@link keepLead}): then the request evaluates only what its branches add. What the sequence
-   * held is saved first, as {@link restore} does.
-   * @returns whether the sequence holds them now; never throws for the cache
+   * Puts `prefix` and as much of `lead` on top as an earlier request left in the sequence or in a
+   * snapshot of the prefix cache ({@link keepLead}: a lead it finished, or the part of one it was
+   * cancelled inside), so that the request evaluates only the rest. Lead tokens were evaluated in
+   * tiled calls, each row the same whatever else its call held, so any start of them may be taken
+   * over as long as the rest of the lead is none or at least one tiled call (kernel-split.ts).
+   * Tokens held past what is taken over are erased; what the sequence held is saved to the cache
+   * first when a snapshot replaces it, as {@link restore} does.
+   * @returns the lead tokens the sequence holds now on top of `prefix` (0: none, and then the
+   *   sequence is as it was); never throws for the cache
    */
-  async takeOverLead(prefix: readonly Token[], lead: readonly Token[]): Promise<boolean> {
-    if (lead.length === 0) return false;
-    if (this.holdsLeadNow(prefix, lead)) return true;
-    const key = this.cache?.findWithLead([...prefix, ...lead], prefix.length);
-    if (key === undefined) return false;
-    await this.saveSnapshot();
-    this.heldPart = undefined;
-    try {
-      if (!(await this.cache!.load(this.sequence, key))) return false;
-      this.mapLength = prefix.length;
-      this.leadLength = lead.length;
-      return true;
-    } catch {
-      this.cache!.delete(key);
-      this.forget();
-      return false;
+  async takeOverLead(prefix: readonly Token[], lead: HeldLead): Promise<number> {
+    let taken = this.leadHeldNow(prefix, lead);
+    const found = this.cache?.findLead(prefix, lead.tokens);
+    const fromCache = found ? usableLead(found.shared, lead.tiled) : 0;
+    if (found && fromCache >= taken + MIN_SNAPSHOT_GAIN) {
+      await this.saveSnapshot();
+      this.heldPart = undefined;
+      try {
+        const tokens = await this.cache!.load(this.sequence, found.key);
+        if (!tokens) return 0;
+        this.mapLength = prefix.length;
+        this.leadLength = tokens.length - prefix.length;
+        taken = fromCache;
+      } catch {
+        this.cache!.delete(found.key);
+        this.forget();
+        return 0;
+      }
     }
+    if (taken === 0) return 0;
+    const end = prefix.length + taken;
+    if (this.sequence.nextTokenIndex > end)
+      await this.sequence.eraseContextTokenRanges([
+        { start: end, end: this.sequence.nextTokenIndex },
+      ]);
+    this.leadLength = taken;
+    return taken;
   }
 
   /**
-   * Whether {@link takeOverLead} would find `prefix` and `lead` now, in the sequence or the cache.
-   * An estimate for ranking (the sequence may change first).
+   * How many tokens of `lead` {@link takeOverLead} would take over now, from the sequence or the
+   * cache. An estimate for ranking (the sequence may change first).
    */
-  holdsLead(prefix: readonly Token[], lead: readonly Token[]): boolean {
-    if (lead.length === 0) return false;
-    if (this.holdsLeadNow(prefix, lead)) return true;
-    return this.cache?.findWithLead([...prefix, ...lead], prefix.length) !== undefined;
+  leadHeld(prefix: readonly Token[], lead: HeldLead): number {
+    const found = this.cache?.findLead(prefix, lead.tokens);
+    const fromCache = found ? usableLead(found.shared, lead.tiled) : 0;
+    return Math.max(this.leadHeldNow(prefix, lead), fromCache);
   }
 
-  /** Whether the sequence holds exactly `prefix` with the whole `lead` on top. */
-  private holdsLeadNow(prefix: readonly Token[], lead: readonly Token[]): boolean {
+  /** Lead tokens the sequence holds now on top of exactly `prefix` that may be taken over. */
+  private leadHeldNow(prefix: readonly Token[], lead: HeldLead): number {
     const tokens = this.sequence.contextTokens;
-    return (
-      this.mapLength === prefix.length &&
-      this.leadLength === lead.length &&
-      tokens.length === prefix.length + lead.length &&
-      commonPrefixLength(tokens, prefix) === prefix.length &&
-      lead.every((token, i) => tokens[prefix.length + i] === token)
-    );
+    if (this.mapLength !== prefix.length || this.leadLength === 0) return 0;
+    if (commonPrefixLength(tokens, prefix) < prefix.length) return 0;
+    const held = tokens.slice(prefix.length, prefix.length + this.leadLength);
+    return usableLead(commonPrefixLength(held, lead.tokens), lead.tiled);
   }
 
   /**
-   * Notes that the sequence holds the prefix it last evaluated or took over and, on top, the whole
-   * lead (`leadLength` tokens, 0 for none) of the request that just finished, to keep for the
-   * next one ({@link takeOverLead}); {@link saveSnapshot} saves them together.
+   * Notes that the sequence holds the prefix it last evaluated or took over and, on top,
+   * `leadLength` tokens of a request's lead evaluated in whole tiled calls (0 for none): the lead
+   * of a request that finished, or the part of it a cancelled one evaluated, kept for the next request
+   * ({@link takeOverLead}); {@link saveSnapshot} saves them together.
    */
   keepLead(leadLength: number): void {
     const { mapLength } = this;
@@ -303,4 +322,15 @@ export class PrefixSequence {
       this.mapLength + this.leadLength === this.sequence.contextTokens.length
     );
   }
+}
+
+/**
+ * Of `shared` tiled tokens held that a lead starts with, how many it may take over: as many as
+ * its own first `tiled` tokens (the rows it too evaluates tiled), or fewer, so that the tiled rest
+ * is none or at least one tiled call (kernel-split.ts).
+ */
+function usableLead(shared: number, tiled: number): number {
+  const taken = Math.min(shared, tiled);
+  const rest = tiled - taken;
+  return rest > 0 && rest < FA_TILE_ROWS ? Math.max(0, tiled - FA_TILE_ROWS) : taken;
 }

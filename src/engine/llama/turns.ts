@@ -11,13 +11,12 @@ import type { LlamaContextSequence } from "node-llama-cpp";
 import { countBranchTokens, evaluateCalls, type BranchPart, type DecodeTally } from "./lanes.js";
 import { commonPrefixLength, type PrefixSnapshotCache } from "./prefix-cache.js";
 import type { CallLimits, CallPace } from "./call-pace.js";
-import type { PrefixSequence, PrefixTurn } from "./prefix-sequence.js";
+import type { HeldLead, PrefixSequence, PrefixTurn } from "./prefix-sequence.js";
 import {
   branchTotalTokens,
   type BranchScore,
   type EngineCounters,
   type ScoreRequest,
-  type Token,
 } from "../types.js";
 
 /**
@@ -57,6 +56,11 @@ export interface Progress {
    * `undefined` once the lead is whole.
    */
   leadDone?: number;
+  /**
+   * Lead tokens sequence 0 holds now on top of the prefix, evaluated in whole decode calls (this
+   * turn): what the engine keeps for the next request when the turn fails or is cancelled.
+   */
+  leadHeld?: number | undefined;
   /** Scores of the branches earlier turns ran, by index; absent before the branches start. */
   scores?: (BranchScore | undefined)[];
   /** What {@link workLeft} said when the last turn gave the model up: the next turn's rank. */
@@ -128,19 +132,23 @@ export function sizeOf(
 ): () => number {
   const lead = commonLead(request);
   const planned = leadOf(request, limits);
-  return () =>
-    sequence.holdsLead(request.prefix, planned)
-      ? workLeft(request, planned.length, request.prefix.length, undefined, true)
+  const { length } = planned.tokens;
+  return () => {
+    const held = sequence.leadHeld(request.prefix, planned);
+    return held > 0
+      ? workLeft(request, length, request.prefix.length, undefined, false) - held
       : workLeft(request, lead, sequence.sharedNow(request.prefix));
+  };
 }
 
 /**
  * The lead of `request` as {@link planDecode} plans it: the tokens every branch starts with
- * that are evaluated once (for one branch, its tokens before its last call).
+ * that are evaluated once (for one branch, its tokens before its last call), and how many of
+ * them are tiled.
  */
-export function leadOf(request: ScoreRequest, limits: DecodeLimits): Token[] {
-  const { length } = planDecode(request, { shared: 0, length: 0 }, limits).lead;
-  return request.branches[0]?.tokens.slice(0, length) ?? [];
+export function leadOf(request: ScoreRequest, limits: DecodeLimits): HeldLead {
+  const { length, tiled } = planDecode(request, { shared: 0, length: 0 }, limits).lead;
+  return { tokens: request.branches[0]?.tokens.slice(0, length) ?? [], tiled };
 }
 
 /** Tokens every branch of `request` starts with: the most a plan's lead can be. */
@@ -284,6 +292,7 @@ export async function runLeadTurn(
   const pace = options.pace;
   let giveWay = options.giveWay;
   let at = from;
+  progress.leadHeld = at;
   for (let k = 0; at < plan.lead.length; k++) {
     if (k > 0 && giveWay) {
       const work =
@@ -306,6 +315,7 @@ export async function runLeadTurn(
     await pace.time(size, depth, () => evaluateCalls(sequence, lead, start, [size], signal));
     countBranchTokens(tally, size);
     at += size;
+    progress.leadHeld = at;
   }
   progress.leadDone = undefined;
   return true;
@@ -328,10 +338,12 @@ export function dropParked(
 }
 
 /**
- * In a request's first turn, puts its prefix and whole lead into sequence 0 when a request before
- * left exactly them there or in the prefix cache (`PrefixSequence.takeOverLead`), counted as
- * cached prefix tokens.
- * @returns whether sequence 0 holds them now (the turn evaluates only the branches past the lead)
+ * In a request's first turn, puts its prefix and as much of its lead as a request before left
+ * into sequence 0 (`PrefixSequence.takeOverLead`), counted as cached prefix tokens.
+ * @param progress - updated: `leadHeld` (reset for the turn), `cachedPrefixTokens`, and `leadDone`
+ *   when part of the lead is left
+ * @returns whether sequence 0 holds them now (the turn evaluates the rest of the lead, if any, and
+ *   the branches)
  */
 export async function takeOverLead(
   request: ScoreRequest,
@@ -340,11 +352,15 @@ export async function takeOverLead(
   limits: DecodeLimits,
   counters: EngineCounters,
 ): Promise<boolean> {
+  progress.leadHeld = undefined;
   if (progress.cachedPrefixTokens !== undefined) return false;
   const lead = leadOf(request, limits);
-  if (!(await sequence.takeOverLead(request.prefix, lead))) return false;
-  const cached = request.prefix.length + lead.length;
+  const taken = lead.tiled > 0 ? await sequence.takeOverLead(request.prefix, lead) : 0;
+  if (taken === 0) return false;
+  const cached = request.prefix.length + taken;
   countPrefixTurn(progress, { cached, evaluated: 0, parked: undefined }, counters);
+  progress.leadDone = taken < lead.tokens.length ? taken : undefined;
+  progress.leadHeld = taken;
   return true;
 }
 
