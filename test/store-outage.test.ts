@@ -1,3 +1,5 @@
+import { once } from "node:events";
+import { connect, createServer, type AddressInfo, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Admission } from "../src/accounts/admission.js";
 import { PostgresStore } from "../src/accounts/postgres-store.js";
@@ -139,5 +141,92 @@ describe("PostgreSQL stopped under load", () => {
     console.log(
       `store outage: ${replies.length} replies, ${answered} answered, ${serverErrors.length} × 503 store_unavailable, ${caught} calls in the model when the database stopped`,
     );
+  }, 120_000);
+});
+
+/**
+ * A TCP relay in front of the database that can stop relaying without closing anything: what a
+ * database that is stuck, or cut off by the network, looks like to its clients.
+ */
+async function relayTo(
+  port: number,
+): Promise<{ url: string; freeze(): void; thaw(): void; close(): void }> {
+  let frozen = false;
+  const sockets = new Set<Socket>();
+  /** Bytes that came while frozen, relayed on thawing. */
+  const held: (() => void)[] = [];
+  const server = createServer((client) => {
+    const upstream = connect(port, "127.0.0.1");
+    for (const [from, to] of [
+      [client, upstream],
+      [upstream, client],
+    ] as const) {
+      sockets.add(from);
+      if (frozen) from.pause();
+      from.on("data", (chunk) => {
+        if (!frozen) to.write(chunk);
+        else {
+          from.pause();
+          held.push(() => to.write(chunk));
+        }
+      });
+      from.on("error", () => to.destroy());
+      from.on("close", () => {
+        sockets.delete(from);
+        to.destroy();
+      });
+    }
+  });
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  const { port: relayPort } = server.address() as AddressInfo;
+  return {
+    url: `postgres://decisiond@127.0.0.1:${relayPort}/`,
+    freeze() {
+      frozen = true;
+      for (const socket of sockets) socket.pause();
+    },
+    thaw() {
+      frozen = false;
+      for (const write of held.splice(0)) write();
+      for (const socket of sockets) socket.resume();
+    },
+    close() {
+      for (const socket of sockets) socket.destroy();
+      server.close();
+    },
+  };
+}
+
+describe("PostgreSQL that stops answering", () => {
+  it("refuses a call with 503 + Retry-After while it is stuck, and answers again after", async () => {
+    const name = "stuck";
+    await postgres.createDatabase(name);
+    const relay = await relayTo(postgres.port);
+    const store = await PostgresStore.open(`${relay.url}${name}`, { keepaliveSeconds: 1 });
+    const app = await buildApp({
+      models: [model],
+      gate: accountGate(new Admission(store)),
+      logger: false,
+    });
+    try {
+      const url = await app.listen({ host: "127.0.0.1", port: 0 });
+      const { key } = await store.createKey("stuck-account");
+      const call = () =>
+        postJson(`${url}/v1/systemone`, REQUEST, { authorization: `Bearer ${key}` });
+      expect((await call()).status).toBe(200);
+      relay.freeze();
+      // Answered while the database is still stuck (it stays so until then), not held for it.
+      const refused = await call();
+      expect(refused.status).toBe(503);
+      expect(refused.body?.detail?.error_type).toBe("store_unavailable");
+      expect(refused.headers.get("retry-after")).toMatch(/^[1-9]\d*$/);
+      relay.thaw();
+      await expect.poll(async () => (await call()).status, { timeout: 30_000 }).toBe(200);
+    } finally {
+      await app.close();
+      await store.close().catch(() => {});
+      relay.close();
+    }
   }, 120_000);
 });

@@ -1,6 +1,6 @@
 import pg from "pg";
 import { storeErrors } from "./rows.js";
-import type { AccountLock } from "./store.js";
+import { StoreError, type AccountLock } from "./store.js";
 
 /**
  * The PostgreSQL store's database side: its connection pools, transactions, schema and
@@ -78,12 +78,29 @@ const TYPES: pg.CustomTypesConfig = {
 };
 
 /**
- * A pool of up to `max` connections to `url`, with TCP keepalive, reading BIGINT and numeric
- * columns as numbers. An idle connection that fails (the database restarts) is dropped from the
- * pool instead of crashing the process. Connects lazily: opening never throws.
+ * Longest wait for the database, ms: for a connection (opening one, or one of the pool's to come
+ * free) and for a query's answer. A database that stops answering (stuck, or cut off without the
+ * connection closing) then fails the call with an error, which the store turns into 503
+ * `store_unavailable`, instead of holding it for the whole outage. Every query decisiond makes
+ * answers in milliseconds.
  */
-export function openPool(url: string, max: number): pg.Pool {
-  const pool = new pg.Pool({ connectionString: url, types: TYPES, keepAlive: true, max });
+export const STORE_WAIT_MS = 5000;
+
+/**
+ * A pool of up to `max` connections to `url`, with TCP keepalive, reading BIGINT and numeric
+ * columns as numbers, waiting at most `waitMs` for a connection or a query ({@link STORE_WAIT_MS}).
+ * An idle connection that fails (the database restarts) is dropped from the pool instead of
+ * crashing the process. Connects lazily: opening never throws.
+ */
+export function openPool(url: string, max: number, waitMs = STORE_WAIT_MS): pg.Pool {
+  const pool = new pg.Pool({
+    connectionString: url,
+    types: TYPES,
+    keepAlive: true,
+    max,
+    connectionTimeoutMillis: waitMs,
+    query_timeout: waitMs,
+  });
   pool.on("error", () => {});
   return pool;
 }
@@ -105,10 +122,15 @@ export async function transaction<T>(
     client.release();
     return result;
   } catch (error) {
-    await client.query("ROLLBACK").then(
-      () => client.release(),
-      (rollbackError: Error) => client.release(rollbackError),
-    );
+    // A refusal of the store's own is rolled back on the connection; after a driver error (a
+    // query that timed out may still be answered later) the connection is closed, which rolls
+    // the transaction back on the server.
+    if (!(error instanceof StoreError)) client.release(error as Error);
+    else
+      await client.query("ROLLBACK").then(
+        () => client.release(),
+        (rollbackError: Error) => client.release(rollbackError),
+      );
     throw error;
   }
 }
