@@ -16,7 +16,7 @@ import {
   KEY_PREFIX_LENGTH,
 } from "../src/accounts/keys.js";
 import { MIGRATIONS, SqliteStore } from "../src/accounts/sqlite-store.js";
-import { defaultStorePath, StoreError } from "../src/accounts/store.js";
+import { defaultStorePath, RESERVATION_TTL_MS, StoreError } from "../src/accounts/store.js";
 import { registerKeysCommand } from "../src/cli/keys.js";
 import { registerServeCommand } from "../src/cli/serve.js";
 import { openAccounts } from "../src/service/build.js";
@@ -184,6 +184,40 @@ describe("allowance periods", () => {
     now = Date.UTC(2026, 4, 11, 0, 0, 1);
     const next = await admission.admit(key);
     expect(next.account.name).toBe("team-a");
+    await store.close();
+  });
+});
+
+describe("a call held back only by reservations", () => {
+  it("is told to retry when they lapse, not when the allowance renews", async () => {
+    let now = Date.UTC(2026, 4, 10, 6, 0);
+    const store = SqliteStore.open(defaultStorePath(), { now: () => now });
+    const admission = new Admission(store, { now: () => now });
+    const { key } = await store.createKey("team-a");
+    await store.setAllowance("team-a", { tokens: 100, period: "day" });
+    // A call that reserved 80 tokens, whose process stopped before its ledger row.
+    const lost = await admission.admit(key);
+    await lost.reserve({ input_tokens: 79, output_tokens: 1 });
+    lost.release();
+    const next = await admission.admit(key);
+    const refusal = await next
+      .reserve({ input_tokens: 49, output_tokens: 1 })
+      .catch((e: AdmissionError) => e);
+    expect(refusal).toMatchObject({ code: "allowanceOverrun", retryAfterMs: RESERVATION_TTL_MS });
+    expect((refusal as Error).message).toContain(
+      "80 reserved by calls not yet recorded: in flight, or stopped before their row",
+    );
+    // A call the used tokens alone leave no room for waits for the renewal (18 h).
+    const big = await next
+      .reserve({ input_tokens: 100, output_tokens: 1 })
+      .catch((e: AdmissionError) => e);
+    expect(big).toMatchObject({ code: "allowanceOverrun", retryAfterMs: 18 * 3600 * 1000 });
+    next.release();
+    // Once the reservation has lapsed, the call runs.
+    now += RESERVATION_TTL_MS;
+    const later = await admission.admit(key);
+    await later.reserve({ input_tokens: 49, output_tokens: 1 });
+    later.release();
     await store.close();
   });
 });

@@ -2,6 +2,7 @@ import { CodedError, type Errors, type MessageArgs } from "../protocol/errors.js
 import { CallDurations } from "./call-durations.js";
 import {
   outagesAsErrors,
+  RESERVATION_TTL_MS,
   type Account,
   type AccountLock,
   type AccountStore,
@@ -264,7 +265,7 @@ export class Admission {
           throw refuse(
             "allowanceOverrun",
             { ...reservation.state, account: account.name, needed: tokens },
-            retryAfterOf(reservation.state, this.now()),
+            retryAfterOf(reservation.state, this.now(), tokens),
           );
         reservationId = reservation.id;
         // Its duration is learnt and foretold in the tokens the engine evaluates, where it says.
@@ -360,8 +361,19 @@ export class Admission {
   }
 }
 
-function retryAfterOf(state: AllowanceState, now: number): number | undefined {
-  return state.renewsAt !== undefined ? Math.max(1000, state.renewsAt - now) : undefined;
+/**
+ * When a call refused for its account's allowance may be let in, ms from now: when the period
+ * renews; or, when only reservations stand in the way (calls admitted and not yet recorded, or of
+ * a process that stopped before recording them), at most {@link RESERVATION_TTL_MS}, by which
+ * they are recorded or lapse. `undefined`: never by itself (an allowance that does not renew).
+ * @param needed - the call's tokens (1 for a call refused before it was sized)
+ */
+function retryAfterOf(state: AllowanceState, now: number, needed = 1): number | undefined {
+  const renews = state.renewsAt !== undefined ? Math.max(1000, state.renewsAt - now) : undefined;
+  // Only reservations stand in the way: their calls are recorded, or they lapse, by then.
+  if (state.reserved > 0 && state.used + needed <= state.tokens)
+    return Math.min(renews ?? Infinity, RESERVATION_TTL_MS);
+  return renews;
 }
 
 /**

@@ -62,6 +62,14 @@ export function httpStatusErrorType(status: number): string {
   return `http_${status}`;
 }
 
+/**
+ * Who holds an allowance's reserved tokens, as its messages say: calls admitted and not yet in the
+ * ledger, which may be over without a row (their process stopped), and lapse after 10 minutes
+ * (`RESERVATION_TTL_MS`, src/accounts/store.ts).
+ */
+export const RESERVED_BY =
+  "calls not yet recorded: in flight, or stopped before their row, whose reservations lapse after 10 minutes";
+
 /** An account's allowance as the allowance messages tell it. */
 export interface AllowanceArgs {
   readonly account: string;
@@ -69,7 +77,7 @@ export interface AllowanceArgs {
   readonly tokens: number;
   /** Tokens used in the period. */
   readonly used: number;
-  /** Tokens reserved by calls in flight. */
+  /** Tokens reserved by calls not yet recorded ({@link RESERVED_BY}). */
   readonly reserved: number;
   /** Tokens left: `tokens − used − reserved`, at least 0. */
   readonly remaining: number;

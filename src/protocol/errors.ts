@@ -11,7 +11,7 @@
  */
 
 import type * as Shapes from "./error-shapes.js";
-import { formatMessage } from "./error-shapes.js";
+import { formatMessage, RESERVED_BY } from "./error-shapes.js";
 
 export * from "./error-shapes.js";
 
@@ -177,7 +177,7 @@ export const Errors = {
     type: "allowance_exhausted",
     message: (a: Shapes.AllowanceArgs) =>
       `account "${a.account}" has used its allowance: ${a.used} of ${a.tokens} tokens ${periodText(a.period)}` +
-      (a.reserved > 0 ? ` (${a.reserved} more reserved by a call in flight)` : "") +
+      (a.reserved > 0 ? ` (${a.reserved} more reserved by ${RESERVED_BY})` : "") +
       renewsText(a.renewsAt),
   },
   /** The call's tokens would take the account past its allowance: it is not run. */
@@ -186,7 +186,7 @@ export const Errors = {
     type: "allowance_exhausted",
     message: (a: Shapes.AllowanceArgs & { readonly needed: number }) =>
       `this call needs ${a.needed} tokens but account "${a.account}" has ${a.remaining} of its ${a.tokens} left ${periodText(a.period)}` +
-      (a.reserved > 0 ? ` (${a.reserved} reserved by calls in flight)` : "") +
+      (a.reserved > 0 ? ` (${a.reserved} reserved by ${RESERVED_BY})` : "") +
       `: it was not run${renewsText(a.renewsAt)}`,
   },
   // 500
