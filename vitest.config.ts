@@ -10,6 +10,7 @@ const unit = [
   "test/call-pace.test.ts",
   "test/calibration-fit.test.ts",
   "test/cleanup.test.ts",
+  "test/connection-cap.test.ts",
   "test/client-question.test.ts",
   "test/client-types.test.ts",
   "test/client.test.ts",

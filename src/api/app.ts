@@ -14,6 +14,7 @@ import { installErrorHandler, notFoundBody } from "./error-handler.js";
 import { installJsonScan } from "./json-scan.js";
 import { requireLoopbackHost } from "./host.js";
 import { boundSilentConnections } from "./silent-connections.js";
+import { capConnections } from "./connection-cap.js";
 import { requestLogFields } from "./request-log.js";
 import { declareRequestState } from "./request-state.js";
 import { JSON_CONTENT_TYPE, parseJsonBody, unacceptableCharset } from "./json.js";
@@ -27,6 +28,13 @@ import { WorkQueue } from "./work-queue.js";
 export type { Gate, GateTicket } from "./gate.js";
 export type { AppMount, AppOptions, ServedModel } from "./options.js";
 export { DEFAULT_BODY_LIMIT, DEFAULT_REQUEST_TIMEOUT_MS };
+
+/**
+ * Requests one connection serves before it is closed: 32 (a client opens another). An outside
+ * probe pipelined 500 requests of the 27 KB OpenAPI document on each of 80 connections without
+ * reading: the process grew to 3.1 GiB.
+ */
+export const MAX_REQUESTS_PER_SOCKET = 32;
 
 /** A request id sent by a load balancer or client that we adopt: 1–128 safe characters. */
 const INCOMING_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -48,6 +56,9 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     // A slow body times out (408) instead of holding a connection; Node checks every
     // `connectionsCheckingInterval` ms, so the check runs often enough for the timeout to hold.
     requestTimeout,
+    // A connection is closed after this many requests: requests pipelined past it get a short
+    // 503, so a client that sends many and never reads cannot fill memory with answers.
+    maxRequestsPerSocket: MAX_REQUESTS_PER_SOCKET,
     http: { connectionsCheckingInterval: Math.max(250, Math.min(requestTimeout / 4, 5000)) },
     clientErrorHandler: clientErrorHandler(requestTimeout),
     logger:
@@ -106,6 +117,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   if (options.loopbackHostOnly ?? options.gate === undefined) requireLoopbackHost(app);
   app.server.on("connect", refuseConnect);
   boundSilentConnections(app, options.silentConnectionsPerAddress);
+  capConnections(app, options.maxConnections);
   installEarlyReplies(app, bodyLimit);
   installBodyDeadline(app, requestTimeout, lifecycle.cutSignal);
   installDecompression(app, bodyLimit);

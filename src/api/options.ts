@@ -80,6 +80,11 @@ export interface AppOptions {
    */
   readonly silentConnectionsPerAddress?: number;
   /**
+   * The most connections held at once; more are closed as they open. Default from the process's
+   * open-file limit (`connectionCap`, ./connection-cap.ts); none where it is not known.
+   */
+  readonly maxConnections?: number;
+  /**
    * Answer only requests whose Host header names loopback (./host.ts): for a server without
    * authentication, against DNS rebinding. Default: on when there is no gate.
    */
