@@ -157,6 +157,12 @@ describe("snapshots with a lead on top", () => {
     expect(cache.find(tokens(0, 300))?.key).not.toBe(key);
     expect(cache.findLead(tokens(0, 300), tokens(300, 200))?.key).toBe(key);
     expect(await cache.load(sequence.holding(0, 0), key!)).toHaveLength(500);
+    // Another lead after the same prefix (another question of the same state) replaces it.
+    sequence.contextTokens = [...tokens(0, 300), ...tokens(9_000, 100)];
+    const other = await cache.save(sequence as unknown as LlamaContextSequence, 300);
+    expect(cache.findLead(tokens(0, 300), tokens(300, 200))).toBeUndefined();
+    expect(cache.findLead(tokens(0, 300), tokens(9_000, 100))).toEqual({ key: other, shared: 100 });
+    expect(cache.size).toBe(3);
     cache.close();
   });
 });

@@ -162,6 +162,19 @@ describe("prefix cache on the real model", () => {
     } finally {
       await cold.close();
     }
+    // Two questions over the same teams share their lines as the lead of a request of both,
+    // which may end in a one-row part: a later request takes over only its tiled part.
+    const both = await decider.plan({
+      state: state("kilo"),
+      questions: [
+        ...routing("kilo", 20).questions,
+        ...routing("kilo", 20, "Which team should take it?").questions,
+      ].map(([id, q], i) => [`${id}${i}`, q] as const),
+    });
+    await engine.score({ prefix: both.prefix, branches: both.branches });
+    const after = await engine.score({ prefix: plan.prefix, branches: plan.branches });
+    expect(after.cachedPrefixTokens).toBeGreaterThan(plan.prefix.length + 64);
+    expect(after.branches).toEqual(first.branches);
     // The same state with another question takes over the state, not the other lead.
     const asked = await decider.plan({ state: state("kilo"), questions: TOPIC_QUESTIONS });
     const topic = await engine.score({ prefix: asked.prefix, branches: asked.branches });

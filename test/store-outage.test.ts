@@ -203,7 +203,10 @@ describe("PostgreSQL that stops answering", () => {
     const name = "stuck";
     await postgres.createDatabase(name);
     const relay = await relayTo(postgres.port);
-    const store = await PostgresStore.open(`${relay.url}${name}`, { keepaliveSeconds: 1 });
+    const store = await PostgresStore.open(`${relay.url}${name}`, {
+      keepaliveSeconds: 1,
+      serving: true,
+    });
     const app = await buildApp({
       models: [model],
       gate: accountGate(new Admission(store)),

@@ -78,28 +78,29 @@ const TYPES: pg.CustomTypesConfig = {
 };
 
 /**
- * Longest wait for the database, ms: for a connection (opening one, or one of the pool's to come
- * free) and for a query's answer. A database that stops answering (stuck, or cut off without the
- * connection closing) then fails the call with an error, which the store turns into 503
- * `store_unavailable`, instead of holding it for the whole outage. Every query decisiond makes
- * answers in milliseconds.
+ * Longest wait of a serving process for the database, ms: for a connection (opening one, or one
+ * of the pool's to come free) and for a query's answer. A database that stops answering (stuck, or
+ * cut off without the connection closing) then fails the call with an error, which the store turns
+ * into 503 `store_unavailable`, instead of holding it for the whole outage. The queries of a call
+ * answer in milliseconds.
  */
 export const STORE_WAIT_MS = 5000;
 
 /**
  * A pool of up to `max` connections to `url`, with TCP keepalive, reading BIGINT and numeric
- * columns as numbers, waiting at most `waitMs` for a connection or a query ({@link STORE_WAIT_MS}).
- * An idle connection that fails (the database restarts) is dropped from the pool instead of
- * crashing the process. Connects lazily: opening never throws.
+ * columns as numbers. With `waitMs` (a serving process: {@link STORE_WAIT_MS}), a connection (one
+ * opened, or one of the pool's to come free) or a query's answer is waited for that long at most;
+ * without, as long as it takes (the CLI's commands, migrations). An idle connection that fails
+ * (the database restarts) is dropped from the pool instead of crashing the process. Connects
+ * lazily: opening never throws.
  */
-export function openPool(url: string, max: number, waitMs = STORE_WAIT_MS): pg.Pool {
+export function openPool(url: string, max: number, waitMs?: number): pg.Pool {
   const pool = new pg.Pool({
     connectionString: url,
     types: TYPES,
     keepAlive: true,
     max,
-    connectionTimeoutMillis: waitMs,
-    query_timeout: waitMs,
+    ...(waitMs !== undefined ? { connectionTimeoutMillis: waitMs, query_timeout: waitMs } : {}),
   });
   pool.on("error", () => {});
   return pool;

@@ -32,6 +32,7 @@ import {
   migrate,
   openPool,
   PG_MIGRATIONS,
+  STORE_WAIT_MS,
   transaction,
   tryAccountLock,
   type Queryable,
@@ -99,16 +100,18 @@ export class PostgresStore implements AccountStore {
    *   error when it cannot be reached.
    */
   static async open(url: string, options: PostgresStoreOptions = {}): Promise<PostgresStore> {
-    const pool = openPool(url, options.poolSize ?? 10);
-    const lockPool = openPool(url, options.lockPoolSize ?? 64);
-    const store = new PostgresStore(pool, lockPool, options.keepaliveSeconds ?? 5, options);
+    // Migrating may wait for another replica's migration: on a connection of its own, unbounded.
+    const migrations = openPool(url, 1);
     try {
-      await migrate(pool);
-    } catch (error) {
-      await store.close();
-      throw error;
+      await migrate(migrations);
+    } finally {
+      await migrations.end();
     }
-    return store;
+    // A serving process waits a bounded time for the database (STORE_WAIT_MS); the CLI does not.
+    const wait = options.serving ? STORE_WAIT_MS : undefined;
+    const pool = openPool(url, options.poolSize ?? 10, wait);
+    const lockPool = openPool(url, options.lockPoolSize ?? 64, wait);
+    return new PostgresStore(pool, lockPool, options.keepaliveSeconds ?? 5, options);
   }
 
   private async rows<T extends pg.QueryResultRow>(

@@ -141,7 +141,8 @@ export class PrefixSnapshotCache {
 
   /**
    * Writes a snapshot of `sequence` (all its tokens) into the LRU, unless one of them is held
-   * already. A snapshot that does not fit beside the parked ones is not kept.
+   * already. A snapshot that does not fit beside the parked ones is not kept; one with a lead
+   * replaces any other with a lead after the same prefix.
    * @param prefixLength - how many of the tokens are a prefix (kernel-split.ts); the rest are a
    *   lead on top. Default all of them.
    * @returns the snapshot's key, or `undefined` when the sequence is empty or the snapshot was not
@@ -155,6 +156,17 @@ export class PrefixSnapshotCache {
     if (this.entries.has(key)) return key;
     const snapshot = await this.writeBesideParked(sequence, tokens, prefixLength);
     if (!snapshot) return undefined;
+    // One lead kept per prefix: the last (several questions asked of one state would otherwise
+    // fill the cache with copies of it).
+    if (snapshot.prefixLength < tokens.length) {
+      const others = [...this.entries.entries()].filter(
+        ([, { tokens: held, prefixLength: length }]) =>
+          length === snapshot.prefixLength &&
+          held.length > length &&
+          commonPrefixLength(held, tokens) >= length,
+      );
+      for (const [other] of others) this.entries.delete(other);
+    }
     this.entries.set(key, snapshot);
     this.fitBudget();
     return key;

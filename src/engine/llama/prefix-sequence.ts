@@ -88,11 +88,17 @@ export class PrefixSequence {
    */
   async restore(prefix: readonly Token[], parked?: string): Promise<HeldPrefix> {
     const sequence = this.sequence;
-    const shared = commonPrefixLength(sequence.contextTokens, prefix);
+    // What the sequence shares with `prefix` within its own prefix (not into a lead on top).
+    const shared = Math.min(
+      commonPrefixLength(sequence.contextTokens, prefix),
+      this.mapLength ?? 0,
+    );
     const held = (count: number): HeldPrefix => ({ shared: count, length: this.mapLength });
     const cache = this.cache;
     if (!cache) return held(shared);
-    if (shared < sequence.contextTokens.length) await this.saveSnapshot();
+    // Saved before its prefix is cut; a lead alone on top is not written for it (the write-behind
+    // wrote it when there was time).
+    if (this.mapLength !== undefined && shared < this.mapLength) await this.saveSnapshot();
     this.heldPart = undefined;
     const own = parked === undefined ? undefined : cache.parkedTokens(parked);
     const ownShared = own ? commonPrefixLength(own, prefix) : 0;
@@ -123,8 +129,8 @@ export class PrefixSequence {
    * over as long as the rest of the lead is none or at least one tiled call (kernel-split.ts).
    * Tokens held past what is taken over are erased; what the sequence held is saved to the cache
    * first when a snapshot replaces it, as {@link restore} does.
-   * @returns the lead tokens the sequence holds now on top of `prefix` (0: none, and then the
-   *   sequence is as it was); never throws for the cache
+   * @returns the lead tokens the sequence holds now on top of `prefix`, at least 64 (0: none, and
+   *   then the sequence is as it was); never throws for the cache
    */
   async takeOverLead(prefix: readonly Token[], lead: HeldLead): Promise<number> {
     let taken = this.leadHeldNow(prefix, lead);
@@ -145,7 +151,8 @@ export class PrefixSequence {
         return 0;
       }
     }
-    if (taken === 0) return 0;
+    // Less than a tiled call's worth is not worth dropping the rest of the lead held for.
+    if (taken < FA_TILE_ROWS) return 0;
     const end = prefix.length + taken;
     if (this.sequence.nextTokenIndex > end)
       await this.sequence.eraseContextTokenRanges([
