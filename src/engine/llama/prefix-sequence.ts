@@ -54,8 +54,8 @@ export class PrefixSequence {
   private mapLength: number | undefined = 0;
 
   /**
-   * Tokens the sequence holds on top of its `mapLength` prefix as the whole lead of a request's
-   * branches, evaluated by the lead's map ({@link keepLead}); 0 when it holds the prefix alone.
+   * Tokens the sequence holds on top of its `mapLength` prefix from the start of a request's lead,
+   * evaluated in whole tiled calls ({@link keepLead}); 0 when it holds the prefix alone.
    */
   private leadLength = 0;
 
@@ -136,7 +136,7 @@ export class PrefixSequence {
     let taken = this.leadHeldNow(prefix, lead);
     const found = this.cache?.findLead(prefix, lead.tokens);
     const fromCache = found ? usableLead(found.shared, lead.tiled) : 0;
-    if (found && fromCache >= taken + MIN_SNAPSHOT_GAIN) {
+    if (found && fromCache >= FA_TILE_ROWS && fromCache >= taken + MIN_SNAPSHOT_GAIN) {
       await this.saveSnapshot();
       this.heldPart = undefined;
       try {
@@ -169,7 +169,8 @@ export class PrefixSequence {
   leadHeld(prefix: readonly Token[], lead: HeldLead): number {
     const found = this.cache?.findLead(prefix, lead.tokens);
     const fromCache = found ? usableLead(found.shared, lead.tiled) : 0;
-    return Math.max(this.leadHeldNow(prefix, lead), fromCache);
+    const held = Math.max(this.leadHeldNow(prefix, lead), fromCache);
+    return held >= FA_TILE_ROWS ? held : 0;
   }
 
   /** Lead tokens the sequence holds now on top of exactly `prefix` that may be taken over. */
@@ -183,9 +184,9 @@ export class PrefixSequence {
 
   /**
    * Notes that the sequence holds the prefix it last evaluated or took over and, on top,
-   * `leadLength` tokens of a request's lead evaluated in whole tiled calls (0 for none): the lead
-   * of a request that finished, or the part of it a cancelled one evaluated, kept for the next request
-   * ({@link takeOverLead}); {@link saveSnapshot} saves them together.
+   * `leadLength` tokens of a request's lead evaluated in whole tiled calls (0 for none): the
+   * lead of a request that finished, or the part of it a cancelled one evaluated, kept for the
+   * next request ({@link takeOverLead}); {@link saveSnapshot} saves them together.
    */
   keepLead(leadLength: number): void {
     const { mapLength } = this;
@@ -320,8 +321,8 @@ export class PrefixSequence {
   }
 
   /**
-   * Whether the sequence holds tokens evaluated by one prefix's call map, all of them, and
-   * maybe a whole lead on top ({@link keepLead}).
+   * Whether the sequence holds tokens evaluated by one prefix's call map, all of them, and maybe
+   * lead tokens on top ({@link keepLead}).
    */
   private isWhole(): boolean {
     return (

@@ -52,8 +52,8 @@ export interface Progress {
    */
   part?: BranchPart | undefined;
   /**
-   * Lead tokens evaluated when a turn gave the model up inside the lead ({@link runLeadTurn});
-   * `undefined` once the lead is whole.
+   * Lead tokens evaluated when a turn gave the model up inside the lead ({@link runLeadTurn}), or
+   * taken over from a request before ({@link takeOverLead}); `undefined` once the lead is whole.
    */
   leadDone?: number;
   /**
