@@ -8,6 +8,7 @@
 import { resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { pathToFileURL } from "node:url";
+import { jevcompatQueues } from "./workload.mjs";
 
 const { values: args } = parseArgs({
   options: {
@@ -24,21 +25,11 @@ const { resolveModel } = await import(`${dist}/evaluation/model.js`);
 const { adapterWeights } = await import(`${dist}/service/model.js`);
 const { BANKING77_DESCRIPTIONS } = await import(`${dist}/evaluation/banking77.js`);
 
-/** jevcompat's many-option question (checks.py, `choice-options`) with `n` options. */
-const queues = (n) => ({
-  Billing: "Payments, invoices, refunds",
-  ...Object.fromEntries(
-    Array.from({ length: n - 1 }, (_, i) => [
-      `Queue ${String(i + 1).padStart(3, "0")}`,
-      `Tickets routed to queue ${i + 1}`,
-    ]),
-  ),
-});
 const question = {
   type: "choice",
   instructions:
     k === 77 ? "Which intent does this message have?" : "Which queue should this ticket go to?",
-  options: Object.entries(k === 77 ? BANKING77_DESCRIPTIONS : queues(k)),
+  options: Object.entries(k === 77 ? BANKING77_DESCRIPTIONS : jevcompatQueues(k)),
 };
 const STATES = {
   A: "I was charged twice for my order and want the extra payment back.",

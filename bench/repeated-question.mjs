@@ -24,7 +24,7 @@ import { openLlamaEngine } from "../dist/engine/llama/index.js";
 import { resolveModel } from "../dist/evaluation/model.js";
 import { adapterWeights } from "../dist/service/model.js";
 import { median } from "./stats.mjs";
-import { TEAMS } from "./workload.mjs";
+import { jevcompatQueues, TEAMS } from "./workload.mjs";
 
 const { values: args } = parseArgs({
   options: {
@@ -44,23 +44,13 @@ if (labelChain !== "parting" && labelChain !== "full")
   throw new Error(`--label-chain: parting or full, got ${labelChain}`);
 const count = Number(args.states);
 const k = Number(args.options);
-/** jevcompat's many-option question (checks.py, `choice-options`) with `n` options. */
-const queues = (n) => ({
-  Billing: "Payments, invoices, refunds",
-  ...Object.fromEntries(
-    Array.from({ length: n - 1 }, (_, i) => [
-      `Queue ${String(i + 1).padStart(3, "0")}`,
-      `Tickets routed to queue ${i + 1}`,
-    ]),
-  ),
-});
 if (!((Number.isInteger(k) && k >= 2 && k <= TEAMS.length) || [77, 128, 255].includes(k)))
   throw new Error(`--options: 2 to ${TEAMS.length}, 77, 128 or 255; got ${args.options}`);
 const criteria =
   k === 77
     ? BANKING77_DESCRIPTIONS
     : k > TEAMS.length
-      ? queues(k)
+      ? jevcompatQueues(k)
       : Object.fromEntries(TEAMS.slice(0, k).map(([id, description]) => [id, description]));
 const question = {
   type: "choice",

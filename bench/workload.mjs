@@ -13,6 +13,20 @@ export const TEAMS = [
 ];
 
 /**
+ * jevcompat's many-option question (checks.py, `choice-options`) with `n` options: `Billing`,
+ * then `Queue 001`… each with its description, as `{ id: description }`.
+ */
+export const jevcompatQueues = (n) => ({
+  Billing: "Payments, invoices, refunds",
+  ...Object.fromEntries(
+    Array.from({ length: n - 1 }, (_, i) => [
+      `Queue ${String(i + 1).padStart(3, "0")}`,
+      `Tickets routed to queue ${i + 1}`,
+    ]),
+  ),
+});
+
+/**
  * `n` choice questions (`q0`…) of the first `k` teams, in the wire (HTTP) shape: id → `{ type,
  * instructions, criteria }`. With `rotate`, question i lists its options rotated by i mod k.
  */
