@@ -29,10 +29,11 @@ export type { Gate, GateTicket } from "./gate.js";
 export type { AppMount, AppOptions, ServedModel } from "./options.js";
 export { DEFAULT_BODY_LIMIT, DEFAULT_REQUEST_TIMEOUT_MS };
 
+// Why: docs/decisions/111-bounds-on-what-a-client-holds.md
 /**
- * Requests one connection serves before it is closed: 32 (a client opens another). An outside
- * probe pipelined 500 requests of the 27 KB OpenAPI document on each of 80 connections without
- * reading: the process grew to 3.1 GiB.
+ * Requests one connection serves before it is closed: 32 (a client opens another); requests
+ * pipelined past them get a bare 503, so the answers held for a client that does not read are
+ * at most 32 per connection.
  */
 export const MAX_REQUESTS_PER_SOCKET = 32;
 
@@ -56,8 +57,6 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     // A slow body times out (408) instead of holding a connection; Node checks every
     // `connectionsCheckingInterval` ms, so the check runs often enough for the timeout to hold.
     requestTimeout,
-    // A connection is closed after this many requests: requests pipelined past it get a short
-    // 503, so a client that sends many and never reads cannot fill memory with answers.
     maxRequestsPerSocket: MAX_REQUESTS_PER_SOCKET,
     http: { connectionsCheckingInterval: Math.max(250, Math.min(requestTimeout / 4, 5000)) },
     clientErrorHandler: clientErrorHandler(requestTimeout),

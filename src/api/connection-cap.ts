@@ -4,12 +4,11 @@ import { readFileSync } from "node:fs";
 /** File descriptors kept for the process's own use beside its connections: 256. */
 export const FD_HEADROOM = 256;
 
+// Why a cap, and why not per address or a shorter keep-alive: docs/decisions/111
 /**
  * The most connections the server holds at once, so that clients cannot take the file
  * descriptors the process needs for itself (the accounts store, snapshot files, the model): the
- * soft limit on open files less {@link FD_HEADROOM}, at least half the limit. An outside probe
- * held 20,000 idle keep-alive connections from one address: the process ran out of descriptors,
- * and every other client was reset without a log line.
+ * soft limit on open files less {@link FD_HEADROOM}, at least half the limit.
  * @param limits - the text of `/proc/self/limits` (Linux)
  * @returns the cap, or `undefined` when the limit is not known or unlimited
  * @example
