@@ -9,6 +9,7 @@ import { Admission } from "../src/accounts/admission.js";
 import { SqliteStore } from "../src/accounts/sqlite-store.js";
 import { buildApp, type FastifyInstance, type ServedModel } from "../src/api/app.js";
 import { accountGate } from "../src/api/gate.js";
+import { DRAIN_BODY_GRACE_MS } from "../src/api/body-deadline.js";
 import { Lifecycle } from "../src/api/lifecycle.js";
 import { ShutdownError, WorkQueue } from "../src/api/work-queue.js";
 import type { DecideHooks } from "../src/decision/decide.js";
@@ -148,6 +149,7 @@ describe("drain", () => {
     expect(refused.headers.get("retry-after")).toBe("1");
     expect(refused.headers.get("connection")).toBe("close");
     expect(refused.body.detail).toMatchObject({ error_type: "shutting_down" });
+    expect(refused.body.detail.message).toContain("takes no new requests");
     const ready = await fetch(`${url}/readyz`);
     expect(ready.status).toBe(503);
     expect(((await ready.json()) as { status: string }).status).toBe("draining");
@@ -173,6 +175,7 @@ describe("drain", () => {
       expect(reply.status).toBe(503);
       expect(reply.headers.get("retry-after")).toBe("1");
       expect(reply.body.detail).toMatchObject({ error_type: "shutting_down" });
+      expect(reply.body.detail.message).toContain("stopped this request before its answer");
     }
     // The second call never reached the model: the queue refuses once cut.
     expect(model.ran).toBe(1);
@@ -242,6 +245,42 @@ describe("drain", () => {
     // None reached the model or took a slot, so none has a ledger row.
     expect(model.ran).toBe(0);
     expect(await store.calls("acme")).toEqual([]);
+  });
+
+  it("does not wait on a body still arriving: 503 after a grace, one sent in time answered", async () => {
+    const { key } = await store.createKey("acme");
+    const head =
+      `POST /v1/systemone HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${key}\r\n` +
+      `Content-Type: application/json\r\nConnection: close\r\n`;
+    const body = JSON.stringify(BODY);
+    const upload = (sent: string) => {
+      const socket = connect(Number(new URL(url).port), "127.0.0.1");
+      socket.write(`${head}Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${sent}`);
+      const text = new Promise<string>((resolve, reject) => {
+        let received = "";
+        socket.on("data", (chunk: Buffer) => (received += chunk.toString()));
+        socket.on("error", reject);
+        socket.on("close", () => resolve(received));
+      });
+      return { socket, text };
+    };
+    // A slow client that stops part way, and one whose last bytes come just after SIGTERM.
+    const stalled = upload(body.slice(0, 10));
+    const late = upload(body.slice(0, 10));
+    await expect.poll(() => lifecycle.active).toBe(2);
+    const started = Date.now();
+    const drained = lifecycle.drain(60_000);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    late.socket.write(body.slice(10));
+    expect(await late.text).toMatch(/^HTTP\/1\.1 200 /);
+    const [status, json] = (await stalled.text).split("\r\n\r\n");
+    expect(status).toMatch(/^HTTP\/1\.1 503 /);
+    expect(JSON.parse(json!).detail.message).toContain("stopped reading this request's body");
+    expect(await drained).toBe(true);
+    const waited = Date.now() - started;
+    expect(waited).toBeGreaterThanOrEqual(DRAIN_BODY_GRACE_MS - 50);
+    expect(waited).toBeLessThan(60_000 / 2);
+    expect((await store.calls("acme")).map((c) => c.status)).toEqual([200]);
   });
 
   it("gives up after its time-out", async () => {

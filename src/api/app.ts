@@ -118,7 +118,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   boundSilentConnections(app, options.silentConnectionsPerAddress);
   capConnections(app, options.maxConnections);
   installEarlyReplies(app, bodyLimit);
-  installBodyDeadline(app, requestTimeout, lifecycle.cutSignal);
+  installBodyDeadline(app, requestTimeout, lifecycle);
   installDecompression(app, bodyLimit);
   installJsonScan(app);
   app.removeAllContentTypeParsers();

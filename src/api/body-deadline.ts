@@ -3,6 +3,9 @@ import { PassThrough } from "node:stream";
 import { ApiError, Errors } from "../protocol/errors.js";
 import { ShutdownError } from "./work-queue.js";
 
+/** How long a body still arriving when the drain begins has to arrive in full, ms. */
+export const DRAIN_BODY_GRACE_MS = 1000;
+
 /**
  * The request timeout for bodies. Node's `requestTimeout` answers 408 to a request whose headers
  * do not arrive in time, but not to a body once a route has the request (measured: no answer at
@@ -12,26 +15,30 @@ import { ShutdownError } from "./work-queue.js";
  * `request_timeout` with `Connection: close`. Registered before decompression, it times the
  * bytes on the wire.
  *
- * A body still arriving when the drain cuts what is in flight (`cut` aborts) is cut off too and
- * answered 503 `shutting_down` (`Retry-After: 1`, `Connection: close`), as the decisions in the
- * model are: the process is about to exit, and its sender should retry elsewhere rather than
- * lose the connection part way. It has no ledger row: the account's slot is taken only once the
- * body is parsed.
+ * A body still arriving {@link DRAIN_BODY_GRACE_MS} after the drain began, or when the drain cuts
+ * what is in flight, is cut off too and answered 503 `shutting_down` (`Retry-After: 1`,
+ * `Connection: close`): it holds no slot, so it need not hold the drain either, and its sender
+ * should retry elsewhere rather than lose the connection part way. It has no ledger row: the
+ * account's slot is taken only once the body is parsed.
  * @param timeoutMs - the server's request timeout, in milliseconds
- * @param cut - aborts when the drain cuts what is in flight (`Lifecycle.cutSignal`)
+ * @param lifecycle - `drainSignal` aborts when the drain begins, `cutSignal` when it cuts what is
+ *   in flight (`Lifecycle`)
  */
 export function installBodyDeadline(
   app: FastifyInstance,
   timeoutMs: number,
-  cut?: AbortSignal,
+  lifecycle?: { readonly drainSignal: AbortSignal; readonly cutSignal: AbortSignal },
 ): void {
-  // One listener on `cut` for every body (an AbortSignal warns past ten listeners).
+  // One listener per signal for every body (an AbortSignal warns past ten listeners).
   const arriving = new Set<(error: Error, drop?: boolean) => void>();
-  cut?.addEventListener(
+  const stopAll = () => {
+    for (const stop of [...arriving]) stop(new ShutdownError("body"), true);
+  };
+  const cut = lifecycle?.cutSignal;
+  cut?.addEventListener("abort", stopAll, { once: true });
+  lifecycle?.drainSignal.addEventListener(
     "abort",
-    () => {
-      for (const stop of [...arriving]) stop(new ShutdownError(), true);
-    },
+    () => setTimeout(stopAll, DRAIN_BODY_GRACE_MS).unref(),
     { once: true },
   );
   app.addHook("preParsing", async (request, _reply, payload) => {
@@ -70,10 +77,14 @@ export function installBodyDeadline(
       guarded.destroy(error);
     };
     if (cut?.aborted) {
-      stop(new ShutdownError(), true);
+      stop(new ShutdownError("body"), true);
       return guarded;
     }
     arriving.add(stop);
+    if (lifecycle?.drainSignal.aborted) {
+      const late = () => arriving.has(stop) && stop(new ShutdownError("body"), true);
+      setTimeout(late, DRAIN_BODY_GRACE_MS).unref();
+    }
     payload.on("end", done);
     payload.on("close", done);
     payload.on("error", (error) => {

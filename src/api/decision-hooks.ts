@@ -23,6 +23,9 @@ import type { ServiceMetrics } from "./metrics.js";
  * The gate's state lives on the request (`request.admission`, ./request-state.ts).
  */
 
+/** The headers of a refusal at the door while draining. */
+const DOOR_CLOSED = { "retry-after": "1", connection: "close" };
+
 type Hook = (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
 type SendHook = (
   request: FastifyRequest,
@@ -58,10 +61,7 @@ export function decisionHooks(options: DecisionHooksOptions): DecisionHooks {
   const drain: Hook = async (_request, reply) => {
     // A refusal at the door while draining is routine (an ApiError, not logged as a fault); a
     // decision cut part way is a ShutdownError (logged at warn). Both close the connection.
-    if (lifecycle.draining)
-      throw new ApiError(Errors.shuttingDown, [], {
-        headers: { "retry-after": "1", connection: "close" },
-      });
+    if (lifecycle.draining) throw new ApiError(Errors.shuttingDown, {}, { headers: DOOR_CLOSED });
     lifecycle.enter();
     reply.raw.once("close", () => lifecycle.leave());
   };

@@ -6,9 +6,14 @@
  */
 export class Lifecycle {
   private activeCount = 0;
-  private drainingSince: number | undefined;
+  private readonly draining_ = new AbortController();
   private readonly idleWaiters: (() => void)[] = [];
   private readonly cutting = new AbortController();
+
+  /** Aborts once {@link drain} (or {@link cut}) is called. */
+  get drainSignal(): AbortSignal {
+    return this.draining_.signal;
+  }
 
   /**
    * Aborts once {@link cut} is called: the app's work queue aborts every decision admitted with
@@ -25,7 +30,7 @@ export class Lifecycle {
 
   /** Whether {@link drain} was called. */
   get draining(): boolean {
-    return this.drainingSince !== undefined;
+    return this.draining_.signal.aborted;
   }
 
   /** A decision request arrived and was let in. */
@@ -44,7 +49,7 @@ export class Lifecycle {
    * @returns whether every request in flight was answered before the time-out.
    */
   drain(timeoutMs: number): Promise<boolean> {
-    this.drainingSince ??= Date.now();
+    this.draining_.abort();
     if (this.activeCount === 0) return Promise.resolve(true);
     return new Promise((resolve) => {
       const timer = setTimeout(() => resolve(false), timeoutMs);
@@ -61,7 +66,7 @@ export class Lifecycle {
    * @returns whether every request in flight was answered before the time-out.
    */
   cut(timeoutMs: number): Promise<boolean> {
-    this.drainingSince ??= Date.now();
+    this.draining_.abort();
     this.cutting.abort();
     return this.drain(timeoutMs);
   }

@@ -48,8 +48,9 @@ export class DeadlineError extends CodedError<"deadlineExceeded"> {
  * time-out, `decisiond serve`); code `shuttingDown`, with a retry after 1 s (elsewhere).
  */
 export class ShutdownError extends CodedError<"shuttingDown"> {
-  constructor() {
-    super("shuttingDown", [], { retryAfterMs: 1000 });
+  /** @param cut - what was stopped: the answer (default) or the body still arriving */
+  constructor(cut: "answer" | "body" = "answer") {
+    super("shuttingDown", { cut }, { retryAfterMs: 1000 });
   }
 }
 

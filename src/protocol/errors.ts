@@ -130,7 +130,7 @@ export const Errors = {
   requestTimeout: {
     status: 408,
     type: "request_timeout",
-    message: "the request was not received in full within %s s: send the body at once",
+    message: "the request was not received in full within %s s: send its headers and body at once",
   },
   // 431
   headersTooLarge: {
@@ -206,11 +206,12 @@ export const Errors = {
     type: "deadline_exceeded",
     message: "no answer within the deadline of %s ms; retry later",
   },
+  /** Refused at the door while draining; `cut`: stopped part way, at its answer or its body. */
   shuttingDown: {
     status: 503,
     type: "shutting_down",
-    message:
-      "this decisiond replica is shutting down and takes no new requests; retry (another replica will answer)",
+    message: ({ cut }: { cut?: "answer" | "body" }) =>
+      `this decisiond replica is shutting down and ${{ none: "takes no new requests", answer: "stopped this request before its answer", body: "stopped reading this request's body" }[cut ?? "none"]}; retry (another replica will answer)`,
   },
   /**
    * The accounts store (keys, ledger, allowance) did not answer: the call is refused, or its
