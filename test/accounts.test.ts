@@ -1,6 +1,7 @@
 import Database from "better-sqlite3";
 import { Command } from "commander";
 import { existsSync } from "node:fs";
+import { createServer, type AddressInfo } from "node:net";
 import { mkdtemp, readFile, rm, stat, writeFile, mkdir } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -137,6 +138,19 @@ describe("store", () => {
     const store = SqliteStore.open(defaultStorePath());
     await expect(store.createAccount("has space")).rejects.toThrow(StoreError);
     await expect(store.createAccount("")).rejects.toThrow(StoreError);
+    // ASCII letters only, and the message says so.
+    for (const name of ["école", "ÉCOLE"])
+      await expect(store.createAccount(name)).rejects.toThrow(/64 ASCII letters, digits/);
+    // An over-long name is quoted cut, not whole; a control character is quoted escaped.
+    const long = "n".repeat(300);
+    const refusal = (await store.createAccount(long).catch((e: Error) => e)) as Error;
+    expect(refusal.message).toContain(`bad account name "${"n".repeat(40)}…":`);
+    expect(refusal.message).not.toContain("n".repeat(41));
+    expect(refusal.message.length).toBeLessThan(200);
+    await expect(store.createAccount("bell\u0007")).rejects.toThrow('"bell\\u0007"');
+    await expect(store.setAllowance(long, { tokens: 1, period: "day" })).rejects.toThrow(
+      `no account "${"n".repeat(40)}…"`,
+    );
     await store.createAccount("ok.name_1-2");
     await expect(store.createAccount("ok.name_1-2")).rejects.toThrow(/already exists/);
     await expect(store.setAllowance("ok.name_1-2", { tokens: -1, period: "day" })).rejects.toThrow(
@@ -553,11 +567,62 @@ describe("CLI", () => {
         /no accounts store at .*no-such-dir.*keys create/,
       );
     expect(existsSync(join(dir, "no-such-dir"))).toBe(false);
-    // Creating a key makes the store.
+    // Creating a key makes the store, in a directory that exists.
+    await mkdir(join(dir, "no-such-dir"));
     await cli(all, "keys", "create", "--account", "team-a", "--store", `sqlite:${typo}`);
     expect(
       JSON.parse((await cli(all, "usage", "--json", "--store", `sqlite:${typo}`)).stdout),
     ).toHaveLength(1);
+  });
+
+  it("a --store whose directory is missing is refused, by serve and the commands that make a store", async () => {
+    const missing = join(dir, "nonexistent", "dir");
+    const typo = `sqlite:${join(missing, "x.db")}`;
+    const refusal = new RegExp(
+      `the directory ${missing.replace(/[/.]/g, "\\$&")} of --store does not exist; create it first`,
+    );
+    await expect(
+      openAccounts({ auth: "on", admissionWaitMs: 0, store: typo }, () => {}),
+    ).rejects.toThrow(refusal);
+    for (const args of [
+      ["keys", "create", "--account", "team-a"],
+      ["accounts", "create", "team-a"],
+    ])
+      await expect(cli(all, ...args, "--store", typo)).rejects.toThrow(refusal);
+    expect(existsSync(join(dir, "nonexistent"))).toBe(false);
+    expect(existsSync(join(dir, "config", "decisiond"))).toBe(false);
+
+    // In a directory that exists, serve's first start makes the store and its first key.
+    await mkdir(missing, { recursive: true });
+    const lines: string[] = [];
+    const first = await openAccounts({ auth: "on", admissionWaitMs: 0, store: typo }, (l) =>
+      lines.push(l),
+    );
+    await first.store!.close();
+    expect(existsSync(join(missing, "x.db"))).toBe(true);
+    expect(lines.join("\n")).toMatch(/first start: created account "default"/);
+  });
+
+  it("a store that cannot be opened is named, its password hidden, by every command", async () => {
+    // A port nothing listens on: PostgreSQL down.
+    const server = createServer();
+    await new Promise<void>((done) => server.listen(0, "127.0.0.1", done));
+    const { port } = server.address() as AddressInfo;
+    await new Promise((done) => server.close(done));
+    const url = `postgres://decisiond:hunter2@127.0.0.1:${port}/decisiond`;
+    for (const args of [
+      ["keys", "list"],
+      ["keys", "create", "--account", "team-a"],
+      ["keys", "revoke", "1"],
+      ["accounts", "list"],
+      ["usage"],
+    ]) {
+      const error = await cli(all, ...args, "--store", url).catch((e: Error) => e);
+      expect(error, args.join(" ")).toBeInstanceOf(Error);
+      expect((error as Error).message).toBe(
+        `cannot open the accounts store postgres://decisiond:***@127.0.0.1:${port}/decisiond: connect ECONNREFUSED 127.0.0.1:${port}`,
+      );
+    }
   });
 
   it("keys create takes the labels the console takes, and refuses the others saying why", async () => {

@@ -230,7 +230,11 @@ describe("the admin", () => {
     expect((await call("GET", "/console/api/keys", ADMIN)).body.keys).toHaveLength(2);
     const beta = await call("GET", "/console/api/keys?account=beta", ADMIN);
     expect(beta.body.keys.map((k: any) => k.prefix)).toEqual([b.record.prefix]);
-    expect((await call("GET", "/console/api/keys?account=ghost", ADMIN)).status).toBe(404);
+    const ghost = await call("GET", "/console/api/keys?account=ghost", ADMIN);
+    expect(ghost.status).toBe(404);
+    expect(ghost.body.detail.message).toBe('no account "ghost"');
+    const long = await call("GET", `/console/api/keys?account=${"g".repeat(300)}`, ADMIN);
+    expect(long.body.detail.message).toBe(`no account "${"g".repeat(40)}…"`);
 
     const created = await call("POST", "/console/api/keys", ADMIN, {
       account: "gamma",
@@ -302,12 +306,25 @@ describe("validation", () => {
     await bad("GET", "/console/api/usage?days=0", undefined, ["query", "days"]);
     await bad("GET", "/console/api/usage?days=367", undefined, ["query", "days"]);
     await bad("GET", "/console/api/usage?days=2.5", undefined, ["query", "days"]);
+    for (const days of ["abc", "0", "367", "2.5", "", "1&days=2"])
+      expect(
+        (await bad("GET", `/console/api/usage?days=${days}`, undefined, ["query", "days"]))[0]!.msg,
+        days,
+      ).toBe("days must be a whole number of days from 1 to 366");
     await bad("GET", "/console/api/keys?acount=acme", undefined, ["query"]);
     // An account name the store refuses, named by the admin.
     const r = await call("POST", "/console/api/keys", ADMIN, { account: "has space" });
     expect(r.status).toBe(422);
     expect(r.body.detail[0]).toMatchObject({ loc: ["body", "account"], type: "value_error" });
     expect(r.body.detail[0].msg).toMatch(/bad account name/);
+    // An over-long one is quoted cut, not echoed whole; the rule says ASCII letters.
+    const long = await call("POST", "/console/api/keys", ADMIN, { account: "a".repeat(300) });
+    expect(long.status).toBe(422);
+    expect(long.body.detail[0].msg).toContain(`"${"a".repeat(40)}…"`);
+    expect(long.body.detail[0].msg).not.toContain("a".repeat(41));
+    expect(long.body.detail[0].msg).toMatch(/ASCII letters/);
+    const accented = await call("POST", "/console/api/keys", ADMIN, { account: "école" });
+    expect(accented.body.detail[0].msg).toMatch(/^bad account name "école": .*ASCII letters/);
     // A body that is not JSON.
     const notJson = await app.inject({
       method: "POST",
@@ -316,6 +333,51 @@ describe("validation", () => {
       payload: "{",
     });
     expect(notJson.statusCode).toBe(422);
+  });
+});
+
+describe("a route that takes no body", () => {
+  it("revokes with an empty application/json body, as without the header", async () => {
+    await start();
+    const { key } = await store.createKey("acme");
+    const a = await store.createKey("acme");
+    const b = await store.createKey("acme");
+    const revoke = (id: number, headers: Record<string, string>, payload?: string) =>
+      app.inject({
+        method: "POST",
+        url: `/console/api/keys/${id}/revoke`,
+        headers: { authorization: `Bearer ${key}`, ...headers },
+        ...(payload !== undefined ? { payload } : {}),
+      });
+    const json = { "content-type": "application/json" };
+    const empty = await revoke(a.record.id, json, "");
+    expect(empty.statusCode, empty.body).toBe(200);
+    expect(empty.json()).toMatchObject({ id: a.record.id, already_revoked: false });
+    const blank = await revoke(
+      b.record.id,
+      { "content-type": "application/json; charset=utf-8" },
+      " \n",
+    );
+    expect(blank.statusCode, blank.body).toBe(200);
+    expect((await revoke(b.record.id, {})).json()).toMatchObject({ already_revoked: true });
+    // A body that is there is still JSON or refused.
+    expect((await revoke(b.record.id, json, "{}")).statusCode).toBe(200);
+    const notJson = await revoke(b.record.id, json, "{");
+    expect(notJson.statusCode).toBe(422);
+    expect(notJson.json().detail[0].type).toBe("json_invalid");
+  });
+
+  it("leaves the routes that need a body refusing an empty one", async () => {
+    await start();
+    const { key } = await store.createKey("acme");
+    const r = await app.inject({
+      method: "POST",
+      url: "/console/api/keys",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      payload: "",
+    });
+    expect(r.statusCode).toBe(422);
+    expect(r.json().detail[0]).toMatchObject({ loc: ["body"], type: "missing" });
   });
 });
 

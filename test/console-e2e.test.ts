@@ -254,6 +254,44 @@ describe.skipIf(missing !== undefined && !process.env.CI)("console in headless C
     await context.close();
   });
 
+  it("admin at 1280 px: a 100-character label stays in its card; a new try clears a refusal", async () => {
+    const { context, page, errors } = await open(1280);
+    await signIn(page, ADMIN_TOKEN);
+
+    // A label without spaces at the length limit: the table and its Revoke buttons stay inside
+    // the card.
+    const label = "L".repeat(100);
+    const { record } = await store.createKey("acme", label);
+    await page.reload();
+    const row = page.locator(`tr[data-key-prefix="${record.prefix}"]`);
+    await row.waitFor();
+    const card = page.locator(".card", { has: page.getByTestId("keys-table") });
+    const cardBox = (await card.boundingBox())!;
+    const inside = async (box: { x: number; width: number } | null) =>
+      expect(box!.x + box!.width).toBeLessThanOrEqual(cardBox.x + cardBox.width);
+    await inside(await page.getByTestId("keys-table").boundingBox());
+    for (const button of await page.getByRole("button", { name: /Revoke key/ }).all())
+      await inside(await button.boundingBox());
+    expect(await row.locator('td[data-label="Label"]').textContent()).toBe(label);
+    expect(await horizontalOverflow(page)).toBe(0);
+    await screenshot(page, "keys-long-label-1280");
+
+    // A refused label's error goes when the form is changed and tried again, even when the
+    // browser's own check (the account is required) stops that try.
+    const refusal = page.locator(".create-key .error");
+    await page.locator("#new-key-account").fill("acme");
+    await page.locator("#new-key-label").fill("a\u202Eb");
+    await page.getByRole("button", { name: "Create key" }).click();
+    await refusal.getByText(/bidirectional overrides/).waitFor();
+    await page.locator("#new-key-label").fill("");
+    await page.locator("#new-key-account").fill("");
+    await page.getByRole("button", { name: "Create key" }).click();
+    await refusal.waitFor({ state: "detached" });
+    // The browser reports the refused label's 422 too: it is on purpose.
+    expect(errors.filter((e) => !/status of 422/.test(e))).toEqual([]);
+    await context.close();
+  });
+
   it("key: signs in at 375 px, sees its own account only, every page fits the width", async () => {
     const { context, page, errors } = await open(375);
     await page.goto(`${service.url}/console/`);

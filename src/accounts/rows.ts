@@ -167,14 +167,30 @@ export function ledgerValues(row: UsageRow): (number | string | null)[] {
   ];
 }
 
-/** Account names: a letter or digit, then up to 63 letters, digits, `.`, `_` or `-`. */
+/** Account names: an ASCII letter or digit, then up to 63 ASCII letters, digits, `.`, `_` or `-`. */
 const ACCOUNT_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 
-/** @throws {@link StoreError} on a name that is not an account name. */
+/** Most characters of a name a message quotes. */
+const QUOTED_NAME_LENGTH = 40;
+
+/**
+ * A name as a message quotes it: in double quotes, with JSON's escapes (a control character cannot
+ * drive the terminal that prints it), cut after {@link QUOTED_NAME_LENGTH} characters with "…".
+ * @example quoteName("acme") // → '"acme"'
+ * @example quoteName("x".repeat(300)) // → `"${"x".repeat(40)}…"`
+ */
+export function quoteName(name: string): string {
+  const characters = [...name];
+  return characters.length <= QUOTED_NAME_LENGTH
+    ? JSON.stringify(name)
+    : `${JSON.stringify(characters.slice(0, QUOTED_NAME_LENGTH).join("")).slice(0, -1)}…"`;
+}
+
+/** @throws {@link StoreError} on a name that is not an account name, quoted by {@link quoteName}. */
 export function checkAccountName(name: string): void {
   if (!ACCOUNT_NAME.test(name))
     throw new StoreError(
-      `bad account name "${name}": use up to 64 letters, digits, ".", "_" or "-", starting with a letter or digit`,
+      `bad account name ${quoteName(name)}: use up to 64 ASCII letters, digits, ".", "_" or "-", starting with a letter or digit`,
     );
 }
 
@@ -189,7 +205,7 @@ export const storeErrors = {
   /** @returns the error for an account name that is taken. */
   accountExists: (name: string) => new StoreError(`account "${name}" already exists`),
   /** @returns the error for an account name that names none. */
-  noAccount: (name: string) => new StoreError(`no account "${name}"`),
+  noAccount: (name: string) => new StoreError(`no account ${quoteName(name)}`),
   /** @returns the error for a key id that names none. */
   noKey: (id: number) => new StoreError(`no key with id ${id} (see decisiond keys list)`),
   /** @returns the error for a database at a schema version newer than this decisiond knows. */

@@ -111,7 +111,7 @@ export function registerUsageCommands(program: Command): void {
   accounts
     .command("create")
     .description("create an account (keys create also creates a missing one)")
-    .argument("<name>", "letters, digits, '.', '_' or '-'")
+    .argument("<name>", "ASCII letters, digits, '.', '_' or '-'")
     .addOption(storeOption())
     .action((name: string, flags: { store?: string }) =>
       withStore(

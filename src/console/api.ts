@@ -1,7 +1,9 @@
 import type { FastifyInstance, FastifyRequest } from "fastify";
 import { StoreError, type AccountStore } from "../accounts/store.js";
+import { quoteName } from "../accounts/rows.js";
 import { ApiError, Errors, validationError } from "../protocol/errors.js";
 import { accountInScope, authenticate, keyInScope, type Principal } from "./auth.js";
+import { acceptEmptyJsonBody } from "./no-body.js";
 import { CreateKeyBody, KeyParams, KeysQuery, parseOr422, UsageQuery } from "./schemas.js";
 import { accountView, allowanceView, dayViews, keyView } from "./views.js";
 
@@ -34,7 +36,7 @@ const signedIn = (request: FastifyRequest): ConsoleSession => request.consoleSes
  * | `GET /accounts`              | accounts in scope, with allowance and active key count          |
  * | `GET /keys?account=`         | keys in scope (admin: all, or one account's)                    |
  * | `POST /keys`                 | `{account?, label?}` → 201 the new key, shown this once         |
- * | `POST /keys/:id/revoke`      | revokes a key in scope                                           |
+ * | `POST /keys/:id/revoke`      | revokes a key in scope (no body; an empty JSON one is none)     |
  * | `GET /usage?account=&days=`  | calls and tokens per UTC day, totals, allowance left            |
  */
 
@@ -111,7 +113,7 @@ export async function consoleApi(app: FastifyInstance, options: ConsoleApiOption
         required: false,
       });
       if (account !== undefined && !(await store.findAccount(account)))
-        throw new ApiError(Errors.accountNotFound, [account]);
+        throw new ApiError(Errors.accountNotFound, [quoteName(account)]);
       return { keys: (await store.listKeys(account)).map(keyView) };
     });
 
@@ -145,16 +147,20 @@ export async function consoleApi(app: FastifyInstance, options: ConsoleApiOption
       };
     });
 
-    signed.post("/keys/:id/revoke", async (request) => {
-      const { store, principal } = signedIn(request);
-      const { id } = parseOr422(KeyParams, request.params, "path");
-      await keyInScope(principal, store, id);
-      const { record, alreadyRevoked } = await store.revokeKey(id);
-      request.log.info(
-        { key: record.prefix, account: record.accountName, by: principal.role },
-        "console: key revoked",
-      );
-      return { ...keyView(record), already_revoked: alreadyRevoked };
+    // Takes no body: an empty one sent as application/json is none.
+    await signed.register(async (bodyless) => {
+      acceptEmptyJsonBody(bodyless);
+      bodyless.post("/keys/:id/revoke", async (request) => {
+        const { store, principal } = signedIn(request);
+        const { id } = parseOr422(KeyParams, request.params, "path");
+        await keyInScope(principal, store, id);
+        const { record, alreadyRevoked } = await store.revokeKey(id);
+        request.log.info(
+          { key: record.prefix, account: record.accountName, by: principal.role },
+          "console: key revoked",
+        );
+        return { ...keyView(record), already_revoked: alreadyRevoked };
+      });
     });
 
     signed.get("/usage", async (request) => {
@@ -165,7 +171,7 @@ export async function consoleApi(app: FastifyInstance, options: ConsoleApiOption
         required: true,
       })!;
       const account = await store.findAccount(name);
-      if (!account) throw new ApiError(Errors.accountNotFound, [name]);
+      if (!account) throw new ApiError(Errors.accountNotFound, [quoteName(name)]);
       const at = now();
       const since = at - (query.days - 1) * 86_400_000;
       const days = dayViews(await store.dailyUsage(account.id, since), at, query.days);

@@ -47,14 +47,17 @@ export const CreateKeyBody = z.strictObject({
 /** `GET /console/api/keys?account=`. */
 export const KeysQuery = z.strictObject({ account: AccountName.optional() });
 
+/** The one message of a `days` that is not 1 to {@link MAX_USAGE_DAYS}, whatever it is. */
+const DAYS_MESSAGE = `days must be a whole number of days from 1 to ${MAX_USAGE_DAYS}`;
+
 /** `GET /console/api/usage?account=&days=`. */
 export const UsageQuery = z.strictObject({
   account: AccountName.optional(),
   days: z.coerce
-    .number()
-    .int("days should be a whole number")
-    .min(1, `days should be 1 to ${MAX_USAGE_DAYS}`)
-    .max(MAX_USAGE_DAYS, `days should be 1 to ${MAX_USAGE_DAYS}`)
+    .number({ error: DAYS_MESSAGE })
+    .int(DAYS_MESSAGE)
+    .min(1, DAYS_MESSAGE)
+    .max(MAX_USAGE_DAYS, DAYS_MESSAGE)
     .default(DEFAULT_USAGE_DAYS),
 });
 

@@ -107,7 +107,7 @@ export const Errors = {
   },
   // 404, 405
   routeNotFound: { status: 404, type: "not_found", message: "no route %s %s" },
-  accountNotFound: { status: 404, type: "not_found", message: 'no account "%s"' },
+  accountNotFound: { status: 404, type: "not_found", message: "no account %s" },
   keyNotFound: { status: 404, type: "not_found", message: "no key with id %s" },
   keyNotFoundInAccount: {
     status: 404,

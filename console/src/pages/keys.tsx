@@ -119,8 +119,14 @@ export function KeysPage() {
                     <code>{k.prefix}…</code>
                     {k.id === signedInKeyId && <span class="badge small">this session</span>}
                   </td>
-                  <td data-label="Label">{k.label ?? <span class="muted">—</span>}</td>
-                  {admin && <td data-label="Account">{k.account}</td>}
+                  <td data-label="Label" class="wrap">
+                    {k.label ?? <span class="muted">—</span>}
+                  </td>
+                  {admin && (
+                    <td data-label="Account" class="wrap">
+                      {k.account}
+                    </td>
+                  )}
                   <td data-label="Created">{formatTime(k.created_at)}</td>
                   <td data-label="Last used">{formatTime(k.last_used_at)}</td>
                   <td data-label="Status">
@@ -162,7 +168,7 @@ export function KeysPage() {
       >
         {revoking && (
           <>
-            <p>
+            <p class="wrap">
               <code>{revoking.prefix}…</code>
               {revoking.label ? ` (${revoking.label})` : ""} of account “{revoking.account}”.
               Requests with it get 401 from now on. This cannot be undone.
@@ -230,7 +236,10 @@ function CreateKeyForm(props: {
               autocomplete="off"
               placeholder="account name, e.g. acme"
               value={account}
-              onInput={(e) => setAccount(e.currentTarget.value)}
+              onInput={(e) => {
+                setAccount(e.currentTarget.value);
+                setError(undefined);
+              }}
             />
             <datalist id="account-names">
               {(props.accounts ?? []).map((name) => (
@@ -249,10 +258,15 @@ function CreateKeyForm(props: {
             autocomplete="off"
             placeholder="who holds it, e.g. ci"
             value={label}
-            onInput={(e) => setLabel(e.currentTarget.value)}
+            onInput={(e) => {
+              setLabel(e.currentTarget.value);
+              setError(undefined);
+            }}
           />
         </div>
-        <button type="submit" class="primary" disabled={busy}>
+        {/* A click (Enter in a field clicks it too) clears the last refusal even when the
+            browser's own checks (a required account) stop the submit. */}
+        <button type="submit" class="primary" disabled={busy} onClick={() => setError(undefined)}>
           {busy ? "Creating…" : "Create key"}
         </button>
       </div>
