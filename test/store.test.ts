@@ -332,14 +332,17 @@ describe("--store", () => {
     expect(parseStoreUrl(undefined, { DECISIOND_HOME: "/h" })).toEqual({
       kind: "sqlite",
       path: "/h/decisiond.db",
+      isDefault: true,
     });
     expect(parseStoreUrl("sqlite:/var/lib/d.db")).toEqual({
       kind: "sqlite",
       path: "/var/lib/d.db",
+      isDefault: false,
     });
     expect(parseStoreUrl("sqlite:///var/lib/d.db")).toEqual({
       kind: "sqlite",
       path: "/var/lib/d.db",
+      isDefault: false,
     });
     expect(parseStoreUrl("postgres://u@db:5432/d")).toEqual({
       kind: "postgres",

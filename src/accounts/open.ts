@@ -1,11 +1,20 @@
-import { resolve } from "node:path";
+import { existsSync } from "node:fs";
+import { dirname, resolve } from "node:path";
 import { PostgresStore } from "./postgres-store.js";
 import { SqliteStore } from "./sqlite-store.js";
-import { defaultStorePath, type AccountStore, type StoreOptions } from "./store.js";
+import {
+  defaultStorePath,
+  StoreMissingError,
+  type AccountStore,
+  type StoreOptions,
+} from "./store.js";
 
-/** Where a store lives, parsed from `--store` / `DECISIOND_STORE`. */
+/**
+ * Where a store lives, parsed from `--store` / `DECISIOND_STORE`. `isDefault` marks the default
+ * SQLite file, whose directory (decisiond's home) {@link openStore} makes when missing.
+ */
 export type StoreLocation =
-  | { readonly kind: "sqlite"; readonly path: string }
+  | { readonly kind: "sqlite"; readonly path: string; readonly isDefault: boolean }
   | { readonly kind: "postgres"; readonly url: string };
 
 /**
@@ -15,16 +24,16 @@ export type StoreLocation =
  * @param env - the variables the default file's place is read from; default the process's
  *   (read by protocol/paths.ts)
  * @throws {@link Error} naming the accepted forms for anything else.
- * @example `parseStoreUrl("sqlite:/var/lib/decisiond/decisiond.db")` → `{ kind: "sqlite", path: "/var/lib/decisiond/decisiond.db" }`
+ * @example `parseStoreUrl("sqlite:/var/lib/decisiond/decisiond.db")` → `{ kind: "sqlite", path: "/var/lib/decisiond/decisiond.db", isDefault: false }`
  */
 export function parseStoreUrl(value: string | undefined, env?: NodeJS.ProcessEnv): StoreLocation {
   if (value === undefined || value.trim() === "")
-    return { kind: "sqlite", path: resolve(defaultStorePath(env)) };
+    return { kind: "sqlite", path: resolve(defaultStorePath(env)), isDefault: true };
   const text = value.trim();
   if (text.startsWith("sqlite:")) {
     const path = text.slice("sqlite:".length).replace(/^\/\/(?=\/)/, "");
     if (path === "") throw new Error(`--store ${text}: name the file, e.g. sqlite:./decisiond.db`);
-    return { kind: "sqlite", path: path === ":memory:" ? path : resolve(path) };
+    return { kind: "sqlite", path: path === ":memory:" ? path : resolve(path), isDefault: false };
   }
   if (/^postgres(ql)?:\/\//.test(text)) {
     let url: URL;
@@ -50,18 +59,49 @@ export function redactUrl(url: string): string {
 }
 
 /**
- * Opens (and migrates) the store at a location.
- * @throws {@link StoreError} for a schema newer than this decisiond; the driver's error when a
- *   PostgreSQL database cannot be reached.
+ * Opens (and migrates) the store at a location. A SQLite file that is not there is made (unless
+ * `options.mustExist`), but only in a directory that exists, so a mistyped `--store` is not a new
+ * empty store; the default file's directory (decisiond's home) is made when missing.
+ * @throws {@link Error} "the directory … of --store does not exist; create it first" for a given
+ *   SQLite path whose directory is missing; {@link StoreError} for a schema newer than this
+ *   decisiond; the driver's error when a PostgreSQL database cannot be reached.
  * @example const store = await openStore(parseStoreUrl(config.store));
  */
 export async function openStore(
   location: StoreLocation,
   options: StoreOptions = {},
 ): Promise<AccountStore> {
-  return location.kind === "sqlite"
-    ? SqliteStore.open(location.path, options)
-    : PostgresStore.open(location.url, options);
+  if (location.kind === "postgres") return PostgresStore.open(location.url, options);
+  const { path } = location;
+  // With mustExist, SqliteStore refuses a missing file itself, naming the commands that make one.
+  if (!location.isDefault && !options.mustExist && path !== ":memory:") {
+    const directory = dirname(path);
+    if (!existsSync(directory))
+      throw new Error(`the directory ${directory} of --store does not exist; create it first`);
+  }
+  return SqliteStore.open(path, options);
+}
+
+/**
+ * Opens the store at a location as {@link openStore} does, naming it in any error, its password
+ * hidden ({@link describeStore}): the wording of every command that opens a store.
+ * @throws {@link Error} "cannot open the accounts store <store>: <reason>", `cause` the error of
+ *   {@link openStore}; {@link StoreMissingError} (which names the file) as it is
+ * @example `const store = await openNamedStore(parseStoreUrl(flags.store), { mustExist: true });`
+ */
+export async function openNamedStore(
+  location: StoreLocation,
+  options: StoreOptions = {},
+): Promise<AccountStore> {
+  try {
+    return await openStore(location, options);
+  } catch (error) {
+    if (error instanceof StoreMissingError) throw error; // it names the store already
+    throw new Error(
+      `cannot open the accounts store ${describeStore(location)}: ${(error as Error).message}`,
+      { cause: error },
+    );
+  }
 }
 
 /** How a location is shown: the file, or the URL without its password. */

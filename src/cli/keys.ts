@@ -1,6 +1,6 @@
 import { InvalidArgumentError, type Command } from "commander";
 import Table from "cli-table3";
-import { openStore, parseStoreUrl } from "../accounts/open.js";
+import { openNamedStore, parseStoreUrl } from "../accounts/open.js";
 import type { AccountStore } from "../accounts/store.js";
 import { KeyLabel, UNPRINTABLE } from "../console/schemas.js";
 import { keyView } from "../console/views.js";
@@ -108,14 +108,15 @@ function keyId(value: string): number {
  * Opens the store at `url` (see {@link parseStoreUrl}), runs `fn`, closes the store.
  * @param create - whether a SQLite store that is not there is made (commands that add keys or
  *   accounts); otherwise it is an error, so a mistyped path is not read as an empty store
- * @throws `StoreMissingError` when the store is not there and `create` is false
+ * @throws `StoreMissingError` when the store is not there and `create` is false; an `Error`
+ *   naming the store (password hidden) when it cannot be opened (see `openNamedStore`)
  */
 export async function withStore<T>(
   url: string | undefined,
   fn: (store: AccountStore) => Promise<T>,
   create = false,
 ): Promise<T> {
-  const store = await openStore(parseStoreUrl(url), { mustExist: !create });
+  const store = await openNamedStore(parseStoreUrl(url), { mustExist: !create });
   try {
     return await fn(store);
   } finally {

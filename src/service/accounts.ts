@@ -1,6 +1,6 @@
 import { Admission } from "../accounts/admission.js";
 import { apiKeyFilePath, ensureFirstKey } from "../accounts/keyfile.js";
-import { describeStore, openStore, parseStoreUrl } from "../accounts/open.js";
+import { describeStore, openNamedStore, parseStoreUrl } from "../accounts/open.js";
 import type { AccountStore } from "../accounts/store.js";
 import type { Gate } from "../api/app.js";
 import { accountGate } from "../api/gate.js";
@@ -47,14 +47,7 @@ export async function openAccounts(
     return { gate: undefined, store: undefined, admission: undefined };
   }
   const location = parseStoreUrl(config.store);
-  let store: AccountStore;
-  try {
-    store = await openStore(location, { serving: true });
-  } catch (error) {
-    throw new Error(
-      `cannot open the accounts store ${describeStore(location)}: ${(error as Error).message}`,
-    );
-  }
+  const store = await openNamedStore(location, { serving: true });
   try {
     const first = await ensureFirstKey(store, describeStore(location));
     // The key goes to the 0600 file only: a terminal's scrollback or a log collector keeps what
