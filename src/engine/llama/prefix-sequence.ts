@@ -104,20 +104,39 @@ export class PrefixSequence {
     const ownShared = own ? commonPrefixLength(own, prefix) : 0;
     const found = cache.find(prefix, Math.max(shared, ownShared) + MIN_SNAPSHOT_GAIN);
     const key = found?.key ?? (ownShared >= shared + MIN_SNAPSHOT_GAIN ? parked : undefined);
-    if (key === undefined) return held(shared);
+    // A snapshot holds a whole prefix evaluated by its own call map, and maybe a lead on top.
+    const prefixLength = key === undefined ? undefined : cache.prefixLengthOf(key);
+    if (key === undefined || prefixLength === undefined) return held(shared);
+    const tokens = await this.load(key, { save: false, drop: true });
+    if (tokens === undefined) return held(shared);
+    if (tokens === null) return held(0);
+    this.mapLength = prefixLength;
+    this.leadLength = tokens.length - prefixLength;
+    return held(Math.min(commonPrefixLength(tokens, prefix), prefixLength));
+  }
+
+  /**
+   * Replaces what the sequence holds with the snapshot `key` of the prefix cache.
+   * @param options - `save`: what the sequence held is saved to the cache first ({@link
+   *   saveSnapshot}); `drop`: a snapshot that cannot be read back is deleted from the cache (a
+   *   cached one; a parked one is its request's)
+   * @returns the snapshot's tokens (the caller sets what of them is prefix and lead); `undefined`
+   *   when it was gone (the sequence is as it was); `null` when it could not be read back (the
+   *   sequence holds nothing usable, {@link forget}); never throws
+   */
+  private async load(
+    key: string,
+    options: { readonly save: boolean; readonly drop: boolean },
+  ): Promise<readonly Token[] | undefined | null> {
+    const cache = this.cache!;
+    if (options.save) await this.saveSnapshot();
+    this.heldPart = undefined;
     try {
-      // A snapshot holds a whole prefix evaluated by its own call map, and maybe a lead on top.
-      const prefixLength = cache.prefixLengthOf(key);
-      const tokens = await cache.load(sequence, key);
-      if (!tokens || prefixLength === undefined) return held(shared);
-      this.mapLength = prefixLength;
-      this.leadLength = tokens.length - prefixLength;
-      return held(Math.min(commonPrefixLength(tokens, prefix), prefixLength));
+      return await cache.load(this.sequence, key);
     } catch {
-      // A snapshot that cannot be read back is dropped; the sequence is evaluated from scratch.
-      cache.delete(key);
+      if (options.drop) cache.delete(key);
       this.forget();
-      return held(0);
+      return null;
     }
   }
 
@@ -137,19 +156,11 @@ export class PrefixSequence {
     const found = this.cache?.findLead(prefix, lead.tokens);
     const fromCache = found ? usableLead(found.shared, lead.tiled) : 0;
     if (found && fromCache >= FA_TILE_ROWS && fromCache >= taken + MIN_SNAPSHOT_GAIN) {
-      await this.saveSnapshot();
-      this.heldPart = undefined;
-      try {
-        const tokens = await this.cache!.load(this.sequence, found.key);
-        if (!tokens) return 0;
-        this.mapLength = prefix.length;
-        this.leadLength = tokens.length - prefix.length;
-        taken = fromCache;
-      } catch {
-        this.cache!.delete(found.key);
-        this.forget();
-        return 0;
-      }
+      const tokens = await this.load(found.key, { save: true, drop: true });
+      if (!tokens) return 0;
+      this.mapLength = prefix.length;
+      this.leadLength = tokens.length - prefix.length;
+      taken = fromCache;
     }
     // Less than a tiled call's worth is not worth dropping the rest of the lead held for.
     if (taken < FA_TILE_ROWS) return 0;
@@ -306,18 +317,10 @@ export class PrefixSequence {
    *   back leaves the sequence to be evaluated from scratch)
    */
   async takeBackWithLead(key: string, prefixLength: number): Promise<boolean> {
-    if (!this.cache) return false;
-    await this.saveSnapshot();
-    this.heldPart = undefined;
-    try {
-      if (!(await this.cache.load(this.sequence, key))) return false;
-      this.mapLength = prefixLength;
-      this.leadLength = 0;
-      return true;
-    } catch {
-      this.forget();
-      return false;
-    }
+    if (!this.cache || !(await this.load(key, { save: true, drop: false }))) return false;
+    this.mapLength = prefixLength;
+    this.leadLength = 0;
+    return true;
   }
 
   /**
