@@ -10,9 +10,10 @@ export const SILENT_CONNECTIONS_PER_ADDRESS = 1024;
  * thousands within that time: an outside probe held 20,000 from one address, the process ran
  * out of file descriptors and every other client was refused. And once the app is closing, Node
  * stops timing them, so one silent connection held a drain to its deadline. So:
- * - one remote address may hold at most `perAddress` silent connections; one more is closed as
- *   it opens (a client that sends its request at once never comes near this: a connection is
- *   silent for well under a millisecond);
+ * - one remote address may hold at most `perAddress` silent connections; one more closes the
+ *   oldest of them, not the new one, so that clients sharing an address with a flood (behind one
+ *   NAT or proxy) still get in: their connections send their request at once (a connection is
+ *   silent for well under a millisecond), where the flood's wait, and are closed first;
  * - when the app closes, its silent connections are closed at once, so a drain ends when the
  *   requests in flight do (Node's `closeIdleConnections` closes keep-alive connections that have
  *   answered a request, not ones that never sent one).
@@ -25,27 +26,30 @@ export function boundSilentConnections(
   app: FastifyInstance,
   perAddress: number = SILENT_CONNECTIONS_PER_ADDRESS,
 ): void {
-  /** Each silent connection's remote address. */
-  const silent = new Map<Socket, string>();
-  const held = new Map<string, number>();
-  /** The socket is no longer silent: its address's count goes down. */
+  /** Each remote address's silent connections, oldest first. */
+  const held = new Map<string, Set<Socket>>();
+  /** Each silent connection's address and its set (a closed socket's address is gone). */
+  const silent = new Map<Socket, { address: string; sockets: Set<Socket> }>();
+  /** The socket is no longer silent: it leaves its address's set. */
   const settle = (socket: Socket) => {
-    const address = silent.get(socket);
-    if (address === undefined) return;
+    const entry = silent.get(socket);
+    if (!entry) return;
     silent.delete(socket);
-    const left = (held.get(address) ?? 1) - 1;
-    if (left === 0) held.delete(address);
-    else held.set(address, left);
+    entry.sockets.delete(socket);
+    if (entry.sockets.size === 0) held.delete(entry.address);
   };
   app.server.on("connection", (socket: Socket) => {
     const address = socket.remoteAddress ?? "";
-    const count = held.get(address) ?? 0;
-    if (count >= perAddress) {
-      socket.destroy();
-      return;
+    let sockets = held.get(address);
+    if (!sockets) held.set(address, (sockets = new Set()));
+    if (sockets.size >= perAddress) {
+      const oldest = sockets.values().next().value!;
+      settle(oldest);
+      oldest.destroy();
+      if (sockets.size === 0) held.set(address, sockets);
     }
-    held.set(address, count + 1);
-    silent.set(socket, address);
+    sockets.add(socket);
+    silent.set(socket, { address, sockets });
     socket.once("close", () => settle(socket));
   });
   app.server.on("request", (request: { socket: Socket }) => settle(request.socket));
