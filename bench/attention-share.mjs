@@ -2,23 +2,12 @@
 // as one sequence, then as K sequences of N/K tokens each in the same batches (node-llama-cpp
 // gives every sequence its own KV stream, so each attends to its own tokens only). Two rounds.
 //
-// Usage: node bench/attention-share.mjs [tokens=4096] [model=GGUF]
+// Usage: npm run build && node bench/attention-share.mjs [tokens=4096] [model=GGUF]
 import { getLlama } from "node-llama-cpp";
-import { readdirSync } from "node:fs";
-import { homedir } from "node:os";
-import { join } from "node:path";
+import { servedModelFile } from "./workload.mjs";
 
 const args = Object.fromEntries(process.argv.slice(2).map((a) => a.split("=")));
-const merged = join(
-  process.env.DECISIOND_HOME ?? join(homedir(), ".cache/decisiond"),
-  "models/merged",
-);
-const modelPath =
-  args.model ??
-  join(
-    merged,
-    readdirSync(merged).find((f) => f.endsWith(".gguf")),
-  );
+const modelPath = args.model ?? (await servedModelFile());
 const llama = await getLlama({ gpu: false });
 const model = await llama.loadModel({ modelPath });
 const N = Number(args.tokens ?? 4096);

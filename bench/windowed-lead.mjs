@@ -10,24 +10,15 @@
 // both cases. Prints accuracy, agreement and the median time to put the list in; with
 // `score=no`, times only. Uses node-llama-cpp's private `_copyStateFromOtherSequence`.
 //
-// Usage: node bench/windowed-lead.mjs data=RENDERED.jsonl [limit=40] [chunk=512] [helpers=8]
+// Usage: npm run build && node bench/windowed-lead.mjs data=RENDERED.jsonl [limit=40] [chunk=512] [helpers=8]
 //          [ctx=4096] [modes=full,block] [score=no] [model=GGUF] [out=RESULT.json]
 import { getLlama } from "node-llama-cpp";
-import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
-import { homedir, tmpdir } from "node:os";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { servedModelFile } from "./workload.mjs";
 const args = Object.fromEntries(process.argv.slice(2).map((a) => a.split("=")));
-// The served file: the default model with the shipped adapter added into its weights.
-const MERGED = join(
-  process.env.DECISIOND_HOME ?? join(homedir(), ".cache/decisiond"),
-  "models/merged",
-);
-const MODEL =
-  args.model ??
-  join(
-    MERGED,
-    readdirSync(MERGED).find((f) => f.endsWith(".gguf")),
-  );
+const MODEL = args.model ?? (await servedModelFile());
 const CHUNK = Number(args.chunk ?? 512),
   HELPERS = Number(args.helpers ?? 8),
   LIMIT = Number(args.limit ?? 40);
@@ -112,22 +103,16 @@ function parse(buf) {
     const vTrans = u32(),
       nLayer = u32();
     if (vTrans) throw new Error("v_trans");
-    const k = [],
-      v = [];
-    for (let l = 0; l < nLayer; l++) {
-      const type = i32();
-      const row = Number(buf.readBigUInt64LE(o));
-      o += 8;
-      k.push({ type, row, data: buf.subarray(o, o + row * count) });
-      o += row * count;
-    }
-    for (let l = 0; l < nLayer; l++) {
-      const type = i32();
-      const row = Number(buf.readBigUInt64LE(o));
-      o += 8;
-      v.push({ type, row, data: buf.subarray(o, o + row * count) });
-      o += row * count;
-    }
+    // Every layer's keys, then every layer's values: each a type, a row size and one row a cell.
+    const [k, v] = [[], []];
+    for (const rows of [k, v])
+      for (let l = 0; l < nLayer; l++) {
+        const type = i32();
+        const row = Number(buf.readBigUInt64LE(o));
+        o += 8;
+        rows.push({ type, row, data: buf.subarray(o, o + row * count) });
+        o += row * count;
+      }
     found = { s, count, pos, k, v, nLayer };
   }
   if (o !== buf.length) throw new Error(`trailing ${buf.length - o}`);

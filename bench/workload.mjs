@@ -45,3 +45,16 @@ export function wireQuestions(n, k, rotate = false) {
     ]),
   );
 }
+
+/**
+ * The GGUF file decisiond serves for the default model: the model with its shipped adapter added
+ * into the weights (`adapterWeights`), pulled and merged on first use, as `decisiond serve` does.
+ * @param dist - the build to resolve it with (default: this checkout's `dist`; `npm run build`)
+ * @returns the file's path
+ */
+export async function servedModelFile(dist = new URL("../dist", import.meta.url).href) {
+  const { resolveModel } = await import(`${dist}/evaluation/model.js`);
+  const { adapterWeights } = await import(`${dist}/service/model.js`);
+  const model = await resolveModel(undefined, false, undefined);
+  return (await adapterWeights(model.modelPath, model.adapterPath)).modelPath;
+}
