@@ -42,15 +42,14 @@ export function boundSilentConnections(
     const address = socket.remoteAddress ?? "";
     let sockets = held.get(address);
     if (!sockets) held.set(address, (sockets = new Set()));
-    if (sockets.size >= perAddress) {
-      const oldest = sockets.values().next().value!;
-      settle(oldest);
-      oldest.destroy();
-      if (sockets.size === 0) held.set(address, sockets);
-    }
     sockets.add(socket);
     silent.set(socket, { address, sockets });
     socket.once("close", () => settle(socket));
+    if (sockets.size > perAddress) {
+      const oldest = sockets.values().next().value!;
+      settle(oldest);
+      oldest.destroy();
+    }
   });
   app.server.on("request", (request: { socket: Socket }) => settle(request.socket));
   app.addHook("preClose", (done) => {
