@@ -27,6 +27,7 @@ const unit = [
   "test/eval-runner.test.ts",
   "test/fuzz.test.ts",
   "test/kernel-split.test.ts",
+  "test/lead-windows.test.ts",
   "test/media.test.ts",
   "test/models.test.ts",
   "test/operations.test.ts",

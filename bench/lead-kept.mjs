@@ -4,7 +4,10 @@
 // done). Prints each request's time, evaluated and cached tokens and answer, then the prefix
 // cache's counts. `--dist` runs another build (e.g. a worktree of an earlier commit).
 //
-// Usage: npm run build && node bench/lead-kept.mjs [--options 77|128|255] [--dist DIR]
+// `--list-windows off` evaluates the list whole (docs/decisions/113).
+//
+// Usage: npm run build && node bench/lead-kept.mjs [--options 77|128|255] [--list-windows on|off]
+//          [--dist DIR]
 import { resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { pathToFileURL } from "node:url";
@@ -13,6 +16,7 @@ import { jevcompatQueues } from "./workload.mjs";
 const { values: args } = parseArgs({
   options: {
     options: { type: "string", default: "255" },
+    "list-windows": { type: "string", default: "on" },
     dist: { type: "string", default: new URL("../dist", import.meta.url).pathname },
   },
 });
@@ -41,7 +45,8 @@ const engine = await openLlamaEngine({
   ...(await adapterWeights(model.modelPath, model.adapterPath)),
   id: model.modelId,
 });
-const decider = new Decider(engine, { ...TUNED_READOUT });
+const listWindows = args["list-windows"] !== "off";
+const decider = new Decider(engine, { ...TUNED_READOUT, listWindows });
 const steps = [
   ["A", "first"],
   ["A", "again"],
@@ -56,8 +61,9 @@ for (const [name, label] of steps) {
   const result = await decider.decide({ state: STATES[name], questions: [["q", question]] });
   const ms = Math.round(performance.now() - started);
   const { evaluatedTokens, cachedPrefixTokens } = result.stats;
+  const { choice, probabilities } = result.answers.q;
   console.log(
-    `${k} options, ${name} ${label}: ${ms} ms, ${evaluatedTokens} tokens evaluated, ${cachedPrefixTokens} cached, ${result.answers.q.choice}`,
+    `${k} options, ${name} ${label}: ${ms} ms, ${evaluatedTokens} tokens evaluated, ${cachedPrefixTokens} cached, ${choice} (${probabilities[choice].toFixed(3)})`,
   );
 }
 await engine.idle();

@@ -108,6 +108,11 @@ export function readoutOptions(command: Command): Command {
       "--trie-tolerance <p>",
       "how much of a label trie may be left unread, relative to the labels read; 0 reads every label (default: the Decider's; docs/decisions/108)",
       trieTolerance,
+    )
+    .option(
+      "--list-windows <on|off>",
+      "a lone question's list of 2,048 tokens or more evaluated in windows (default on; docs/decisions/113)",
+      onOff,
     );
 }
 

@@ -264,6 +264,7 @@ async function runEvalCommand(flags: EvalFlags, command: string): Promise<void> 
         layout: flags.layout ?? null,
         labelChain: flags.labelChain ?? null,
         trieTolerance: flags.trieTolerance ?? null,
+        listWindows: flags.listWindows ?? null,
         baseline: flags.baseline ?? null,
         flip: flags.flip,
         flipOrder: flags.flipOrder,

@@ -93,12 +93,13 @@ export interface ReadoutFlags {
   layout?: "state-first" | "question-first";
   labelChain?: "parting" | "full";
   trieTolerance?: number;
+  listWindows?: "on" | "off";
 }
 
 /**
  * The Decider's readout settings from `--labels`, `--score-labels`, `--content-free on|off`,
- * `--examples on|off`, `--question-contrast on|off`, `--layout`, `--label-chain` and
- * `--trie-tolerance`.
+ * `--examples on|off`, `--question-contrast on|off`, `--layout`, `--label-chain`,
+ * `--trie-tolerance` and `--list-windows on|off`.
  * @returns only the settings whose flag was given: an absent one must leave the Decider's
  *   default (or the tuned readout's) in place when the result is spread over it.
  * @example `readoutOf({ labels: "fixed", examples: "off" })` → `{ labels: "fixed", examples: false }`
@@ -113,6 +114,7 @@ export function readoutOf(flags: ReadoutFlags): ReadoutSettings {
     layout: flags.layout,
     labelChain: flags.labelChain,
     trieTolerance: flags.trieTolerance,
+    listWindows: onOrOff(flags.listWindows),
   };
   return Object.fromEntries(Object.entries(settings).filter(([, value]) => value !== undefined));
 }
@@ -213,6 +215,12 @@ export function readoutServeOptions(): Option[] {
       `how much of a choice's label trie may be left unread: subtrees whose probability is at most p times that of the labels read share what is left equally; 0 reads every label (default ${DEFAULT_TRIE_TOLERANCE}; docs/decisions/108)`,
       "DECISIOND_TRIE_TOLERANCE",
       trieTolerance,
+    ),
+    envOption(
+      "--list-windows <on|off>",
+      "a lone question's list of 2,048 tokens or more (hundreds of described options) evaluated in windows of about 512 tokens, each seeing the state and itself: about half the time on a CPU (default on; docs/decisions/113)",
+      "DECISIOND_LIST_WINDOWS",
+      onOff,
     ),
   ];
 }

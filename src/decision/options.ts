@@ -100,6 +100,14 @@ export interface DeciderOptions {
    * Default {@link DEFAULT_TRIE_TOLERANCE}.
    */
   readonly trieTolerance?: number;
+  // Why: docs/decisions/113-option-lines-in-windows.md
+  /**
+   * Whether a lone question with a long list of lines (at least `LIST_WINDOWS_FROM_TOKENS` tokens:
+   * hundreds of described options) is cut into windows of whole lines that the engine may
+   * evaluate each seeing the state and itself only (`ScoreRequest.windows`): about half the time
+   * at 4,000 tokens on a CPU, for answers that may differ from the whole list's. Default on.
+   */
+  readonly listWindows?: boolean;
 }
 
 /** Default of {@link DeciderOptions.trieTolerance}: 0.002. */
@@ -118,6 +126,7 @@ export type ReadoutSettings = Pick<
   | "layout"
   | "labelChain"
   | "trieTolerance"
+  | "listWindows"
 >;
 
 /**

@@ -13,6 +13,7 @@ import {
   triePositions,
   type LabelTrie,
 } from "./labels.js";
+import { listWindows } from "./list-windows.js";
 import type { DeciderOptions } from "./options.js";
 import type { PreparedPrompt } from "./prepare.js";
 import { renderQuestion } from "./prompt.js";
@@ -77,6 +78,8 @@ export interface Plan<Q extends QuestionShape = Question> {
    * branch holds only the assistant-turn opening and the cue).
    */
   readonly layout: PromptLayout;
+  /** Where its lone question's lines are cut into windows (`ScoreRequest.windows`), if they are. */
+  readonly windows?: readonly number[];
 }
 
 /** Where a request's question is written: behind the state, or before it. */
@@ -98,6 +101,7 @@ export interface Planner {
     | "maxRequestTokens"
     | "layout"
     | "labelChain"
+    | "listWindows"
   >;
 }
 
@@ -151,18 +155,22 @@ export async function planRequest<Q extends QuestionShape = Question>(
   let heaviest: { id?: string; tokens: number } = { tokens: lead?.tokens.length ?? 0 };
   const room = contextSize - prefix.length - mediaTokens;
   const refused: string[] = [];
+  let windows: number[] | undefined;
   for (const [index, [id, question]] of request.questions.entries()) {
     const kind = kinds[index]!;
     const firstBranch = branches.length;
     const style = await labelStyleOf(kind, question, prepared, labels, options, signal);
     const views: QuestionView[] = [];
     let deepest = 0;
-    for (const order of lead ? [lead.order] : ordersOf(kind, question, options.debias)) {
+    const orders = lead ? [lead.order] : ordersOf(kind, question, options.debias);
+    for (const order of orders) {
       // Position p shows option order[p] under labels[p].
       const shown = style.labelsAt(order);
-      const asked = lead
-        ? []
-        : await tokenize(renderQuestion(kind, question, shown, order, style.words));
+      const text = lead ? "" : renderQuestion(kind, question, shown, order, style.words);
+      const asked = lead ? [] : await tokenize(text);
+      // A lone question's long list of lines may be evaluated in windows (list-windows.ts).
+      if (request.questions.length === 1 && orders.length === 1 && options.listWindows !== false)
+        windows = await listWindows(text, asked, tokenize);
       const tokens = [...asked, ...tail, ...style.cueTokens];
       const labelTokens: Token[][] = [];
       for (const label of shown)
@@ -231,6 +239,7 @@ export async function planRequest<Q extends QuestionShape = Question>(
     neededTokens,
     inputTokens,
     ...(refused.length > 0 ? { refused } : {}),
+    ...(windows ? { windows } : {}),
     layout: lead ? "question-first" : "state-first",
   };
 }
@@ -302,8 +311,9 @@ export function ordersOf(
 }
 
 /**
- * The engine request of a plan: its prefix, its branches, its media when it has any, and how much
- * of its label tries the engine may leave unread (`trieTolerance`, default 0: none).
+ * The engine request of a plan: its prefix, its branches, its media when it has any, how much
+ * of its label tries the engine may leave unread (`trieTolerance`, default 0: none), and its
+ * windows when it has them.
  */
 export function scoreRequestOf(plan: Plan<QuestionShape>, trieTolerance = 0): ScoreRequest {
   return {
@@ -311,6 +321,7 @@ export function scoreRequestOf(plan: Plan<QuestionShape>, trieTolerance = 0): Sc
     branches: plan.branches,
     ...(plan.media.length > 0 ? { media: plan.media } : {}),
     ...(trieTolerance > 0 ? { trieTolerance } : {}),
+    ...(plan.windows ? { windows: plan.windows } : {}),
   };
 }
 

@@ -104,6 +104,15 @@ export interface ScoreRequest {
    * read. Engines may read everything whatever it is.
    */
   readonly trieTolerance?: number;
+  // Why: docs/decisions/113-option-lines-in-windows.md
+  /**
+   * Where the branches' common start may be cut into windows (a long list of option lines): the
+   * token index, counted from the branches' start, each window ends at, increasing; the first
+   * starts at the branches' start. An engine may evaluate each window seeing the prefix and
+   * itself only, the tokens after the last window seeing all (decode/lead-windows.ts); one that
+   * does not evaluates them as usual. Absent: no windows.
+   */
+  readonly windows?: readonly number[];
 }
 
 /** Log-probabilities of one branch's candidates, in the order of `ScoreBranch.candidates`. */

@@ -17,6 +17,7 @@
  */
 export { branchCallSizes, sharedStart } from "./branch-schedule.js";
 export { FA_TILE_ROWS, prefixTiledEnd } from "./kernel-split.js";
+export { leadWindows, windowsAgree } from "./lead-windows.js";
 export {
   branchAfterLead,
   branchFrom,

@@ -5,7 +5,7 @@ import {
   type LlamaModel,
   type Token as LlamaToken,
 } from "node-llama-cpp";
-import { basename } from "node:path";
+import { basename, join } from "node:path";
 import { planDecode, type DecodeLimits, type DecodePlan } from "../decode/index.js";
 import { CALL_BUDGET_MS, CallHistory, CallPace, callLimits, type CallLimits } from "./call-pace.js";
 import { chatTemplateOf } from "./chat.js";
@@ -13,12 +13,14 @@ import { forkLanes } from "./fork-lanes.js";
 import { runLanes, type DecodeTally } from "./lanes.js";
 import { DEFAULT_PREFIX_CACHE_BYTES, usableLlama, type LlamaEngineOptions } from "./setup.js";
 import { commonPrefixLength, PrefixSnapshotCache } from "./prefix-cache.js";
+import { runLeadTurn } from "./lead-turn.js";
 import { PrefixSequence } from "./prefix-sequence.js";
+import { LeadWindowsRunner, ropeShiftOf } from "./windowed-lead.js";
+import { SnapshotWriteBehind } from "./write-behind.js";
 import {
   countPrefixTurn,
   dropParked,
   runBranchTurn,
-  runLeadTurn,
   sizeOf,
   takeOverLead,
   workLeft,
@@ -43,14 +45,7 @@ export { evaluateCalls, toLogprobs } from "./lanes.js";
 export { DEFAULT_PREFIX_CACHE_BYTES, gpuIsUsable, type LlamaEngineOptions } from "./setup.js";
 export { commonPrefixLength };
 
-// Why write behind, and why 10 ms: docs/decisions/055
-/**
- * Milliseconds after a request before the engine writes the snapshot of the prefix it just read
- * (write-behind), unless another request comes first: long enough for the answer to leave over
- * HTTP before the write takes a core, which on a small machine it would share with the response
- * and the client's wake-up.
- */
-export const SNAPSHOT_WRITE_DELAY_MS = 10;
+export { SNAPSHOT_WRITE_DELAY_MS } from "./write-behind.js";
 
 /**
  * In-process llama.cpp through node-llama-cpp, executing each request's decode plan (`planDecode`,
@@ -75,6 +70,10 @@ export const SNAPSHOT_WRITE_DELAY_MS = 10;
  * (docs/decisions/103).
  * Without a prefix cache, or room in it, it runs to its end. Calls are paced (call-pace.ts).
  *
+ * A lone question's long option list may be cut into windows (`ScoreRequest.windows`), each
+ * evaluated seeing the prefix and itself only and then put in place (windowed-lead.ts,
+ * docs/decisions/113).
+ *
  * Every prefix, lead and branch is cut into decode calls by its own length (kernel-split.ts), and
  * tokens in the KV cache are taken over only as far as they were cut alike, so on the CPU with one
  * sequence a branch's logits are the same to the bit alone, beside other branches, and after any
@@ -89,8 +88,10 @@ export class LlamaEngine implements Engine {
   /** The last decode call timed, which sizes the first call of each stretch (call-pace.ts). */
   private readonly history = new CallHistory();
   private closed = false;
-  /** The pending write-behind of sequence 0's prefix (see {@link scheduleSnapshotWrite}). */
-  private snapshotTimer: ReturnType<typeof setTimeout> | undefined;
+  /** The write-behind of sequence 0's prefix after a request. */
+  private readonly writeBehind = new SnapshotWriteBehind(this.queue, async () => {
+    if (!this.closed) await this.prefix.saveSnapshot();
+  });
   readonly counters: EngineCounters = {
     requests: 0,
     prefixTokensEvaluated: 0,
@@ -110,6 +111,8 @@ export class LlamaEngine implements Engine {
     private readonly branchSequences: readonly LlamaContextSequence[],
     /** Snapshots of earlier prefixes; `undefined` when turned off. */
     readonly prefixCache: PrefixSnapshotCache | undefined,
+    /** Evaluates leads in windows (windowed-lead.ts); `undefined` when the model or cache cannot. */
+    private readonly windows: LeadWindowsRunner | undefined,
   ) {
     this.prefix = new PrefixSequence(prefixSequence, calls, this.history, prefixCache);
   }
@@ -146,6 +149,10 @@ export class LlamaEngine implements Engine {
     const cacheBytes = options.prefixCacheBytes ?? DEFAULT_PREFIX_CACHE_BYTES;
     const prefixCache =
       cacheBytes > 0 ? new PrefixSnapshotCache({ maxBytes: cacheBytes }) : undefined;
+    const rotate = ropeShiftOf(llamaModel);
+    const scratch = prefixCache && join(prefixCache.directory, "windows.kv");
+    const windows =
+      rotate && scratch ? new LeadWindowsRunner(prefixSequence, rotate, scratch) : undefined;
     return new LlamaEngine(
       info,
       template,
@@ -156,6 +163,7 @@ export class LlamaEngine implements Engine {
       calls,
       branchSequences,
       prefixCache,
+      windows,
     );
   }
 
@@ -180,7 +188,12 @@ export class LlamaEngine implements Engine {
   }
 
   workOf(request: ScoreRequest): number {
-    return sizeOf(request, this.prefix, this.limits)();
+    return sizeOf(request, this.prefix, this.limits, this.windowed)();
+  }
+
+  /** Whether leads are evaluated in windows now (decode/lead-windows.ts). */
+  private get windowed(): boolean {
+    return this.windows?.enabled ?? false;
   }
 
   score(request: ScoreRequest, signal?: AbortSignal): Promise<ScoreResult> {
@@ -189,7 +202,7 @@ export class LlamaEngine implements Engine {
     const overflow = contextOverflowOf(request, this.model.contextSize);
     if (overflow) return Promise.reject(overflow);
     // A request before the write-behind takes its place (its restore saves a prefix it drops).
-    this.cancelSnapshotWrite();
+    this.writeBehind.cancel();
     return this.takeTurns(request, signal);
   }
 
@@ -199,13 +212,13 @@ export class LlamaEngine implements Engine {
    */
   private async takeTurns(request: ScoreRequest, signal?: AbortSignal): Promise<ScoreResult> {
     const progress: Progress = { cachedPrefixTokens: undefined, evaluatedTokens: 0 };
-    let rank: number | (() => number) = sizeOf(request, this.prefix, this.limits);
+    let rank: number | (() => number) = sizeOf(request, this.prefix, this.limits, this.windowed);
     try {
       for (;;) {
         const turn = await this.queue.run(
           async () => {
             const result = await this.scoreNow(request, progress, signal);
-            if (result !== YIELDED) this.scheduleSnapshotWrite();
+            if (result !== YIELDED && this.prefixCache && !this.closed) this.writeBehind.schedule();
             return result;
           },
           { rank, signal },
@@ -225,38 +238,8 @@ export class LlamaEngine implements Engine {
    * tests, so that background work does not fall into the next measurement.
    */
   async idle(): Promise<void> {
-    if (this.snapshotTimer !== undefined) this.startSnapshotWrite();
+    if (this.writeBehind.pending) this.writeBehind.start();
     await this.queue.idle();
-  }
-
-  /**
-   * Write-behind: {@link SNAPSHOT_WRITE_DELAY_MS} after a request, sequence 0's prefix is saved
-   * to the prefix cache, so the next request with another state does not wait for that write
-   * (which {@link PrefixSequence.restore} would otherwise do first). A request arriving sooner
-   * cancels it and writes inline.
-   */
-  private scheduleSnapshotWrite(): void {
-    if (!this.prefixCache || this.closed) return;
-    this.cancelSnapshotWrite();
-    this.snapshotTimer = setTimeout(() => this.startSnapshotWrite(), SNAPSHOT_WRITE_DELAY_MS);
-    this.snapshotTimer.unref();
-  }
-
-  /** Drops the waiting timer and queues the write-behind now. */
-  private startSnapshotWrite(): void {
-    this.cancelSnapshotWrite();
-    void this.queue.run(
-      async () => {
-        if (!this.closed) await this.prefix.saveSnapshot();
-      },
-      { interrupts: false },
-    );
-  }
-
-  private cancelSnapshotWrite(): void {
-    if (this.snapshotTimer === undefined) return;
-    clearTimeout(this.snapshotTimer);
-    this.snapshotTimer = undefined;
   }
 
   /**
@@ -285,7 +268,9 @@ export class LlamaEngine implements Engine {
       progress.parkedWithLead &&
       (await this.prefix.takeBackWithLead(progress.parked!, prefix.length));
     // The prefix and lead a request before left (the same question asked of the same state).
-    const leadKept = await takeOverLead(request, progress, this.prefix, limits, this.counters);
+    const windowed = this.windowed;
+    const counters = this.counters;
+    const leadKept = await takeOverLead(request, progress, this.prefix, limits, counters, windowed);
     const held =
       tookBack || leadKept ? undefined : await this.prefix.restore(prefix, progress.parked);
     // What the last turn parked is in sequence 0 now, or of no more use: a later turn parks more,
@@ -328,9 +313,10 @@ export class LlamaEngine implements Engine {
       const leadFrom = held ? 0 : progress.leadDone;
       if (leadFrom === undefined) progress.leadHeld = plan.lead.length;
       const sequence = this.prefixSequence;
+      const windows = this.windows;
       const led =
         leadFrom === undefined ||
-        (await runLeadTurn(request, plan, progress, leadFrom, { ...turn, sequence }));
+        (await runLeadTurn(request, plan, progress, leadFrom, { ...turn, sequence, windows }));
       if ((yielded = led === YIELDED)) return YIELDED;
       const helpers = this.branchSequences;
       const sequences = await forkLanes(sequence, helpers, prefix, lead, plan, tally);
@@ -365,14 +351,14 @@ export class LlamaEngine implements Engine {
         await this.prefixSequence.eraseContextTokenRanges([
           { start: end, end: this.prefixSequence.nextTokenIndex },
         ]);
-      this.prefix.keepLead(keep);
+      this.prefix.keepLead(keep, progress.leadLayout);
     }
   }
 
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    this.cancelSnapshotWrite();
+    this.writeBehind.cancel();
     await this.queue.run(
       async () => {
         this.prefixCache?.close();

@@ -5,6 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { LRUCache } from "lru-cache";
 import type { LlamaContextSequence } from "node-llama-cpp";
+import { windowsAgree } from "../decode/index.js";
 import type { Token } from "../types.js";
 
 /** Options of a {@link PrefixSnapshotCache}. */
@@ -27,6 +28,8 @@ export interface PrefixSnapshotCacheOptions {
 interface Snapshot {
   readonly tokens: readonly Token[];
   readonly prefixLength: number;
+  /** The windows its lead was evaluated in (decode/lead-windows.ts); `undefined`: none. */
+  readonly windows?: readonly number[] | undefined;
   readonly path: string;
   readonly bytes: number;
 }
@@ -115,18 +118,24 @@ export class PrefixSnapshotCache {
    * The snapshot of exactly `prefix` (ending where it ends) whose lead on top shares the most
    * tokens with `lead` from its start, the smaller of two sharing as many, or `undefined` when
    * none shares any. Does not change recency.
+   * @param windows - the windows `lead` is evaluated in: a lead evaluated in others is shared only
+   *   as far as their cells agree (`windowsAgree`)
    * @returns its key and the lead tokens it shares
    */
   findLead(
     prefix: readonly Token[],
     lead: readonly Token[],
+    windows?: readonly number[],
   ): { key: string; shared: number } | undefined {
     let best: { key: string; shared: number; size: number } | undefined;
     for (const [key, snapshot] of this.entries.entries()) {
       const { tokens, prefixLength } = snapshot;
       if (prefixLength !== prefix.length || tokens.length === prefixLength) continue;
       if (commonPrefixLength(tokens, prefix) < prefixLength) continue;
-      const shared = commonPrefixLength(tokens.slice(prefixLength), lead);
+      const shared = Math.min(
+        commonPrefixLength(tokens.slice(prefixLength), lead),
+        windowsAgree(snapshot.windows, windows),
+      );
       if (shared === 0 || shared < (best?.shared ?? 0)) continue;
       if (!best || shared > best.shared || tokens.length < best.size)
         best = { key, shared, size: tokens.length };
@@ -139,23 +148,34 @@ export class PrefixSnapshotCache {
     return (this.parked.get(key) ?? this.entries.peek(key))?.prefixLength;
   }
 
+  /** The windows a snapshot's lead was evaluated in; `undefined` when none, or gone. */
+  windowsOf(key: string): readonly number[] | undefined {
+    return (this.parked.get(key) ?? this.entries.peek(key))?.windows;
+  }
+
   /**
    * Writes a snapshot of `sequence` (all its tokens) into the LRU, unless one of them is held
    * already. A snapshot that does not fit beside the parked ones is not kept; one with a lead
    * replaces any other with a lead after the same prefix.
    * @param prefixLength - how many of the tokens are a prefix (kernel-split.ts); the rest are a
    *   lead on top. Default all of them.
+   * @param windows - the windows the lead was evaluated in, if any (decode/lead-windows.ts)
    * @returns the snapshot's key, or `undefined` when the sequence is empty or the snapshot was not
    *   kept
    * @throws what writing the file throws (nothing is left behind)
    */
-  async save(sequence: LlamaContextSequence, prefixLength?: number): Promise<string | undefined> {
+  async save(
+    sequence: LlamaContextSequence,
+    prefixLength?: number,
+    windows?: readonly number[],
+  ): Promise<string | undefined> {
     const tokens = [...sequence.contextTokens] as Token[];
     if (tokens.length === 0) return undefined;
-    const key = keyOf(tokens, prefixLength);
+    const key = keyOf(tokens, prefixLength, windows);
     if (this.entries.has(key)) return key;
-    const snapshot = await this.writeBesideParked(sequence, tokens, prefixLength);
-    if (!snapshot) return undefined;
+    const written = await this.writeBesideParked(sequence, tokens, prefixLength);
+    if (!written) return undefined;
+    const snapshot = windows ? { ...written, windows } : written;
     // One lead kept per prefix: the last (several questions asked of one state would otherwise
     // fill the cache with copies of it).
     if (snapshot.prefixLength < tokens.length) {
@@ -298,10 +318,18 @@ function isRunning(pid: number): boolean {
   }
 }
 
-/** A snapshot's key: its tokens' hash, and where its prefix ends when a lead is on top. */
-function keyOf(tokens: readonly Token[], prefixLength = tokens.length): string {
+/**
+ * A snapshot's key: its tokens' hash, where its prefix ends when a lead is on top, and the
+ * windows the lead was evaluated in.
+ */
+function keyOf(
+  tokens: readonly Token[],
+  prefixLength = tokens.length,
+  windows?: readonly number[],
+): string {
   const hash = createHash("sha256").update(Uint32Array.from(tokens)).digest("hex");
-  return prefixLength === tokens.length ? hash : `${hash}:${prefixLength}`;
+  const key = prefixLength === tokens.length ? hash : `${hash}:${prefixLength}`;
+  return windows ? `${key}:${windows.join(",")}` : key;
 }
 
 /** Length of the longest common prefix of two token arrays. */

@@ -3,6 +3,7 @@ import {
   FA_TILE_ROWS,
   prefixCallsFrom,
   prefixTiledEnd,
+  windowsAgree,
   type DecodePlan,
   type HeldPrefix,
 } from "../decode/index.js";
@@ -37,10 +38,14 @@ export interface PrefixTurn {
   readonly parked: string | undefined;
 }
 
-/** A request's lead as its plan evaluates it: its tokens, and how many of the first are tiled. */
+/**
+ * A request's lead as its plan evaluates it: its tokens, how many of the first are tiled, and the
+ * windows it is evaluated in (decode/lead-windows.ts), if any.
+ */
 export interface HeldLead {
   readonly tokens: readonly Token[];
   readonly tiled: number;
+  readonly windows?: readonly number[] | undefined;
 }
 
 export class PrefixSequence {
@@ -58,6 +63,9 @@ export class PrefixSequence {
    * evaluated in whole tiled calls ({@link keepLead}); 0 when it holds the prefix alone.
    */
   private leadLength = 0;
+
+  /** The windows the lead held was evaluated in (`leadWindows`); `undefined`: none. */
+  private leadWindows: readonly number[] | undefined;
 
   /**
    * The key of what {@link park} parked from {@link evaluate} while the sequence holds that and
@@ -112,6 +120,7 @@ export class PrefixSequence {
     if (tokens === null) return held(0);
     this.mapLength = prefixLength;
     this.leadLength = tokens.length - prefixLength;
+    this.leadWindows = cache.windowsOf(key);
     return held(Math.min(commonPrefixLength(tokens, prefix), prefixLength));
   }
 
@@ -153,13 +162,15 @@ export class PrefixSequence {
    */
   async takeOverLead(prefix: readonly Token[], lead: HeldLead): Promise<number> {
     let taken = this.leadHeldNow(prefix, lead);
-    const found = this.cache?.findLead(prefix, lead.tokens);
-    const fromCache = found ? usableLead(found.shared, lead.tiled) : 0;
+    const found = this.cache?.findLead(prefix, lead.tokens, lead.windows);
+    const fromCache = found ? usableLead(found.shared, lead) : 0;
     if (found && fromCache >= FA_TILE_ROWS && fromCache >= taken + MIN_SNAPSHOT_GAIN) {
+      const windows = this.cache!.windowsOf(found.key);
       const tokens = await this.load(found.key, { save: true, drop: true });
       if (!tokens) return 0;
       this.mapLength = prefix.length;
       this.leadLength = tokens.length - prefix.length;
+      this.leadWindows = windows;
       taken = fromCache;
     }
     // Less than a tiled call's worth is not worth dropping the rest of the lead held for.
@@ -170,6 +181,7 @@ export class PrefixSequence {
         { start: end, end: this.sequence.nextTokenIndex },
       ]);
     this.leadLength = taken;
+    this.leadWindows = lead.windows;
     return taken;
   }
 
@@ -178,19 +190,23 @@ export class PrefixSequence {
    * cache. An estimate for ranking (the sequence may change first).
    */
   leadHeld(prefix: readonly Token[], lead: HeldLead): number {
-    const found = this.cache?.findLead(prefix, lead.tokens);
-    const fromCache = found ? usableLead(found.shared, lead.tiled) : 0;
+    const found = this.cache?.findLead(prefix, lead.tokens, lead.windows);
+    const fromCache = found ? usableLead(found.shared, lead) : 0;
     const held = Math.max(this.leadHeldNow(prefix, lead), fromCache);
     return held >= FA_TILE_ROWS ? held : 0;
   }
 
-  /** Lead tokens the sequence holds now on top of exactly `prefix` that may be taken over. */
+  /**
+   * Lead tokens the sequence holds now on top of exactly `prefix` that may be taken over: as far
+   * as they are `lead`'s and were evaluated in windows that agree with its own.
+   */
   private leadHeldNow(prefix: readonly Token[], lead: HeldLead): number {
     const tokens = this.sequence.contextTokens;
     if (this.mapLength !== prefix.length || this.leadLength === 0) return 0;
     if (commonPrefixLength(tokens, prefix) < prefix.length) return 0;
     const held = tokens.slice(prefix.length, prefix.length + this.leadLength);
-    return usableLead(commonPrefixLength(held, lead.tokens), lead.tiled);
+    const shared = commonPrefixLength(held, lead.tokens);
+    return usableLead(Math.min(shared, windowsAgree(this.leadWindows, lead.windows)), lead);
   }
 
   /**
@@ -198,18 +214,21 @@ export class PrefixSequence {
    * `leadLength` tokens of a request's lead evaluated in whole tiled calls (0 for none): the
    * lead of a request that finished, or the part of it a cancelled one evaluated, kept for the
    * next request ({@link takeOverLead}); {@link saveSnapshot} saves them together.
+   * @param windows - the windows that lead was evaluated in (decode/lead-windows.ts), if any
    */
-  keepLead(leadLength: number): void {
+  keepLead(leadLength: number, windows?: readonly number[]): void {
     const { mapLength } = this;
     const holds =
       mapLength !== undefined && mapLength + leadLength === this.sequence.nextTokenIndex;
     this.leadLength = holds ? leadLength : 0;
+    this.leadWindows = this.leadLength > 0 ? windows : undefined;
   }
 
   /** Forgets what the sequence holds after a failed load: nothing of it is taken over or saved. */
   private forget(): void {
     this.mapLength = undefined;
     this.leadLength = 0;
+    this.leadWindows = undefined;
   }
 
   /**
@@ -285,7 +304,8 @@ export class PrefixSequence {
     const parked = this.heldPart !== undefined && this.cache?.parkedTokens(this.heldPart);
     if (!this.cache || !this.isWhole() || parked) return undefined;
     try {
-      return await this.cache.save(this.sequence, this.mapLength);
+      const windows = this.leadLength > 0 ? this.leadWindows : undefined;
+      return await this.cache.save(this.sequence, this.mapLength, windows);
     } catch {
       // A snapshot that cannot be written is not cached; the next request works without it.
       return undefined;
@@ -336,12 +356,16 @@ export class PrefixSequence {
 }
 
 /**
- * Of `shared` tiled tokens held that a lead starts with, how many it may take over: as many as
- * its own first `tiled` tokens (the rows it too evaluates tiled), or fewer, so that the tiled rest
- * is none or at least one tiled call (kernel-split.ts).
+ * Of `shared` tiled tokens held that a lead starts with (evaluated in windows that agree with its
+ * own), how many it may take over: as many as its own first `tiled` tokens (the rows it too
+ * evaluates tiled), or fewer, so that the tiled rest is none or at least one tiled call
+ * (kernel-split.ts); for a lead in windows, all its windows or nothing (a window is evaluated
+ * whole, windowed-lead.ts).
  */
-function usableLead(shared: number, tiled: number): number {
-  const taken = Math.min(shared, tiled);
+function usableLead(shared: number, lead: HeldLead): number {
+  const { tiled, windows } = lead;
+  let taken = Math.min(shared, tiled);
   const rest = tiled - taken;
-  return rest > 0 && rest < FA_TILE_ROWS ? Math.max(0, tiled - FA_TILE_ROWS) : taken;
+  if (rest > 0 && rest < FA_TILE_ROWS) taken = Math.max(0, tiled - FA_TILE_ROWS);
+  return windows && taken < windows.at(-1)! ? 0 : taken;
 }

@@ -1,17 +1,17 @@
 import {
   branchAfterLead,
   branchFrom,
-  leadCallsFrom,
+  leadWindows,
   planDecode,
   type DecodeLimits,
   type DecodePlan,
   type PlannedBranch,
 } from "../decode/index.js";
-import type { LlamaContextSequence } from "node-llama-cpp";
-import { countBranchTokens, evaluateCalls, type BranchPart, type DecodeTally } from "./lanes.js";
+import type { BranchPart } from "./lanes.js";
 import { commonPrefixLength, type PrefixSnapshotCache } from "./prefix-cache.js";
 import type { CallLimits, CallPace } from "./call-pace.js";
 import type { HeldLead, PrefixSequence, PrefixTurn } from "./prefix-sequence.js";
+import type { WindowsDone } from "./windowed-lead.js";
 import {
   branchTotalTokens,
   type BranchScore,
@@ -52,7 +52,7 @@ export interface Progress {
    */
   part?: BranchPart | undefined;
   /**
-   * Lead tokens evaluated when a turn gave the model up inside the lead ({@link runLeadTurn}), or
+   * Lead tokens evaluated when a turn gave the model up inside the lead (lead-turn.ts `runLeadTurn`), or
    * taken over from a request before ({@link takeOverLead}); `undefined` once the lead is whole.
    */
   leadDone?: number;
@@ -65,6 +65,13 @@ export interface Progress {
   scores?: (BranchScore | undefined)[];
   /** What {@link workLeft} said when the last turn gave the model up: the next turn's rank. */
   workLeft?: number;
+  /** The windows of its lead evaluated in earlier turns, while it is evaluated in windows. */
+  windows?: WindowsDone | undefined;
+  /**
+   * The windows the lead tokens sequence 0 holds for it were evaluated in (`leadWindows`);
+   * `undefined`: none. Kept with the lead for the next request.
+   */
+  leadLayout?: readonly number[] | undefined;
 }
 
 /** What a turn returns when it gave the model up before the request was done. */
@@ -129,9 +136,10 @@ export function sizeOf(
   request: ScoreRequest,
   sequence: PrefixSequence,
   limits: DecodeLimits,
+  windowed: boolean,
 ): () => number {
   const lead = commonLead(request);
-  const planned = leadOf(request, limits);
+  const planned = leadOf(request, limits, windowed);
   const { length } = planned.tokens;
   return () => {
     const held = sequence.leadHeld(request.prefix, planned);
@@ -143,12 +151,14 @@ export function sizeOf(
 
 /**
  * The lead of `request` as {@link planDecode} plans it: the tokens every branch starts with
- * that are evaluated once (for one branch, its tokens before its last call), and how many of
- * them are tiled.
+ * that are evaluated once (for one branch, its tokens before its last call), how many of them
+ * are tiled, and, with `windowed` (the engine evaluates windows), the windows it is cut into.
  */
-export function leadOf(request: ScoreRequest, limits: DecodeLimits): HeldLead {
+export function leadOf(request: ScoreRequest, limits: DecodeLimits, windowed: boolean): HeldLead {
   const { length, tiled } = planDecode(request, { shared: 0, length: 0 }, limits).lead;
-  return { tokens: request.branches[0]?.tokens.slice(0, length) ?? [], tiled };
+  const tokens = request.branches[0]?.tokens.slice(0, length) ?? [];
+  const windows = windowed ? leadWindows(request.windows, length) : undefined;
+  return { tokens, tiled, ...(windows ? { windows } : {}) };
 }
 
 /** Tokens every branch of `request` starts with: the most a plan's lead can be. */
@@ -255,72 +265,6 @@ export async function runBranchTurn(
   }
 }
 
-/** Where {@link runLeadTurn} evaluates the lead, and how it parks what sequence 0 holds. */
-export interface LeadTurnOptions extends TurnOptions {
-  /** Sequence 0, holding the prefix and the lead's first `from` tokens. */
-  readonly sequence: LlamaContextSequence;
-  /** The turn's tally; the request's `evaluatedTokens` take it when the turn gives way. */
-  readonly tally: DecodeTally;
-  readonly signal: AbortSignal | undefined;
-}
-
-/**
- * The common lead of a request's branches, into sequence 0 on top of the prefix: from `from`
- * (0, or `progress.leadDone` in a turn that took back the prefix and part of the lead) until it
- * is whole, or until the turn gives the model up between two decode calls to a request with less
- * work waiting. A one-question request is almost all lead (its question and options, thousands
- * of tokens with many described options), so without this it would hold the model for all of
- * it. It gives way only when it can park the prefix and the lead so far. Its calls are paced as
- * a prefix's are (call-pace.ts, `options.pace`): the first as the engine's last timed call says,
- * then what fits in the call budget; for a request that gave way before, at most
- * `CONTENDED_CALL_TOKENS`. Any cut of the
- * lead's tiled part gives the same logits (kernel-split.ts).
- * @param progress - updated: `leadDone`, and on giving way `parked`, `parkedWithLead`,
- *   `workLeft` and `evaluatedTokens`
- * @returns `true` once the lead is whole, {@link YIELDED} when the turn gave way
- * @throws the signal's reason when aborted (checked before each call)
- */
-export async function runLeadTurn(
-  request: ScoreRequest,
-  plan: DecodePlan,
-  progress: Progress,
-  from: number,
-  options: LeadTurnOptions,
-): Promise<true | typeof YIELDED> {
-  const { sequence, tally, signal } = options;
-  const lead = request.branches[0]?.tokens ?? [];
-  const pace = options.pace;
-  let giveWay = options.giveWay;
-  let at = from;
-  progress.leadHeld = at;
-  for (let k = 0; at < plan.lead.length; k++) {
-    if (k > 0 && giveWay) {
-      const work =
-        workLeft(request, plan.lead.length, request.prefix.length, undefined, false) - at;
-      if (giveWay(work)) {
-        progress.parked = await options.park();
-        if (progress.parked !== undefined) {
-          progress.parkedWithLead = true;
-          progress.leadDone = at;
-          progress.workLeft = work;
-          progress.evaluatedTokens += tally.evaluatedTokens;
-          return YIELDED;
-        }
-        giveWay = undefined;
-      }
-    }
-    const size = leadCallsFrom(request, plan, at, pace.tokens)[0]!;
-    const start = at;
-    const depth = request.prefix.length + start + size;
-    await pace.time(size, depth, () => evaluateCalls(sequence, lead, start, [size], signal));
-    countBranchTokens(tally, size);
-    at += size;
-    progress.leadHeld = at;
-  }
-  progress.leadDone = undefined;
-  return true;
-}
-
 /**
  * Forgets what the request's last turn parked, deleting its snapshot from `cache`.
  * @param tookBack - whether sequence 0 holds it now; if not, a branch part it held is forgotten
@@ -340,8 +284,9 @@ export function dropParked(
 /**
  * In a request's first turn, puts its prefix and as much of its lead as a request before left
  * into sequence 0 (`PrefixSequence.takeOverLead`), counted as cached prefix tokens.
- * @param progress - updated: `leadHeld` (reset for the turn), `cachedPrefixTokens`, and `leadDone`
- *   when part of the lead is left
+ * @param windowed - whether the engine evaluates leads in windows (`leadOf`)
+ * @param progress - updated: `leadHeld` (reset for the turn), `cachedPrefixTokens`, `leadLayout`,
+ *   and `leadDone` when part of the lead is left
  * @returns whether sequence 0 holds them now (the turn evaluates the rest of the lead, if any, and
  *   the branches)
  */
@@ -351,16 +296,18 @@ export async function takeOverLead(
   sequence: PrefixSequence,
   limits: DecodeLimits,
   counters: EngineCounters,
+  windowed: boolean,
 ): Promise<boolean> {
   progress.leadHeld = undefined;
   if (progress.cachedPrefixTokens !== undefined) return false;
-  const lead = leadOf(request, limits);
+  const lead = leadOf(request, limits, windowed);
   const taken = lead.tiled > 0 ? await sequence.takeOverLead(request.prefix, lead) : 0;
   if (taken === 0) return false;
   const cached = request.prefix.length + taken;
   countPrefixTurn(progress, { cached, evaluated: 0, parked: undefined }, counters);
   progress.leadDone = taken < lead.tokens.length ? taken : undefined;
   progress.leadHeld = taken;
+  progress.leadLayout = lead.windows;
   return true;
 }
 

@@ -1,0 +1,287 @@
+/**
+ * llama.cpp's sequence-state file (`llama_state_seq_save_file`, node-llama-cpp's
+ * `LlamaContextSequence.saveStateToFile`), read and written for option lines evaluated in windows
+ * (windowed-lead.ts, docs/decisions/113). Only the layout this engine's contexts write is read:
+ * format version 3, the cells in one KV stream, each cell in one sequence, f16 keys, values not
+ * transposed (flash attention on) and no cell extensions (a model with plain RoPE positions).
+ * Anything else throws a {@link StateFormatError}, and the engine evaluates without windows.
+ *
+ * The layout, from llama.cpp's `llama_state_seq_save_file` and `llama_kv_cache::state_write`:
+ * u32 magic, u32 version, u32 token count, i32 tokens; u32 stream count; per stream u32 cell
+ * count (0: nothing more for that stream), then per cell i32 position, u32 sequence count (1),
+ * i32 sequence id; u32 values transposed (0), u32 layer count; per layer the keys (i32 ggml type,
+ * u64 bytes a row, one row a cell), then per layer the values, laid out alike.
+ */
+
+/** A state file this engine does not know how to merge; windows are then not used. */
+export class StateFormatError extends Error {}
+
+/** One layer's keys or values: a row of `rowBytes` a cell, cells in file order. */
+export interface StateRows {
+  /** ggml type of the rows: 1 (`GGML_TYPE_F16`) for keys. */
+  readonly type: number;
+  readonly rowBytes: number;
+  readonly data: Buffer;
+}
+
+/** A parsed sequence-state file. */
+export interface SequenceState {
+  readonly magic: number;
+  readonly version: number;
+  readonly tokens: readonly number[];
+  /** Streams in the file (one per sequence of the context); all but `stream` are empty. */
+  readonly streams: number;
+  readonly stream: number;
+  /** Each cell's position, in file order. */
+  readonly positions: Int32Array;
+  /** Each cell's sequence id (the same for all). */
+  readonly sequenceId: number;
+  /** Per layer. */
+  readonly keys: readonly StateRows[];
+  readonly values: readonly StateRows[];
+}
+
+/** The ggml type of f16 rows. */
+const GGML_TYPE_F16 = 1;
+
+/**
+ * Parses a sequence-state file.
+ * @throws {@link StateFormatError} for any layout but the one described above
+ */
+export function parseSequenceState(buffer: Buffer): SequenceState {
+  let at = 0;
+  const need = (bytes: number) => {
+    if (at + bytes > buffer.length) throw new StateFormatError("the state file ends early");
+  };
+  const u32 = () => (need(4), (at += 4), buffer.readUInt32LE(at - 4));
+  const i32 = () => (need(4), (at += 4), buffer.readInt32LE(at - 4));
+  const magic = u32();
+  const version = u32();
+  if (version !== 3) throw new StateFormatError(`state format version ${version}, not 3`);
+  const tokenCount = u32();
+  need(4 * tokenCount);
+  const tokens = Array.from({ length: tokenCount }, () => i32());
+  const streams = u32();
+  let found: Omit<SequenceState, "magic" | "version" | "tokens" | "streams"> | undefined;
+  for (let stream = 0; stream < streams; stream++) {
+    const cells = u32();
+    if (cells === 0) continue;
+    if (found) throw new StateFormatError("cells in two KV streams");
+    const positions = new Int32Array(cells);
+    let sequenceId = -1;
+    for (let c = 0; c < cells; c++) {
+      positions[c] = i32();
+      if (u32() !== 1) throw new StateFormatError("a cell in several sequences");
+      const id = i32();
+      if (c > 0 && id !== sequenceId) throw new StateFormatError("cells of two sequences");
+      sequenceId = id;
+    }
+    if (u32() !== 0) throw new StateFormatError("transposed values (flash attention off)");
+    const layers = u32();
+    const rows = (): StateRows[] =>
+      Array.from({ length: layers }, () => {
+        const type = i32();
+        need(8);
+        const rowBytes = Number(buffer.readBigUInt64LE(at));
+        at += 8;
+        need(rowBytes * cells);
+        const data = buffer.subarray(at, at + rowBytes * cells);
+        at += rowBytes * cells;
+        return { type, rowBytes, data };
+      });
+    const keys = rows();
+    const values = rows();
+    if (keys.some((k) => k.type !== GGML_TYPE_F16)) throw new StateFormatError("keys not f16");
+    found = { stream, positions, sequenceId, keys, values };
+  }
+  if (!found) throw new StateFormatError("no cells");
+  if (at !== buffer.length) throw new StateFormatError(`${buffer.length - at} bytes left over`);
+  return { magic, version, tokens, streams, ...found };
+}
+
+/** A state's cells placed `shift` positions later; its keys are rotated by as much ({@link RopeShift}). */
+export interface PlacedCells {
+  readonly state: SequenceState;
+  readonly shift: number;
+}
+
+/**
+ * A copy of the cells of `state` at positions `[from, to)`, in position order, and nothing else:
+ * what a window leaves of its state once evaluated (the prefix under it is kept once).
+ * @throws {@link StateFormatError} when a position in the range is missing or held twice
+ */
+export function cellsBetween(state: SequenceState, from: number, to: number): SequenceState {
+  const slot = new Int32Array(Math.max(0, to - from)).fill(-1);
+  state.positions.forEach((position, cell) => {
+    if (position < from || position >= to) return;
+    if (slot[position - from] !== -1) throw new StateFormatError(`two cells at ${position}`);
+    slot[position - from] = cell;
+  });
+  if (slot.includes(-1)) throw new StateFormatError(`a position in [${from}, ${to}) is missing`);
+  const pick = (rows: StateRows): StateRows => {
+    const data = Buffer.alloc(rows.rowBytes * slot.length);
+    slot.forEach((cell, i) =>
+      rows.data.copy(data, i * rows.rowBytes, cell * rows.rowBytes, (cell + 1) * rows.rowBytes),
+    );
+    return { ...rows, data };
+  };
+  return {
+    ...state,
+    tokens: [],
+    positions: Int32Array.from(slot, (_, i) => from + i),
+    keys: state.keys.map(pick),
+    values: state.values.map(pick),
+  };
+}
+
+/** Rotates one f16 key row in place from position p to p + shift. */
+export type RopeShift = (row: Uint16Array, shift: number) => void;
+
+/**
+ * Writes one sequence-state file holding `tokens` and the cells of `parts` in order, in the layout
+ * of `header` (its magic, version, streams, sequence id and row types).
+ * @param tokens - the tokens of the cells, one a cell, in order
+ * @throws `RangeError` when the cells are not one a token; {@link StateFormatError} when the
+ *   parts' rows differ in size from the header's
+ */
+export function writeSequenceState(
+  header: SequenceState,
+  tokens: readonly number[],
+  parts: readonly PlacedCells[],
+  rotate: RopeShift,
+): Buffer {
+  const cells = parts.reduce((n, { state }) => n + state.positions.length, 0);
+  if (cells !== tokens.length) throw new RangeError(`${cells} cells for ${tokens.length} tokens`);
+  const layers = header.keys.length;
+  const rowsBytes = [...header.keys, ...header.values].reduce(
+    (n, rows) => n + 12 + rows.rowBytes * cells,
+    0,
+  );
+  // Magic, version, token count, tokens, stream count, a cell count a stream, cells, values
+  // transposed and layer count, rows.
+  const size = 16 + 4 * tokens.length + 4 * header.streams + 12 * cells + 8 + rowsBytes;
+  const out = Buffer.alloc(size);
+  let at = 0;
+  const u32 = (v: number) => (at = out.writeUInt32LE(v, at));
+  const i32 = (v: number) => (at = out.writeInt32LE(v, at));
+  u32(header.magic);
+  u32(header.version);
+  u32(tokens.length);
+  for (const token of tokens) i32(token);
+  u32(header.streams);
+  for (let stream = 0; stream < header.streams; stream++) {
+    if (stream !== header.stream) {
+      u32(0);
+      continue;
+    }
+    u32(cells);
+    for (const { state, shift } of parts)
+      for (const position of state.positions) {
+        i32(position + shift);
+        u32(1);
+        i32(header.sequenceId);
+      }
+    u32(0);
+    u32(layers);
+    for (const which of ["keys", "values"] as const)
+      for (let layer = 0; layer < layers; layer++) {
+        const { type, rowBytes } = header[which][layer]!;
+        i32(type);
+        at = out.writeBigUInt64LE(BigInt(rowBytes), at);
+        for (const { state, shift } of parts) {
+          const rows = state[which][layer]!;
+          if (rows.rowBytes !== rowBytes || rows.type !== type)
+            throw new StateFormatError("rows of two layouts");
+          const start = at;
+          if (rows.data.length !== rowBytes * state.positions.length)
+            throw new StateFormatError("rows not one a cell");
+          at += rows.data.copy(out, at);
+          if (which === "keys" && shift !== 0)
+            for (let row = start; row < at; row += rowBytes)
+              rotate(new Uint16Array(out.buffer, out.byteOffset + row, rowBytes / 2), shift);
+        }
+      }
+  }
+  if (at !== size) throw new RangeError(`wrote ${at} of ${size} bytes`);
+  return out;
+}
+
+/**
+ * The key rotation of llama.cpp's `LLAMA_ROPE_TYPE_NORM` (LLaMA's RoPE): in each head of
+ * `headDims` values, pairs (2i, 2i + 1) below `ropeDims` turn by the angle
+ * p · base^(−2i / ropeDims); moving a key from position p to p + s is the turn by s · θᵢ
+ * (Su et al. 2021, "RoFormer": the rotations compose), in f32, rounded back to f16.
+ * @example
+ * ```ts
+ * const rotate = ropeShift({ base: 100000, ropeDims: 64, headDims: 64 });
+ * rotate(row, 512); // the row's keys now stand 512 positions later
+ * ```
+ */
+export function ropeShift(rope: {
+  readonly base: number;
+  readonly ropeDims: number;
+  readonly headDims: number;
+}): RopeShift {
+  const { base, ropeDims, headDims } = rope;
+  const theta = Float64Array.from(
+    { length: ropeDims / 2 },
+    (_, i) => base ** ((-2 * i) / ropeDims),
+  );
+  const turns = new Map<number, Float32Array>();
+  return (row, shift) => {
+    let turn = turns.get(shift);
+    if (!turn) {
+      turn = new Float32Array(ropeDims);
+      for (let i = 0; i < ropeDims / 2; i++) {
+        turn[2 * i] = Math.cos(shift * theta[i]!);
+        turn[2 * i + 1] = Math.sin(shift * theta[i]!);
+      }
+      if (turns.size > 4096) turns.clear();
+      turns.set(shift, turn);
+    }
+    for (let head = 0; head < row.length; head += headDims)
+      for (let j = 0; j < ropeDims; j += 2) {
+        const x0 = F16_TO_F32[row[head + j]!]!;
+        const x1 = F16_TO_F32[row[head + j + 1]!]!;
+        const c = turn[j]!;
+        const s = turn[j + 1]!;
+        row[head + j] = f32ToF16(x0 * c - x1 * s);
+        row[head + j + 1] = f32ToF16(x0 * s + x1 * c);
+      }
+  };
+}
+
+/** Every f16 bit pattern as a number. */
+const F16_TO_F32 = Float32Array.from({ length: 65536 }, (_, h) => {
+  const sign = h & 0x8000 ? -1 : 1;
+  const exponent = (h >> 10) & 0x1f;
+  const mantissa = h & 0x3ff;
+  if (exponent === 0) return sign * mantissa * 2 ** -24;
+  if (exponent === 31) return mantissa ? NaN : sign * Infinity;
+  return sign * (1 + mantissa / 1024) * 2 ** (exponent - 15);
+});
+
+const F32 = new Float32Array(1);
+const F32_BITS = new Uint32Array(F32.buffer);
+
+/** Rounds a number to the nearest f16 bit pattern (ties away from zero in the mantissa). */
+export function f32ToF16(value: number): number {
+  F32[0] = value;
+  const x = F32_BITS[0]!;
+  const sign = (x >>> 16) & 0x8000;
+  const exponent = ((x >>> 23) & 0xff) - 127 + 15;
+  let mantissa = x & 0x7fffff;
+  if (exponent >= 31) return ((x >>> 23) & 0xff) === 0xff && mantissa ? 0x7e00 : sign | 0x7c00;
+  if (exponent <= 0) {
+    if (exponent < -10) return sign;
+    mantissa = (mantissa | 0x800000) >> (1 - exponent);
+    return sign | ((mantissa + 0x1000) >> 13);
+  }
+  const half = sign | (exponent << 10) | (mantissa >> 13);
+  return mantissa & 0x1000 ? half + 1 : half;
+}
+
+/** The f16 bit pattern's value. */
+export function f16ToF32(bits: number): number {
+  return F16_TO_F32[bits & 0xffff]!;
+}

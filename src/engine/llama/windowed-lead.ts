@@ -1,0 +1,209 @@
+import { readFile, unlink, writeFile } from "node:fs/promises";
+import type { LlamaContextSequence, LlamaModel, Token as LlamaToken } from "node-llama-cpp";
+import type { CallPace } from "./call-pace.js";
+import { countBranchTokens, type DecodeTally } from "./lanes.js";
+import {
+  cellsBetween,
+  parseSequenceState,
+  ropeShift,
+  StateFormatError,
+  writeSequenceState,
+  type RopeShift,
+  type SequenceState,
+} from "./sequence-state.js";
+import type { Token } from "../types.js";
+
+// Why, and what it costs: docs/decisions/113-option-lines-in-windows.md
+/**
+ * A lead's windows (decode/lead-windows.ts) in the in-process engine. node-llama-cpp gives each
+ * sequence consecutive positions and its own KV stream, so a window cannot be hidden from the
+ * next inside one sequence. Each window is evaluated into sequence 0 right after the prefix,
+ * its cells saved (llama.cpp's sequence-state file, sequence-state.ts) and erased; then the
+ * prefix and every window, its keys turned by RoPE to its place in the list, are written into one
+ * state and loaded back. Between two windows the request may give the model up; what its windows
+ * left is kept in memory ({@link WindowsDone}) for its next turn.
+ */
+
+/** What a request's turns have evaluated of its windows. */
+export interface WindowsDone {
+  /** Each window evaluated so far, its cells as evaluated right after the prefix. */
+  readonly windows: SequenceState[];
+  /** The prefix's cells under them. */
+  prefix?: SequenceState;
+}
+
+/** How {@link LeadWindowsRunner.run} ended. */
+export type WindowsRun =
+  /** The sequence holds the prefix and the lead up to the last window's end. */
+  | "whole"
+  /** It stopped between two windows for a request waiting; the sequence holds the prefix. */
+  | "stopped"
+  /**
+   * The state could not be merged (another file layout, a failed write); the sequence holds the
+   * prefix, and the lead is to be evaluated without windows.
+   */
+  | "failed";
+
+/** What one {@link LeadWindowsRunner.run} works on. */
+export interface WindowsTurn {
+  readonly prefixLength: number;
+  /** The branches' common tokens, the windows among them. */
+  readonly lead: readonly Token[];
+  /** The windows' ends, lead-relative (`leadWindows`). */
+  readonly ends: readonly number[];
+  readonly batchSize: number;
+  readonly pace: CallPace;
+  readonly tally: DecodeTally;
+  readonly signal: AbortSignal | undefined;
+  /** Whether to stop before the next window, given the window tokens left; absent: never. */
+  readonly giveWay: ((windowTokensLeft: number) => boolean) | undefined;
+}
+
+export class LeadWindowsRunner {
+  /** Whether windows are still tried: a state of another layout turns them off for good. */
+  private usable = true;
+
+  /**
+   * @param sequence - sequence 0
+   * @param rotate - the model's key rotation ({@link ropeShiftOf})
+   * @param file - a scratch file path, written and removed by each run
+   */
+  constructor(
+    private readonly sequence: LlamaContextSequence,
+    private readonly rotate: RopeShift,
+    private readonly file: string,
+  ) {}
+
+  /** Whether requests' windows are evaluated as windows (false once a state could not be read). */
+  get enabled(): boolean {
+    return this.usable;
+  }
+
+  /**
+   * Evaluates the windows `done` does not hold yet, one decode call or more each, right after the
+   * prefix in sequence 0 (which is first cut back to the prefix), then puts them all in place.
+   * @param done - updated with each window evaluated
+   * @returns how it ended ({@link WindowsRun})
+   * @throws the signal's reason when aborted (checked before each window); what failed, when the
+   *   sequence no longer holds the prefix after it
+   */
+  async run(done: WindowsDone, turn: WindowsTurn): Promise<WindowsRun> {
+    const { prefixLength, lead, ends, tally, signal } = turn;
+    await this.cutBackTo(prefixLength);
+    const started = done.windows.length;
+    try {
+      for (let k = started; k < ends.length; k++) {
+        const start = k === 0 ? 0 : ends[k - 1]!;
+        if (k > started && turn.giveWay?.(ends.at(-1)! - start)) return "stopped";
+        signal?.throwIfAborted();
+        const size = ends[k]! - start;
+        for (const [from, calls] of windowCalls(size, Math.max(turn.pace.tokens, 128))) {
+          const tokens = lead.slice(start + from, start + from + calls) as LlamaToken[];
+          const depth = prefixLength + from + calls;
+          await turn.pace.time(calls, depth, () =>
+            this.sequence.evaluateWithoutGeneratingNewTokens(tokens),
+          );
+          countBranchTokens(tally, calls);
+        }
+        const state = await this.saved();
+        done.windows.push(cellsBetween(state, prefixLength, prefixLength + size));
+        done.prefix ??= cellsBetween(state, 0, prefixLength);
+        await this.cutBackTo(prefixLength);
+      }
+      await this.load(done, lead.slice(0, ends.at(-1)), ends);
+      return "whole";
+    } catch (error) {
+      if (signal?.aborted) throw error;
+      if (error instanceof StateFormatError) this.usable = false;
+      await this.cutBackTo(prefixLength);
+      // A load that failed part way may leave the sequence without its prefix: that fails the turn.
+      if (this.sequence.nextTokenIndex !== prefixLength) throw error;
+      done.windows.length = 0;
+      return "failed";
+    }
+  }
+
+  /** Saves sequence 0's state and reads it back. */
+  private async saved(): Promise<SequenceState> {
+    try {
+      await this.sequence.saveStateToFile(this.file);
+      return parseSequenceState(await readFile(this.file));
+    } finally {
+      await unlink(this.file).catch(() => undefined);
+    }
+  }
+
+  /** Writes the prefix and the windows in place into one state, and loads it into sequence 0. */
+  private async load(done: WindowsDone, lead: readonly Token[], ends: readonly number[]) {
+    const prefix = done.prefix!;
+    const tokens = [...this.sequence.contextTokens, ...lead];
+    const parts = [
+      { state: prefix, shift: 0 },
+      ...done.windows.map((state, k) => ({ state, shift: k === 0 ? 0 : ends[k - 1]! })),
+    ];
+    const merged = writeSequenceState(prefix, tokens, parts, this.rotate);
+    // llama.cpp aborts the process on a state that ends early: read it back first.
+    if (parseSequenceState(merged).positions.length !== tokens.length)
+      throw new StateFormatError("the merged state lost cells");
+    try {
+      await writeFile(this.file, merged);
+      await this.sequence.loadStateFromFile(this.file, { acceptRisk: true });
+    } finally {
+      await unlink(this.file).catch(() => undefined);
+    }
+    if (this.sequence.nextTokenIndex !== tokens.length)
+      throw new StateFormatError(
+        `${this.sequence.nextTokenIndex} tokens loaded of ${tokens.length}`,
+      );
+  }
+
+  /** Erases what sequence 0 holds past its first `length` tokens. */
+  private async cutBackTo(length: number): Promise<void> {
+    const end = this.sequence.nextTokenIndex;
+    if (end > length) await this.sequence.eraseContextTokenRanges([{ start: length, end }]);
+  }
+}
+
+/**
+ * The decode calls of a window of `size` tokens (at least 64): `[offset, tokens]` pairs, as few as
+ * `maxTokens` allows, of about equal size, each at least 64 (the tiled kernel, kernel-split.ts).
+ */
+function windowCalls(size: number, maxTokens: number): [number, number][] {
+  const count = Math.ceil(size / maxTokens);
+  const calls: [number, number][] = [];
+  let at = 0;
+  for (let i = 0; i < count; i++) {
+    const tokens = Math.floor(size / count) + (i < size % count ? 1 : 0);
+    calls.push([at, tokens]);
+    at += tokens;
+  }
+  return calls;
+}
+
+/**
+ * The key rotation of `model` when its windows can be merged: a LLaMA-architecture GGUF (plain
+ * RoPE on adjacent pairs, no scaling, every dimension of a head rotated); `undefined` otherwise
+ * (Gemma's interleaved local and global attention, scaled or partial RoPE), and then no request
+ * is evaluated in windows.
+ */
+export function ropeShiftOf(model: LlamaModel): RopeShift | undefined {
+  const metadata = model.fileInfo.metadata as unknown as Record<string, unknown>;
+  const general = metadata.general as { architecture?: string } | undefined;
+  if (general?.architecture !== "llama") return undefined;
+  const llama = metadata.llama as
+    | {
+        embedding_length?: number;
+        rope?: { freq_base?: number; dimension_count?: number; scaling?: { type?: string } };
+        attention?: { head_count?: number; key_length?: number };
+      }
+    | undefined;
+  const heads = llama?.attention?.head_count;
+  const width = llama?.embedding_length;
+  if (!heads || !width) return undefined;
+  const headDims = llama.attention?.key_length ?? width / heads;
+  const ropeDims = llama.rope?.dimension_count ?? headDims;
+  const scaling = llama.rope?.scaling?.type;
+  if (ropeDims !== headDims || ropeDims % 2 !== 0 || (scaling && scaling !== "none"))
+    return undefined;
+  return ropeShift({ base: llama.rope?.freq_base ?? 10000, ropeDims, headDims });
+}

@@ -1,0 +1,174 @@
+import { describe, expect, it } from "vitest";
+import { LIST_WINDOW_TOKENS, listWindows } from "../src/decision/list-windows.js";
+import { leadWindows, windowsAgree } from "../src/engine/decode/lead-windows.js";
+import {
+  cellsBetween,
+  f16ToF32,
+  f32ToF16,
+  parseSequenceState,
+  ropeShift,
+  StateFormatError,
+  writeSequenceState,
+} from "../src/engine/llama/sequence-state.js";
+
+/**
+ * Option lines in windows (docs/decisions/113), the parts that need no model: where a question
+ * is cut, which cells two layouts share, and llama.cpp's sequence-state file read, merged and
+ * written back. The engine's use of them on the real model: test/windowed-lead.test.ts.
+ */
+
+describe("listWindows", () => {
+  // One token a word, a line break its own token: "a b\n" → [a, b, \n].
+  const vocabulary = new Map<string, number>();
+  const tokenize = async (text: string) =>
+    text
+      .split(/( |\n)/)
+      .filter((w) => w !== "" && w !== " ")
+      .map((w) => vocabulary.get(w) ?? vocabulary.set(w, vocabulary.size + 1).get(w)!);
+  const lines = (count: number, words: number) =>
+    Array.from({ length: count }, (_, i) => Array.from({ length: words }, () => `w${i}`).join(" "));
+
+  it("packs every line but the last into windows of whole lines", async () => {
+    // 300 lines of 9 words and a break: 10 tokens a line, 3,000 listed tokens.
+    const text = [...lines(300, 9), "Which one?"].join("\n");
+    const ends = (await listWindows(text, await tokenize(text), tokenize))!;
+    expect(ends.at(-1)).toBe(3000);
+    expect(ends.every((end) => end % 10 === 0)).toBe(true);
+    const sizes = ends.map((end, i) => end - (i === 0 ? 0 : ends[i - 1]!));
+    expect(Math.max(...sizes)).toBeLessThanOrEqual(LIST_WINDOW_TOKENS);
+    expect(sizes.slice(0, -1).every((size) => size > LIST_WINDOW_TOKENS - 10)).toBe(true);
+  });
+
+  it("joins a short last window to the one before", async () => {
+    // 51 lines of 10 tokens a window: 5 windows of 510 tokens and 20 left over.
+    const text = [...lines(257, 9), "Which one?"].join("\n");
+    const ends = (await listWindows(text, await tokenize(text), tokenize))!;
+    expect(ends.at(-1)).toBe(2570);
+    expect(ends.at(-1)! - ends.at(-2)!).toBe(530);
+  });
+
+  it("leaves a short list whole, and a text its lines do not tokenize to", async () => {
+    const short = [...lines(100, 9), "Which one?"].join("\n");
+    expect(await listWindows(short, await tokenize(short), tokenize)).toBeUndefined();
+    const text = [...lines(300, 9), "Which one?"].join("\n");
+    const merged = [...(await tokenize(text))];
+    merged.splice(10, 2, 999);
+    expect(await listWindows(text, merged, tokenize)).toBeUndefined();
+  });
+});
+
+describe("leadWindows and windowsAgree", () => {
+  it("keeps the windows that end within the lead, two or more of at least 64 tokens", () => {
+    expect(leadWindows([512, 1024, 1536], 1100)).toEqual([512, 1024]);
+    expect(leadWindows([512, 1024], 800)).toBeUndefined();
+    expect(leadWindows([512, 560, 1024], 2000)).toBeUndefined();
+    expect(leadWindows(undefined, 2000)).toBeUndefined();
+  });
+
+  it("says how far two layouts evaluate the same cells", () => {
+    expect(windowsAgree([512, 1024], [512, 1024])).toBe(Infinity);
+    expect(windowsAgree(undefined, undefined)).toBe(Infinity);
+    // The first window is evaluated as without windows.
+    expect(windowsAgree(undefined, [512, 1024])).toBe(512);
+    expect(windowsAgree([512, 1024], undefined)).toBe(512);
+    // From the same start, a window is the same as far as the shorter one goes.
+    expect(windowsAgree([512, 1024, 1536], [512, 1024, 1600])).toBe(1536);
+    // One goes on without windows where the other has one more: they part at its start.
+    expect(windowsAgree([512, 1024, 1536], [512, 1024])).toBe(1024);
+  });
+});
+
+/** A state file of `cells` cells (positions from `first`), 2 layers, rows of 8 bytes. */
+function stateFile(
+  cells: number,
+  first = 0,
+  options: { version?: number; transposed?: number } = {},
+) {
+  const parts: Buffer[] = [];
+  const u32 = (v: number) => parts.push(Buffer.from(new Uint32Array([v]).buffer));
+  u32(0x67677371);
+  u32(options.version ?? 3);
+  u32(cells);
+  for (let c = 0; c < cells; c++) u32(100 + c);
+  u32(2); // streams: the second is empty
+  u32(cells);
+  for (let c = 0; c < cells; c++) [first + c, 1, 0].forEach(u32);
+  u32(options.transposed ?? 0);
+  u32(2);
+  for (let block = 0; block < 4; block++) {
+    u32(1);
+    parts.push(Buffer.from(new BigUint64Array([8n]).buffer));
+    const rows = Buffer.alloc(8 * cells);
+    for (let i = 0; i < rows.length; i += 2) rows.writeUInt16LE(f32ToF16(block + i / 100), i);
+    parts.push(rows);
+  }
+  u32(0);
+  return Buffer.concat(parts);
+}
+
+describe("sequence-state files", () => {
+  it("reads a state and writes it back byte for byte", () => {
+    const buffer = stateFile(5);
+    const state = parseSequenceState(buffer);
+    expect(state.positions).toEqual(Int32Array.from([0, 1, 2, 3, 4]));
+    expect(state.stream).toBe(0);
+    const all = cellsBetween(state, 0, 5);
+    const written = writeSequenceState(all, state.tokens, [{ state: all, shift: 0 }], () => {});
+    expect(written.equals(buffer)).toBe(true);
+  });
+
+  it("refuses a layout it cannot merge, naming what differs", () => {
+    expect(() => parseSequenceState(stateFile(3, 0, { version: 2 }))).toThrow(/version 2/);
+    expect(() => parseSequenceState(stateFile(3, 0, { transposed: 1 }))).toThrow(/transposed/);
+    expect(() => parseSequenceState(stateFile(3).subarray(0, 100))).toThrow(StateFormatError);
+    expect(() => parseSequenceState(Buffer.concat([stateFile(3), Buffer.alloc(4)]))).toThrow(
+      /left over/,
+    );
+  });
+
+  it("merges cells in place, moving and turning only the keys of those shifted", () => {
+    const a = parseSequenceState(stateFile(4));
+    const b = parseSequenceState(stateFile(3, 4));
+    const turned: number[] = [];
+    const merged = writeSequenceState(
+      a,
+      [1, 2, 3, 4, 5, 6, 7],
+      [
+        { state: cellsBetween(a, 0, 4), shift: 0 },
+        { state: cellsBetween(b, 4, 7), shift: 10 },
+      ],
+      (row, shift) => {
+        turned.push(shift);
+        row.fill(0);
+      },
+    );
+    const state = parseSequenceState(merged);
+    expect(state.tokens).toEqual([1, 2, 3, 4, 5, 6, 7]);
+    expect([...state.positions]).toEqual([0, 1, 2, 3, 14, 15, 16]);
+    // Three keys turned in each of the two layers; the values moved as they were.
+    expect(turned).toEqual([10, 10, 10, 10, 10, 10]);
+    expect(state.keys[0]!.data.subarray(32).every((byte) => byte === 0)).toBe(true);
+    expect(state.values[1]!.data.subarray(32)).toEqual(b.values[1]!.data);
+    expect(() => cellsBetween(a, 2, 6)).toThrow(/missing/);
+  });
+
+  it("turns keys by RoPE: two shifts make their sum, and back is where they were", () => {
+    const rotate = ropeShift({ base: 10000, ropeDims: 4, headDims: 4 });
+    const values = [1, 0.5, -2, 0.25, 0.75, -1, 3, 2];
+    const row = Uint16Array.from(values, f32ToF16);
+    rotate(row, 7);
+    // Pair (0, 1) turns by 7 radians, pair (2, 3) by 7 · 10000^(−1/2).
+    const [c, s] = [Math.cos(7), Math.sin(7)];
+    expect(f16ToF32(row[0]!)).toBeCloseTo(1 * c - 0.5 * s, 2);
+    expect(f16ToF32(row[1]!)).toBeCloseTo(1 * s + 0.5 * c, 2);
+    rotate(row, 5);
+    const once = Uint16Array.from(values, f32ToF16);
+    rotate(once, 12);
+    [...row].forEach((h, i) => expect(f16ToF32(h)).toBeCloseTo(f16ToF32(once[i]!), 2));
+    rotate(row, -12);
+    [...row].forEach((h, i) => expect(f16ToF32(h)).toBeCloseTo(values[i]!, 2));
+    expect(f32ToF16(65504)).toBe(0x7bff);
+    expect(f32ToF16(1e6)).toBe(0x7c00);
+    expect(f16ToF32(f32ToF16(-0.333))).toBeCloseTo(-0.333, 3);
+  });
+});

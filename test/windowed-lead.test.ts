@@ -1,0 +1,238 @@
+import { getLlama } from "node-llama-cpp";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { Decider } from "../src/decision/decide.js";
+import { scoreRequestOf } from "../src/decision/plan.js";
+import { LIST_WINDOWS_FROM_TOKENS } from "../src/decision/list-windows.js";
+import { TUNED_READOUT } from "../src/decision/options.js";
+import type { DecisionRequest } from "../src/decision/types.js";
+import { planDecode } from "../src/engine/decode/index.js";
+import { openLlamaEngine, type LlamaEngine } from "../src/engine/llama/index.js";
+import {
+  cellsBetween,
+  f16ToF32,
+  parseSequenceState,
+  type SequenceState,
+} from "../src/engine/llama/sequence-state.js";
+import { ropeShiftOf } from "../src/engine/llama/windowed-lead.js";
+import type { ScoreRequest, ScoreResult } from "../src/engine/types.js";
+
+/**
+ * Option lines in windows on the real model (docs/decisions/113): each window of a request's lead
+ * is evaluated seeing the prefix and itself only, then put in place; the request answers the same
+ * to the bit alone, asked again, from a snapshot, and after giving the model up between two
+ * windows, and a request without those windows takes over only what is the same for it.
+ */
+
+/** One choice of `count` described queues: a lead of about 20 tokens a queue. */
+function routing(state: string, count: number): DecisionRequest {
+  return {
+    state,
+    questions: [
+      [
+        "queue",
+        {
+          type: "choice",
+          instructions: "Which queue owns this ticket?",
+          options: Array.from({ length: count }, (_, i) => [
+            `queue_${i + 1}`,
+            `Tickets about product area number ${i + 1}: its invoices, outages and refunds`,
+          ]),
+        },
+      ],
+    ],
+  };
+}
+
+/** `request` with its lead cut into windows of `size` tokens, up to the lead's last 64 or more. */
+function windowed(request: ScoreRequest, size: number): ScoreRequest {
+  const { lead } = planDecode(request, { shared: 0, length: 0 }, { lanes: 1, batchSize: 512 });
+  const count = Math.floor((lead.length - 64) / size);
+  return { ...request, windows: Array.from({ length: count }, (_, i) => (i + 1) * size) };
+}
+
+/** An engine of the real model with a prefix cache (windows need it), decode calls of 512 at most. */
+function engineOf(callBudgetMs?: number): Promise<LlamaEngine> {
+  return openLlamaEngine({
+    modelPath: inject("modelPath"),
+    contextSize: 2048,
+    batchSize: 512,
+    ...(callBudgetMs === undefined ? {} : { callBudgetMs }),
+  });
+}
+
+describe("a lead evaluated in windows", () => {
+  let engine: LlamaEngine;
+  let plain: ScoreRequest;
+  let request: ScoreRequest;
+  let alone: ScoreResult;
+  beforeAll(async () => {
+    engine = await engineOf();
+    const decider = new Decider(engine, { contentFree: false });
+    plain = scoreRequestOf(await decider.plan(routing("My refund has not arrived.", 40)));
+    request = windowed(plain, 128);
+    alone = await engine.score(request);
+  });
+  afterAll(async () => {
+    await engine?.close();
+  });
+
+  it("is evaluated in windows, and answers again from the lead it kept, to the bit", async () => {
+    expect(request.windows!.length).toBeGreaterThanOrEqual(4);
+    expect(alone.cachedPrefixTokens).toBe(0);
+    // Without windows the later option lines see the earlier ones, and the logits differ.
+    const whole = await (async () => {
+      const other = await openLlamaEngine({ modelPath: inject("modelPath"), contextSize: 2048 });
+      try {
+        return await other.score(plain);
+      } finally {
+        await other.close();
+      }
+    })();
+    expect(whole.branches).not.toEqual(alone.branches);
+    const again = await engine.score(request);
+    expect(again.cachedPrefixTokens).toBeGreaterThanOrEqual(
+      request.prefix.length + request.windows!.at(-1)!,
+    );
+    expect(again.branches).toEqual(alone.branches);
+    // Another state in between: the windowed lead comes back from its snapshot.
+    const decider = new Decider(engine, { contentFree: false });
+    const other = windowed(
+      scoreRequestOf(await decider.plan(routing("The app crashed.", 40))),
+      128,
+    );
+    await engine.score(other);
+    await engine.idle();
+    const later = await engine.score(request);
+    expect(later.cachedPrefixTokens).toBe(again.cachedPrefixTokens);
+    expect(later.branches).toEqual(alone.branches);
+  });
+
+  it("lets a request without windows take over its first window only, as a cold engine answers", async () => {
+    await engine.score(request);
+    const warm = await engine.score(plain);
+    expect(warm.cachedPrefixTokens).toBe(plain.prefix.length + request.windows![0]!);
+    const cold = await openLlamaEngine({ modelPath: inject("modelPath"), contextSize: 2048 });
+    try {
+      expect((await cold.score(plain)).branches).toEqual(warm.branches);
+      // And the other way: the windowed request after the whole lead evaluates its windows.
+      await engine.idle();
+      const after = await engine.score(request);
+      expect(after.cachedPrefixTokens).toBe(request.prefix.length);
+      expect(after.branches).toEqual(alone.branches);
+    } finally {
+      await cold.close();
+    }
+  });
+
+  it("gives the model up between two windows to a request waiting, and answers as alone", async () => {
+    const busy = await engineOf();
+    try {
+      const decider = new Decider(busy, { contentFree: false });
+      const short = scoreRequestOf(await decider.plan(routing("Short.", 2)));
+      const order: string[] = [];
+      const [long] = await Promise.all([
+        busy.score(request).then((result) => (order.push("long"), result)),
+        busy.score(short).then((result) => (order.push("short"), result)),
+      ]);
+      expect(order).toEqual(["short", "long"]);
+      expect(long.branches).toEqual(alone.branches);
+      expect(long.evaluatedTokens).toBe(alone.evaluatedTokens);
+    } finally {
+      await busy.close();
+    }
+  });
+
+  it("stops between windows when cancelled, and the next request answers as alone", async () => {
+    const fresh = await engineOf();
+    try {
+      // Cancelled as its first window is saved: it stops before the second.
+      const sequence = (fresh as any).prefixSequence as { saveStateToFile: (path: string) => any };
+      const save = sequence.saveStateToFile.bind(sequence);
+      const controller = new AbortController();
+      let saves = 0;
+      sequence.saveStateToFile = (path) => {
+        if (saves++ === 0) controller.abort(new Error("cancelled"));
+        return save(path);
+      };
+      await expect(fresh.score(request, controller.signal)).rejects.toThrow("cancelled");
+      expect(saves).toBe(1);
+      const next = await fresh.score(request);
+      expect(next.branches).toEqual(alone.branches);
+    } finally {
+      await fresh.close();
+    }
+  });
+});
+
+describe("windows planned by the Decider", () => {
+  it("cuts a lone question's list of thousands of tokens into windows, and no other", async () => {
+    const engine = await openLlamaEngine({ modelPath: inject("modelPath"), contextSize: 8192 });
+    try {
+      const decider = new Decider(engine, TUNED_READOUT);
+      const many = routing("My refund has not arrived.", 160);
+      const plan = await decider.plan(many);
+      const ends = plan.windows!;
+      expect(ends.at(-1)).toBeGreaterThanOrEqual(LIST_WINDOWS_FROM_TOKENS);
+      expect(ends.at(-1)).toBeLessThan(plan.branches[0]!.tokens.length);
+      expect(
+        (await decider.plan(routing("My refund has not arrived.", 40))).windows,
+      ).toBeUndefined();
+      const off = new Decider(engine, { ...TUNED_READOUT, listWindows: false });
+      expect((await off.plan(many)).windows).toBeUndefined();
+      const two = await decider.plan({
+        ...many,
+        questions: [...many.questions, ["again", many.questions[0]![1]]],
+      });
+      expect(two.windows).toBeUndefined();
+    } finally {
+      await engine.close();
+    }
+  });
+});
+
+describe("keys turned to another position", () => {
+  it("are what llama.cpp's own shift of the KV cache makes of them", async () => {
+    const llama = await getLlama({ gpu: false });
+    const model = await llama.loadModel({ modelPath: inject("modelPath") });
+    const folder = mkdtempSync(join(tmpdir(), "decisiond-rope-"));
+    try {
+      const rotate = ropeShiftOf(model)!;
+      expect(rotate).toBeDefined();
+      const context = await model.createContext({ contextSize: 1024, sequences: 1 });
+      const sequence = context.getSequence();
+      const a = model.tokenize("Alpha beta gamma delta. ".repeat(12));
+      const b = model.tokenize(" The quick brown fox jumps over the lazy dog.".repeat(4));
+      const saved = async (name: string): Promise<SequenceState> => {
+        await sequence.saveStateToFile(join(folder, name));
+        return parseSequenceState(readFileSync(join(folder, name)));
+      };
+      await sequence.evaluateWithoutGeneratingNewTokens([...a, ...b]);
+      const before = cellsBetween(await saved("before"), a.length, a.length + b.length);
+      // Erasing 40 tokens before b moves b 40 positions back: llama.cpp turns its keys itself.
+      await sequence.eraseContextTokenRanges([{ start: a.length - 40, end: a.length }]);
+      await sequence.evaluateWithoutGeneratingNewTokens(model.tokenize(" end"));
+      const start = a.length - 40;
+      const after = cellsBetween(await saved("after"), start, start + b.length);
+      let worst = 0;
+      for (let layer = 0; layer < before.keys.length; layer++) {
+        const { data, rowBytes } = before.keys[layer]!;
+        const turned = new Uint16Array(Uint8Array.from(data).buffer);
+        const native = new Uint16Array(Uint8Array.from(after.keys[layer]!.data).buffer);
+        for (let row = 0; row < turned.length; row += rowBytes / 2)
+          rotate(turned.subarray(row, row + rowBytes / 2), -40);
+        turned.forEach((h, i) => {
+          worst = Math.max(worst, Math.abs(f16ToF32(h) - f16ToF32(native[i]!)));
+        });
+      }
+      // f16 rounding of keys of size 10 or so.
+      expect(worst).toBeLessThan(0.02);
+      await context.dispose();
+    } finally {
+      rmSync(folder, { recursive: true, force: true });
+      await model.dispose();
+    }
+  });
+});
