@@ -68,12 +68,20 @@ describe("a lead evaluated in windows", () => {
   let plain: ScoreRequest;
   let request: ScoreRequest;
   let alone: ScoreResult;
+  /** `plain` on a cold engine: the list evaluated whole. */
+  let whole: ScoreResult;
   beforeAll(async () => {
     engine = await engineOf();
     const decider = new Decider(engine, { contentFree: false });
     plain = scoreRequestOf(await decider.plan(routing("My refund has not arrived.", 40)));
     request = windowed(plain, 128);
     alone = await engine.score(request);
+    const cold = await engineOf();
+    try {
+      whole = await cold.score(plain);
+    } finally {
+      await cold.close();
+    }
   });
   afterAll(async () => {
     await engine?.close();
@@ -83,14 +91,6 @@ describe("a lead evaluated in windows", () => {
     expect(request.windows!.length).toBeGreaterThanOrEqual(4);
     expect(alone.cachedPrefixTokens).toBe(0);
     // Without windows the later option lines see the earlier ones, and the logits differ.
-    const whole = await (async () => {
-      const other = await openLlamaEngine({ modelPath: inject("modelPath"), contextSize: 2048 });
-      try {
-        return await other.score(plain);
-      } finally {
-        await other.close();
-      }
-    })();
     expect(whole.branches).not.toEqual(alone.branches);
     const again = await engine.score(request);
     expect(again.cachedPrefixTokens).toBeGreaterThanOrEqual(
@@ -142,6 +142,28 @@ describe("a lead evaluated in windows", () => {
       expect(long.evaluatedTokens).toBe(alone.evaluatedTokens);
     } finally {
       await busy.close();
+    }
+  });
+
+  it("evaluates the list whole when a window's state cannot be written, and from then on", async () => {
+    const fresh = await engineOf();
+    try {
+      const sequence = (fresh as any).prefixSequence as { saveStateToFile: (path: string) => any };
+      const save = sequence.saveStateToFile.bind(sequence);
+      let failed = 0;
+      sequence.saveStateToFile = (path) => {
+        if (path.endsWith("windows.kv") && failed++ === 0)
+          return Promise.reject(Object.assign(new Error("no space left"), { code: "ENOSPC" }));
+        return save(path);
+      };
+      expect((await fresh.score(request)).branches).toEqual(whole.branches);
+      expect(failed).toBe(1);
+      const decider = new Decider(fresh, { contentFree: false });
+      const other = windowed(scoreRequestOf(await decider.plan(routing("Where is it?", 40))), 128);
+      await fresh.score(other);
+      expect(failed).toBe(1);
+    } finally {
+      await fresh.close();
     }
   });
 

@@ -60,7 +60,11 @@ export interface WindowsTurn {
 }
 
 export class LeadWindowsRunner {
-  /** Whether windows are still tried: a state of another layout turns them off for good. */
+  /**
+   * Whether windows are still tried: a state of another layout, or a state file that could not
+   * be written or read (a full `/dev/shm`), turns them off for good; the engine is as fast as
+   * before without them.
+   */
   private usable = true;
 
   /**
@@ -74,7 +78,7 @@ export class LeadWindowsRunner {
     private readonly file: string,
   ) {}
 
-  /** Whether requests' windows are evaluated as windows (false once a state could not be read). */
+  /** Whether requests' windows are evaluated as windows (false once a run failed). */
   get enabled(): boolean {
     return this.usable;
   }
@@ -114,7 +118,7 @@ export class LeadWindowsRunner {
       return "whole";
     } catch (error) {
       if (signal?.aborted) throw error;
-      if (error instanceof StateFormatError) this.usable = false;
+      this.usable = false;
       await this.cutBackTo(prefixLength);
       // A load that failed part way may leave the sequence without its prefix: that fails the turn.
       if (this.sequence.nextTokenIndex !== prefixLength) throw error;
