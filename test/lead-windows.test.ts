@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { LIST_WINDOW_TOKENS, listWindows } from "../src/decision/list-windows.js";
 import { leadWindows, windowsAgree } from "../src/engine/decode/lead-windows.js";
+import { ropeShiftOf } from "../src/engine/llama/windowed-lead.js";
 import {
   cellsBetween,
   f16ToF32,
@@ -50,6 +51,14 @@ describe("listWindows", () => {
   it("leaves a short list whole, and a text its lines do not tokenize to", async () => {
     const short = [...lines(100, 9), "Which one?"].join("\n");
     expect(await listWindows(short, await tokenize(short), tokenize)).toBeUndefined();
+    // Past the context, or past 4,096 lines, it is not cut line by line.
+    const long = [...lines(300, 9), "Which one?"].join("\n");
+    expect(await listWindows(long, await tokenize(long), tokenize, 2999)).toBeUndefined();
+    const many = [...lines(5000, 1), "Which one?"].join("\n");
+    let calls = 0;
+    const counted = (text: string) => (calls++, tokenize(text));
+    expect(await listWindows(many, await tokenize(many), counted)).toBeUndefined();
+    expect(calls).toBe(0);
     const text = [...lines(300, 9), "Which one?"].join("\n");
     const merged = [...(await tokenize(text))];
     merged.splice(10, 2, 999);
@@ -58,11 +67,14 @@ describe("listWindows", () => {
 });
 
 describe("leadWindows and windowsAgree", () => {
-  it("keeps the windows that end within the lead, two or more of at least 64 tokens", () => {
-    expect(leadWindows([512, 1024, 1536], 1100)).toEqual([512, 1024]);
-    expect(leadWindows([512, 1024], 800)).toBeUndefined();
-    expect(leadWindows([512, 560, 1024], 2000)).toBeUndefined();
-    expect(leadWindows(undefined, 2000)).toBeUndefined();
+  it("keeps the windows that end within the lead's tiled part, two or more of at least 64 tokens", () => {
+    expect(leadWindows([512, 1024, 1536], { tiled: 1100 })).toEqual([512, 1024]);
+    expect(leadWindows([512, 1024, 1536], { tiled: 1536 })).toEqual([512, 1024, 1536]);
+    // What is left of the tiled part after the windows is a tiled call of 64 or more.
+    expect(leadWindows([512, 1024, 1536], { tiled: 1560 })).toEqual([512, 1024]);
+    expect(leadWindows([512, 1024], { tiled: 800 })).toBeUndefined();
+    expect(leadWindows([512, 560, 1024], { tiled: 2000 })).toBeUndefined();
+    expect(leadWindows(undefined, { tiled: 2000 })).toBeUndefined();
   });
 
   it("says how far two layouts evaluate the same cells", () => {
@@ -170,5 +182,48 @@ describe("sequence-state files", () => {
     expect(f32ToF16(65504)).toBe(0x7bff);
     expect(f32ToF16(1e6)).toBe(0x7c00);
     expect(f16ToF32(f32ToF16(-0.333))).toBeCloseTo(-0.333, 3);
+  });
+});
+
+describe("ropeShiftOf", () => {
+  /** A model's file info as node-llama-cpp reads it, with `llama` metadata and tensor names. */
+  const model = (metadata: Record<string, unknown>, tensors: string[] | undefined) =>
+    ({
+      fileInfo: {
+        metadata,
+        ...(tensors ? { tensorInfo: tensors.map((name) => ({ name })) } : {}),
+      },
+    }) as unknown as Parameters<typeof ropeShiftOf>[0];
+  const llama = {
+    embedding_length: 576,
+    attention: { head_count: 9 },
+    rope: { freq_base: 100000, dimension_count: 64 },
+  };
+  const plain = ["token_embd.weight", "blk.0.attn_k.weight"];
+
+  it("turns keys for a LLaMA-architecture file with plain RoPE only", () => {
+    expect(ropeShiftOf(model({ general: { architecture: "llama" }, llama }, plain))).toBeTypeOf(
+      "function",
+    );
+    // Llama 3.1 and later scale RoPE by a tensor of factors.
+    const factors = [...plain, "rope_freqs.weight"];
+    expect(
+      ropeShiftOf(model({ general: { architecture: "llama" }, llama }, factors)),
+    ).toBeUndefined();
+    const scaled = { ...llama, rope: { ...llama.rope, scaling: { type: "linear" } } };
+    expect(
+      ropeShiftOf(model({ general: { architecture: "llama" }, llama: scaled }, plain)),
+    ).toBeUndefined();
+    const partial = { ...llama, rope: { ...llama.rope, dimension_count: 32 } };
+    expect(
+      ropeShiftOf(model({ general: { architecture: "llama" }, llama: partial }, plain)),
+    ).toBeUndefined();
+    expect(
+      ropeShiftOf(model({ general: { architecture: "gemma3" }, gemma3: llama }, plain)),
+    ).toBeUndefined();
+    // Tensors not read: nothing says there are no factors.
+    expect(
+      ropeShiftOf(model({ general: { architecture: "llama" }, llama }, undefined)),
+    ).toBeUndefined();
   });
 });

@@ -209,10 +209,34 @@ describe("windows planned by the Decider", () => {
         questions: [...many.questions, ["again", many.questions[0]![1]]],
       });
       expect(two.windows).toBeUndefined();
+      // An engine that does not evaluate windows (a remote one) is not given any.
+      const remote = Object.create(engine, { evaluatesWindows: { value: false } }) as LlamaEngine;
+      expect((await new Decider(remote, TUNED_READOUT).plan(many)).windows).toBeUndefined();
     } finally {
       await engine.close();
     }
   });
+
+  it(
+    "reads a question's content-free priors in its windows too",
+    { timeout: 600_000 },
+    async () => {
+      const engine = await openLlamaEngine({ modelPath: inject("modelPath"), contextSize: 8192 });
+      try {
+        const seen: ScoreRequest[] = [];
+        const score = engine.score.bind(engine);
+        engine.score = (request, signal) => (seen.push(request), score(request, signal));
+        const decider = new Decider(engine, { ...TUNED_READOUT, contentFree: true });
+        await decider.decide(routing("My refund has not arrived.", 120));
+        // Three content-free states, then the request itself.
+        expect(seen.length).toBe(4);
+        expect(seen.at(-1)!.windows!.length).toBeGreaterThanOrEqual(4);
+        for (const request of seen) expect(request.windows).toEqual(seen.at(-1)!.windows);
+      } finally {
+        await engine.close();
+      }
+    },
+  );
 });
 
 describe("keys turned to another position", () => {

@@ -8,7 +8,7 @@ import type { QuestionShape } from "./types.js";
  * What planning asks of an engine: its model's context and vision, its tokenizer and its chat
  * template. No scoring: the plan is made without running the model.
  */
-export type PromptModel = Pick<Engine, "model" | "tokenize" | "chatTemplate">;
+export type PromptModel = Pick<Engine, "model" | "tokenize" | "chatTemplate" | "evaluatesWindows">;
 
 /** The assistant-turn opening a label follows, as tokens and as the text they were read from. */
 export interface TailPrompt {

@@ -16,13 +16,19 @@ export const LIST_WINDOW_TOKENS = 512;
 /** Fewest tokens of a window: a shorter last one joins the one before (kernel-split.ts tiles). */
 const MIN_WINDOW_TOKENS = 64;
 
+/** Most lines a question is cut at: more than any option list the wire accepts, with its asking. */
+const MAX_LINES = 4096;
+
 /**
  * The windows of a question's text, as the token index each ends at (from the start of `tokens`,
  * the text's tokens): its lines but the last, packed in order into windows of at most
  * {@link LIST_WINDOW_TOKENS}; `undefined` when the listed lines hold fewer than
- * {@link LIST_WINDOWS_FROM_TOKENS} tokens, or when the lines tokenized one by one do not make up
- * `tokens` exactly (a tokenizer that merges across a line break).
+ * {@link LIST_WINDOWS_FROM_TOKENS} tokens, when the text has more than `maxTokens` tokens or
+ * 4,096 lines (it is not cut line by line then: such a request is refused, or not a list), or
+ * when the lines tokenized one by one do not make up `tokens` exactly (a tokenizer that merges
+ * across a line break).
  * @param tokenize - tokenizes text as `tokens` were
+ * @param maxTokens - the context size: a longer question is refused without windows
  * @example
  * ```ts
  * await listWindows(text, await tokenize(text), tokenize); // → [498, 1003, …, 3952]
@@ -32,10 +38,11 @@ export async function listWindows(
   text: string,
   tokens: readonly Token[],
   tokenize: (text: string) => Promise<Token[]>,
+  maxTokens = Infinity,
 ): Promise<number[] | undefined> {
-  if (tokens.length < LIST_WINDOWS_FROM_TOKENS) return undefined;
-  const lines = text.split("\n");
-  if (lines.length < 3) return undefined;
+  if (tokens.length < LIST_WINDOWS_FROM_TOKENS || tokens.length > maxTokens) return undefined;
+  const lines = text.split("\n", MAX_LINES + 1);
+  if (lines.length < 3 || lines.length > MAX_LINES) return undefined;
   const pieces: Token[][] = [];
   for (const [i, line] of lines.entries())
     pieces.push(await tokenize(i < lines.length - 1 ? `${line}\n` : line));

@@ -155,6 +155,8 @@ export async function planRequest<Q extends QuestionShape = Question>(
   let heaviest: { id?: string; tokens: number } = { tokens: lead?.tokens.length ?? 0 };
   const room = contextSize - prefix.length - mediaTokens;
   const refused: string[] = [];
+  const windowed =
+    request.questions.length === 1 && options.listWindows !== false && model.evaluatesWindows;
   let windows: number[] | undefined;
   for (const [index, [id, question]] of request.questions.entries()) {
     const kind = kinds[index]!;
@@ -168,9 +170,9 @@ export async function planRequest<Q extends QuestionShape = Question>(
       const shown = style.labelsAt(order);
       const text = lead ? "" : renderQuestion(kind, question, shown, order, style.words);
       const asked = lead ? [] : await tokenize(text);
-      // A lone question's long list of lines may be evaluated in windows (list-windows.ts).
-      if (request.questions.length === 1 && orders.length === 1 && options.listWindows !== false)
-        windows = await listWindows(text, asked, tokenize);
+      // A lone choice's long list of option lines may be evaluated in windows (list-windows.ts).
+      if (windowed && kind.name === "choice" && orders.length === 1)
+        windows = await listWindows(text, asked, tokenize, contextSize);
       const tokens = [...asked, ...tail, ...style.cueTokens];
       const labelTokens: Token[][] = [];
       for (const label of shown)

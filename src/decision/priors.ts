@@ -81,8 +81,12 @@ export class PriorCache {
       const branches = at.map((index) => plan.branches[index]!);
       const labels = at.map((index) => labelsOfBranch(plan, index));
       const results: ScoreResult[] = [];
+      // Read as the question is (in its windows, decision 113): it is the question's one branch.
+      const windows = plan.windows && branches.length === plan.branches.length ? plan.windows : [];
       for (const prefix of contentFreePrefixes)
-        results.push(await engine.score({ prefix, branches }, signal));
+        results.push(
+          await engine.score({ prefix, branches, ...(windows.length ? { windows } : {}) }, signal),
+        );
       const priors = averagePriors(labels, results);
       missing.forEach((key, i) => this.priors.set(key, priors[i]));
     }

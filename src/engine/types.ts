@@ -186,6 +186,11 @@ export interface Engine {
    */
   score(request: ScoreRequest, signal?: AbortSignal): Promise<ScoreResult>;
   /**
+   * Whether `score` evaluates `ScoreRequest.windows` as windows now; absent or false: they are
+   * evaluated as usual, and the Decider does not cut a question into them.
+   */
+  readonly evaluatesWindows?: boolean;
+  /**
    * Tokens the engine would evaluate for `request` if it ran now: its prefix past what the KV
    * cache or a snapshot would give it, and its branches. An estimate (what the caches hold may
    * change before it runs), for how long a call in flight has left. Optional: without it, every

@@ -16,18 +16,27 @@ import { FA_TILE_ROWS } from "./kernel-split.js";
 const CAUSAL: readonly number[] = [Infinity];
 
 /**
- * The windows a lead of `leadLength` tokens is evaluated in: those of `ends` that end within it;
- * `undefined` (no windows) for fewer than two. Windows of fewer than 64 tokens make none either:
- * each window goes through the tiled kernel (kernel-split.ts), so that its cells are the same
- * whichever request evaluated them.
+ * The windows a lead is evaluated in: those of `ends` that end within its tiled part, and leave
+ * none of it or at least 64 tokens after them, so that every token from the lead's start to the
+ * end of its tiled part goes through the tiled kernel (kernel-split.ts) in whichever request
+ * evaluates it, and its cells are the same; `undefined` (no windows) for fewer than two, or when
+ * one of them is shorter than 64 tokens.
  * @param ends - increasing window ends, lead-relative (`ScoreRequest.windows`)
+ * @param lead - the plan's lead: its tokens before its tiled part ends (`DecodePlan.lead.tiled`)
  */
 export function leadWindows(
   ends: readonly number[] | undefined,
-  leadLength: number,
+  lead: { readonly tiled: number },
 ): readonly number[] | undefined {
   if (!ends) return undefined;
-  const within = ends.filter((end) => end <= leadLength);
+  const within = ends.filter((end) => end <= lead.tiled);
+  // The tokens after the last window, up to the end of the tiled part, make one tiled call or more.
+  while (
+    within.length > 0 &&
+    lead.tiled - within.at(-1)! > 0 &&
+    lead.tiled - within.at(-1)! < FA_TILE_ROWS
+  )
+    within.pop();
   if (within.length < 2) return undefined;
   const tooSmall = within.some((end, i) => end - (i === 0 ? 0 : within[i - 1]!) < FA_TILE_ROWS);
   return tooSmall ? undefined : within;

@@ -151,8 +151,11 @@ export class LlamaEngine implements Engine {
       cacheBytes > 0 ? new PrefixSnapshotCache({ maxBytes: cacheBytes }) : undefined;
     const rotate = ropeShiftOf(llamaModel);
     const scratch = prefixCache && join(prefixCache.directory, "windows.kv");
+    // One lane only: a lane copying sequence 0 may have to evaluate the lead itself (fork-lanes.ts).
     const windows =
-      rotate && scratch ? new LeadWindowsRunner(prefixSequence, rotate, scratch) : undefined;
+      rotate && scratch && branchSequences.length === 0
+        ? new LeadWindowsRunner(prefixSequence, rotate, scratch)
+        : undefined;
     return new LlamaEngine(
       info,
       template,
@@ -194,6 +197,10 @@ export class LlamaEngine implements Engine {
   /** Whether leads are evaluated in windows now (decode/lead-windows.ts). */
   private get windowed(): boolean {
     return this.windows?.enabled ?? false;
+  }
+
+  get evaluatesWindows(): boolean {
+    return this.windowed;
   }
 
   score(request: ScoreRequest, signal?: AbortSignal): Promise<ScoreResult> {

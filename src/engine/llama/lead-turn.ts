@@ -64,9 +64,7 @@ export async function runLeadTurn(
     return true;
   };
   let at = from;
-  const ends = options.windows?.enabled
-    ? leadWindows(request.windows, plan.lead.length)
-    : undefined;
+  const ends = options.windows?.enabled ? leadWindows(request.windows, plan.lead) : undefined;
   const windowed = ends !== undefined && at < ends.at(-1)!;
   if (windowed) {
     progress.leadHeld = 0;
@@ -89,7 +87,7 @@ export async function runLeadTurn(
   progress.leadHeld = at;
   for (let k = 0; at < plan.lead.length; k++) {
     if (k > 0 && giveWay?.(leadWork - at) && (await parked(at))) return YIELDED;
-    const size = callsFrom(request, plan, at, pace.tokens, windowed)[0]!;
+    const size = leadCallsFrom(request, plan, at, pace.tokens)[0]!;
     const start = at;
     const depth = request.prefix.length + start + size;
     await pace.time(size, depth, () => evaluateCalls(sequence, lead, start, [size], signal));
@@ -99,24 +97,4 @@ export async function runLeadTurn(
   }
   progress.leadDone = undefined;
   return true;
-}
-
-/**
- * The lead's decode calls from `at` ({@link leadCallsFrom}); after windows, where the rest of
- * the tiled part is too short for a tiled call of its own, the rest in one call (the same for
- * every request evaluated in those windows).
- */
-function callsFrom(
-  request: ScoreRequest,
-  plan: DecodePlan,
-  at: number,
-  tokens: number,
-  windowed: boolean,
-): number[] {
-  try {
-    return leadCallsFrom(request, plan, at, tokens);
-  } catch (error) {
-    if (!windowed || !(error instanceof RangeError)) throw error;
-    return [plan.lead.length - at];
-  }
 }

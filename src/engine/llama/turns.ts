@@ -157,7 +157,7 @@ export function sizeOf(
 export function leadOf(request: ScoreRequest, limits: DecodeLimits, windowed: boolean): HeldLead {
   const { length, tiled } = planDecode(request, { shared: 0, length: 0 }, limits).lead;
   const tokens = request.branches[0]?.tokens.slice(0, length) ?? [];
-  const windows = windowed ? leadWindows(request.windows, length) : undefined;
+  const windows = windowed ? leadWindows(request.windows, { tiled }) : undefined;
   return { tokens, tiled, ...(windows ? { windows } : {}) };
 }
 

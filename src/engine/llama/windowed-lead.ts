@@ -88,8 +88,8 @@ export class LeadWindowsRunner {
    * prefix in sequence 0 (which is first cut back to the prefix), then puts them all in place.
    * @param done - updated with each window evaluated
    * @returns how it ended ({@link WindowsRun})
-   * @throws the signal's reason when aborted (checked before each window); what failed, when the
-   *   sequence no longer holds the prefix after it
+   * @throws the signal's reason when aborted (checked before each decode call); what failed, when
+   *   the sequence no longer holds the prefix after it
    */
   async run(done: WindowsDone, turn: WindowsTurn): Promise<WindowsRun> {
     const { prefixLength, lead, ends, tally, signal } = turn;
@@ -102,6 +102,7 @@ export class LeadWindowsRunner {
         signal?.throwIfAborted();
         const size = ends[k]! - start;
         for (const [from, calls] of windowCalls(size, Math.max(turn.pace.tokens, 128))) {
+          if (from > 0) signal?.throwIfAborted();
           const tokens = lead.slice(start + from, start + from + calls) as LlamaToken[];
           const depth = prefixLength + from + calls;
           await turn.pace.time(calls, depth, () =>
@@ -185,15 +186,17 @@ function windowCalls(size: number, maxTokens: number): [number, number][] {
 }
 
 /**
- * The key rotation of `model` when its windows can be merged: a LLaMA-architecture GGUF (plain
- * RoPE on adjacent pairs, no scaling, every dimension of a head rotated); `undefined` otherwise
- * (Gemma's interleaved local and global attention, scaled or partial RoPE), and then no request
- * is evaluated in windows.
+ * The key rotation of `model` when its windows can be merged: a LLaMA-architecture GGUF with plain
+ * RoPE (adjacent pairs, every dimension of a head, no scaling and no `rope_freqs` factors, which
+ * Llama 3.1 and later carry); `undefined` otherwise (Gemma's local and global layers, scaled or
+ * partial RoPE, or tensors not read), and then no request is evaluated in windows.
  */
-export function ropeShiftOf(model: LlamaModel): RopeShift | undefined {
+export function ropeShiftOf(model: Pick<LlamaModel, "fileInfo">): RopeShift | undefined {
   const metadata = model.fileInfo.metadata as unknown as Record<string, unknown>;
   const general = metadata.general as { architecture?: string } | undefined;
   if (general?.architecture !== "llama") return undefined;
+  const tensors = model.fileInfo.fullTensorInfo ?? model.fileInfo.tensorInfo;
+  if (!tensors || tensors.some((tensor) => tensor.name.startsWith("rope_freqs"))) return undefined;
   const llama = metadata.llama as
     | {
         embedding_length?: number;
