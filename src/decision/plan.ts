@@ -190,6 +190,7 @@ export async function planRequest<Q extends QuestionShape = Question>(
     if (request.unfit === "refuse" && room > 0 && deepest > room) {
       branches.length = firstBranch;
       refused.push(id);
+      windows = undefined;
       continue;
     }
     if (deepest > longest) {
