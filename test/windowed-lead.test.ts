@@ -1,4 +1,4 @@
-import { getLlama } from "node-llama-cpp";
+import type { LlamaContextSequence, LlamaModel } from "node-llama-cpp";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -241,14 +241,14 @@ describe("windows planned by the Decider", () => {
 
 describe("keys turned to another position", () => {
   it("are what llama.cpp's own shift of the KV cache makes of them", async () => {
-    const llama = await getLlama({ gpu: false });
-    const model = await llama.loadModel({ modelPath: inject("modelPath") });
+    // The engine's own llama.cpp binding, model and sequence 0: no other build is loaded.
+    const engine = await openLlamaEngine({ modelPath: inject("modelPath"), contextSize: 1024 });
+    const model = (engine as any).llamaModel as LlamaModel;
+    const sequence = (engine as any).prefixSequence as LlamaContextSequence;
     const folder = mkdtempSync(join(tmpdir(), "decisiond-rope-"));
     try {
       const rotate = ropeShiftOf(model)!;
       expect(rotate).toBeDefined();
-      const context = await model.createContext({ contextSize: 1024, sequences: 1 });
-      const sequence = context.getSequence();
       const a = model.tokenize("Alpha beta gamma delta. ".repeat(12));
       const b = model.tokenize(" The quick brown fox jumps over the lazy dog.".repeat(4));
       const saved = async (name: string): Promise<SequenceState> => {
@@ -275,10 +275,9 @@ describe("keys turned to another position", () => {
       }
       // f16 rounding of keys of size 10 or so.
       expect(worst).toBeLessThan(0.02);
-      await context.dispose();
     } finally {
       rmSync(folder, { recursive: true, force: true });
-      await model.dispose();
+      await engine.close();
     }
   });
 });
