@@ -2,10 +2,10 @@ import { describe, expect, it } from "vitest";
 import { LIST_WINDOW_TOKENS, listWindows } from "../src/decision/list-windows.js";
 import { leadWindows, windowsAgree } from "../src/engine/decode/lead-windows.js";
 import { ropeShiftOf } from "../src/engine/llama/windowed-lead.js";
+import { halfToFloat } from "../src/models/dequantize.js";
+import { floatToHalf } from "../src/models/requantize.js";
 import {
   cellsBetween,
-  f16ToF32,
-  f32ToF16,
   parseSequenceState,
   ropeShift,
   StateFormatError,
@@ -111,7 +111,7 @@ function stateFile(
     u32(1);
     parts.push(Buffer.from(new BigUint64Array([8n]).buffer));
     const rows = Buffer.alloc(8 * cells);
-    for (let i = 0; i < rows.length; i += 2) rows.writeUInt16LE(f32ToF16(block + i / 100), i);
+    for (let i = 0; i < rows.length; i += 2) rows.writeUInt16LE(floatToHalf(block + i / 100), i);
     parts.push(rows);
   }
   u32(0);
@@ -167,21 +167,21 @@ describe("sequence-state files", () => {
   it("turns keys by RoPE: two shifts make their sum, and back is where they were", () => {
     const rotate = ropeShift({ base: 10000, ropeDims: 4, headDims: 4 });
     const values = [1, 0.5, -2, 0.25, 0.75, -1, 3, 2];
-    const row = Uint16Array.from(values, f32ToF16);
+    const row = Uint16Array.from(values, floatToHalf);
     rotate(row, 7);
     // Pair (0, 1) turns by 7 radians, pair (2, 3) by 7 · 10000^(−1/2).
     const [c, s] = [Math.cos(7), Math.sin(7)];
-    expect(f16ToF32(row[0]!)).toBeCloseTo(1 * c - 0.5 * s, 2);
-    expect(f16ToF32(row[1]!)).toBeCloseTo(1 * s + 0.5 * c, 2);
+    expect(halfToFloat(row[0]!)).toBeCloseTo(1 * c - 0.5 * s, 2);
+    expect(halfToFloat(row[1]!)).toBeCloseTo(1 * s + 0.5 * c, 2);
     rotate(row, 5);
-    const once = Uint16Array.from(values, f32ToF16);
+    const once = Uint16Array.from(values, floatToHalf);
     rotate(once, 12);
-    [...row].forEach((h, i) => expect(f16ToF32(h)).toBeCloseTo(f16ToF32(once[i]!), 2));
+    [...row].forEach((h, i) => expect(halfToFloat(h)).toBeCloseTo(halfToFloat(once[i]!), 2));
     rotate(row, -12);
-    [...row].forEach((h, i) => expect(f16ToF32(h)).toBeCloseTo(values[i]!, 2));
-    expect(f32ToF16(65504)).toBe(0x7bff);
-    expect(f32ToF16(1e6)).toBe(0x7c00);
-    expect(f16ToF32(f32ToF16(-0.333))).toBeCloseTo(-0.333, 3);
+    [...row].forEach((h, i) => expect(halfToFloat(h)).toBeCloseTo(values[i]!, 2));
+    expect(floatToHalf(65504)).toBe(0x7bff);
+    expect(floatToHalf(1e6)).toBe(0x7c00);
+    expect(halfToFloat(floatToHalf(-0.333))).toBeCloseTo(-0.333, 3);
   });
 });
 

@@ -12,11 +12,11 @@ import { planDecode } from "../src/engine/decode/index.js";
 import { openLlamaEngine, type LlamaEngine } from "../src/engine/llama/index.js";
 import {
   cellsBetween,
-  f16ToF32,
   parseSequenceState,
   type SequenceState,
 } from "../src/engine/llama/sequence-state.js";
 import { ropeShiftOf } from "../src/engine/llama/windowed-lead.js";
+import { halfToFloat } from "../src/models/dequantize.js";
 import type { ScoreRequest, ScoreResult } from "../src/engine/types.js";
 
 /**
@@ -270,7 +270,7 @@ describe("keys turned to another position", () => {
         for (let row = 0; row < turned.length; row += rowBytes / 2)
           rotate(turned.subarray(row, row + rowBytes / 2), -40);
         turned.forEach((h, i) => {
-          worst = Math.max(worst, Math.abs(f16ToF32(h) - f16ToF32(native[i]!)));
+          worst = Math.max(worst, Math.abs(halfToFloat(h) - halfToFloat(native[i]!)));
         });
       }
       // f16 rounding of keys of size 10 or so.

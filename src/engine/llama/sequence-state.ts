@@ -1,3 +1,6 @@
+import { halfToFloat } from "../../models/dequantize.js";
+import { floatToHalf } from "../../models/requantize.js";
+
 /**
  * llama.cpp's sequence-state file (`llama_state_seq_save_file`, node-llama-cpp's
  * `LlamaContextSequence.saveStateToFile`), read and written for option lines evaluated in windows
@@ -210,7 +213,7 @@ export function writeSequenceState(
  * The key rotation of llama.cpp's `LLAMA_ROPE_TYPE_NORM` (LLaMA's RoPE): in each head of
  * `headDims` values, pairs (2i, 2i + 1) below `ropeDims` turn by the angle
  * p · base^(−2i / ropeDims); moving a key from position p to p + s is the turn by s · θᵢ
- * (Su et al. 2021, "RoFormer": the rotations compose), in f32, rounded back to f16.
+ * (Su et al. 2021, "RoFormer": the rotations compose), rounded back to f16 as ggml rounds.
  * @example
  * ```ts
  * const rotate = ropeShift({ base: 100000, ropeDims: 64, headDims: 64 });
@@ -245,43 +248,11 @@ export function ropeShift(rope: {
         const x1 = F16_TO_F32[row[head + j + 1]!]!;
         const c = turn[j]!;
         const s = turn[j + 1]!;
-        row[head + j] = f32ToF16(x0 * c - x1 * s);
-        row[head + j + 1] = f32ToF16(x0 * s + x1 * c);
+        row[head + j] = floatToHalf(x0 * c - x1 * s);
+        row[head + j + 1] = floatToHalf(x0 * s + x1 * c);
       }
   };
 }
 
-/** Every f16 bit pattern as a number. */
-const F16_TO_F32 = Float32Array.from({ length: 65536 }, (_, h) => {
-  const sign = h & 0x8000 ? -1 : 1;
-  const exponent = (h >> 10) & 0x1f;
-  const mantissa = h & 0x3ff;
-  if (exponent === 0) return sign * mantissa * 2 ** -24;
-  if (exponent === 31) return mantissa ? NaN : sign * Infinity;
-  return sign * (1 + mantissa / 1024) * 2 ** (exponent - 15);
-});
-
-const F32 = new Float32Array(1);
-const F32_BITS = new Uint32Array(F32.buffer);
-
-/** Rounds a number to the nearest f16 bit pattern (ties away from zero in the mantissa). */
-export function f32ToF16(value: number): number {
-  F32[0] = value;
-  const x = F32_BITS[0]!;
-  const sign = (x >>> 16) & 0x8000;
-  const exponent = ((x >>> 23) & 0xff) - 127 + 15;
-  let mantissa = x & 0x7fffff;
-  if (exponent >= 31) return ((x >>> 23) & 0xff) === 0xff && mantissa ? 0x7e00 : sign | 0x7c00;
-  if (exponent <= 0) {
-    if (exponent < -10) return sign;
-    mantissa = (mantissa | 0x800000) >> (1 - exponent);
-    return sign | ((mantissa + 0x1000) >> 13);
-  }
-  const half = sign | (exponent << 10) | (mantissa >> 13);
-  return mantissa & 0x1000 ? half + 1 : half;
-}
-
-/** The f16 bit pattern's value. */
-export function f16ToF32(bits: number): number {
-  return F16_TO_F32[bits & 0xffff]!;
-}
+/** Every f16 bit pattern as a number, for the rotation's inner loop. */
+const F16_TO_F32 = Float32Array.from({ length: 65536 }, (_, h) => halfToFloat(h));
