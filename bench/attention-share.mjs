@@ -3,12 +3,13 @@
 // gives every sequence its own KV stream, so each attends to its own tokens only). Two rounds.
 //
 // Usage: npm run build && node bench/attention-share.mjs [tokens=4096] [model=GGUF]
-import { getLlama } from "node-llama-cpp";
 import { servedModelFile } from "./workload.mjs";
 
 const args = Object.fromEntries(process.argv.slice(2).map((a) => a.split("=")));
 const modelPath = args.model ?? (await servedModelFile());
-const llama = await getLlama({ gpu: false });
+// The engine's own choice of llama.cpp build (setup.ts), as every server and test makes it.
+const { usableLlama } = await import("../dist/engine/llama/setup.js");
+const llama = await usableLlama("auto");
 const model = await llama.loadModel({ modelPath });
 const N = Number(args.tokens ?? 4096);
 const text = Array.from(
