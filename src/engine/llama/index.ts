@@ -191,16 +191,12 @@ export class LlamaEngine implements Engine {
   }
 
   workOf(request: ScoreRequest): number {
-    return sizeOf(request, this.prefix, this.limits, this.windowed)();
+    return sizeOf(request, this.prefix, this.limits, this.evaluatesWindows)();
   }
 
-  /** Whether leads are evaluated in windows now (decode/lead-windows.ts). */
-  private get windowed(): boolean {
-    return this.windows?.enabled ?? false;
-  }
-
+  /** Whether leads are evaluated in windows now (decode/lead-windows.ts); see `Engine`. */
   get evaluatesWindows(): boolean {
-    return this.windowed;
+    return this.windows?.enabled ?? false;
   }
 
   score(request: ScoreRequest, signal?: AbortSignal): Promise<ScoreResult> {
@@ -219,7 +215,12 @@ export class LlamaEngine implements Engine {
    */
   private async takeTurns(request: ScoreRequest, signal?: AbortSignal): Promise<ScoreResult> {
     const progress: Progress = { cachedPrefixTokens: undefined, evaluatedTokens: 0 };
-    let rank: number | (() => number) = sizeOf(request, this.prefix, this.limits, this.windowed);
+    let rank: number | (() => number) = sizeOf(
+      request,
+      this.prefix,
+      this.limits,
+      this.evaluatesWindows,
+    );
     try {
       for (;;) {
         const turn = await this.queue.run(
@@ -275,7 +276,7 @@ export class LlamaEngine implements Engine {
       progress.parkedWithLead &&
       (await this.prefix.takeBackWithLead(progress.parked!, prefix.length));
     // The prefix and lead a request before left (the same question asked of the same state).
-    const windowed = this.windowed;
+    const windowed = this.evaluatesWindows;
     const counters = this.counters;
     const leadKept = await takeOverLead(request, progress, this.prefix, limits, counters, windowed);
     const held =
