@@ -59,6 +59,15 @@ export interface WindowsTurn {
   readonly giveWay: ((windowTokensLeft: number) => boolean) | undefined;
 }
 
+/**
+ * Evaluates a lead's windows into sequence 0 for the in-process engine, one per engine; made
+ * only for a model {@link ropeShiftOf} can turn keys for, on one lane, with a prefix cache.
+ * @example
+ * ```ts
+ * const runner = new LeadWindowsRunner(sequence0, ropeShiftOf(model)!, join(cacheDir, "windows.kv"));
+ * const run = await runner.run({ windows: [] }, turn); // "whole" | "stopped" | "failed"
+ * ```
+ */
 export class LeadWindowsRunner {
   /**
    * Whether windows are still tried: a state of another layout, or a state file that could not
