@@ -309,13 +309,13 @@ describe("validation (seed rule 5): 422 with detail[] saying where", () => {
         },
       },
       ["body", "questions", "q", "criteria"],
-      /2 to 255/,
+      /2 to 255 options, got 256/,
     ],
     [
       "one level",
       { ...ok, questions: { q: { ...SCORE, criteria: ["a"] } } },
       ["body", "questions", "q", "criteria"],
-      /2 to 10/,
+      /2 to 10 levels, got 1/,
     ],
     [
       "11 levels",

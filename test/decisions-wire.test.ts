@@ -359,7 +359,11 @@ describe("refusals", () => {
       input: TICKET,
       questions: [...questions, questions[0]],
     });
-    expect(tooMany.json().error).toMatchObject({ param: "questions", code: "invalid_value" });
+    expect(tooMany.json().error).toMatchObject({
+      param: "questions",
+      code: "invalid_value",
+      message: `questions: A request needs 1 to 400 questions, got ${questions.length + 1}`,
+    });
     await app.close();
   });
 });
@@ -464,6 +468,7 @@ describe("errors in OpenAI's shape on /v1/decisions only", () => {
     expect(await errorOf(one, 400)).toMatchObject({
       param: "questions[0].choices",
       code: "invalid_value",
+      message: "questions[0].choices: A choice needs 2 to 255 choices, got 1",
     });
     const many = {
       ...valid,
@@ -474,7 +479,10 @@ describe("errors in OpenAI's shape on /v1/decisions only", () => {
         },
       ],
     };
-    expect(await errorOf(many, 400)).toMatchObject({ param: "questions[0].choices" });
+    expect(await errorOf(many, 400)).toMatchObject({
+      param: "questions[0].choices",
+      message: "questions[0].choices: A choice needs 2 to 255 choices, got 256",
+    });
     const dup = {
       ...valid,
       questions: [{ ...valid.questions[0], choices: [{ value: "a" }, { value: "a" }] }],
@@ -602,6 +610,20 @@ describe("errors in OpenAI's shape on /v1/decisions only", () => {
     expect(await errorOf(scored, 400)).toMatchObject({
       param: "questions[0].levels[0].label",
       message: expect.stringMatching(/should not be empty/),
+    });
+    const eleven = {
+      ...valid,
+      questions: [
+        {
+          type: "score",
+          instructions: "How?",
+          levels: Array.from({ length: 11 }, (_, i) => ({ label: `l${i}` })),
+        },
+      ],
+    };
+    expect(await errorOf(eleven, 400)).toMatchObject({
+      param: "questions[0].levels",
+      message: "questions[0].levels: A score needs 2 to 10 levels, got 11",
     });
     const output = {
       ...valid,

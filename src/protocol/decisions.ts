@@ -31,6 +31,10 @@ export const IMAGE_DATA_URL = /^data:[a-z0-9.+-]+\/[a-z0-9.+-]+;base64,/i;
 /** An http(s) URL, which the upstream API fetches and this service does not. */
 const REMOTE_URL = /^https?:\/\//i;
 
+/** A count bound's message with the count the caller sent: `A choice needs 2 to 255 choices, got 256`. */
+const countError = (message: string) => (issue: { input?: unknown }) =>
+  Array.isArray(issue.input) ? `${message}, got ${issue.input.length}` : message;
+
 /** `"Field required"` for a missing value, else `message`. */
 const required = (message: string) => (issue: { input?: unknown }) =>
   issue.input === undefined ? "Field required" : message;
@@ -241,6 +245,10 @@ const ChoiceValue = z.union(
   },
 );
 
+const CHOICE_COUNT = `A choice needs ${MIN_CHOICE_OPTIONS} to ${MAX_CHOICE_OPTIONS} choices`;
+const LEVEL_COUNT = `A score needs ${MIN_SCORE_LEVELS} to ${MAX_SCORE_LEVELS} levels`;
+const QUESTION_COUNT = `A request needs 1 to ${MAX_DECISION_QUESTIONS} questions`;
+
 const ChoiceQuestion = z.object({
   type: z.literal("choice"),
   instructions: Instructions,
@@ -249,14 +257,8 @@ const ChoiceQuestion = z.object({
     .array(z.object({ value: ChoiceValue, description }), {
       error: required("Input should be an array of choices"),
     })
-    .min(
-      MIN_CHOICE_OPTIONS,
-      `A choice needs ${MIN_CHOICE_OPTIONS} to ${MAX_CHOICE_OPTIONS} choices`,
-    )
-    .max(
-      MAX_CHOICE_OPTIONS,
-      `A choice needs ${MIN_CHOICE_OPTIONS} to ${MAX_CHOICE_OPTIONS} choices`,
-    ),
+    .min(MIN_CHOICE_OPTIONS, { error: countError(CHOICE_COUNT) })
+    .max(MAX_CHOICE_OPTIONS, { error: countError(CHOICE_COUNT) }),
 });
 
 const ScoreQuestion = z.object({
@@ -273,8 +275,8 @@ const ScoreQuestion = z.object({
       }),
       { error: required("Input should be an array of levels") },
     )
-    .min(MIN_SCORE_LEVELS, `A score needs ${MIN_SCORE_LEVELS} to ${MAX_SCORE_LEVELS} levels`)
-    .max(MAX_SCORE_LEVELS, `A score needs ${MIN_SCORE_LEVELS} to ${MAX_SCORE_LEVELS} levels`),
+    .min(MIN_SCORE_LEVELS, { error: countError(LEVEL_COUNT) })
+    .max(MAX_SCORE_LEVELS, { error: countError(LEVEL_COUNT) }),
 });
 
 /** One question, by `type`. */
@@ -295,8 +297,8 @@ export const DecisionsRequestSchema = z.object({
   ),
   questions: z
     .array(DecisionQuestionSchema, { error: required("Input should be an array of questions") })
-    .min(1, `A request needs 1 to ${MAX_DECISION_QUESTIONS} questions`)
-    .max(MAX_DECISION_QUESTIONS, `A request needs 1 to ${MAX_DECISION_QUESTIONS} questions`),
+    .min(1, { error: countError(QUESTION_COUNT) })
+    .max(MAX_DECISION_QUESTIONS, { error: countError(QUESTION_COUNT) }),
   prompt_cache_key: z.string().nullable().optional(),
   prompt_cache_options: z
     .object({

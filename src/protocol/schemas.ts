@@ -130,6 +130,11 @@ const NoulQuestionSchema = withExtra(
   },
 );
 
+/** The level bound's message with the count sent: `A score needs 2 to 10 levels, got 11`. */
+const levelCount = (issue: { input?: unknown }) =>
+  `A score needs ${MIN_SCORE_LEVELS} to ${MAX_SCORE_LEVELS} levels` +
+  (Array.isArray(issue.input) ? `, got ${issue.input.length}` : "");
+
 const ScoreQuestionSchema = z.object({
   type: z.literal("score"),
   instructions: NullableText.optional(),
@@ -140,8 +145,8 @@ const ScoreQuestionSchema = z.object({
           ? "Field required"
           : "Input should be a list of level descriptions (index = value)",
     })
-    .min(MIN_SCORE_LEVELS, `A score needs ${MIN_SCORE_LEVELS} to ${MAX_SCORE_LEVELS} levels`)
-    .max(MAX_SCORE_LEVELS, `A score needs ${MIN_SCORE_LEVELS} to ${MAX_SCORE_LEVELS} levels`),
+    .min(MIN_SCORE_LEVELS, { error: levelCount })
+    .max(MAX_SCORE_LEVELS, { error: levelCount }),
 });
 
 /** One question, discriminated by `type`. */
