@@ -36,6 +36,8 @@ class StubModel implements ServedModel {
   /** Calls that got past `beforeScore` (the model would have run). */
   ran = 0;
   hold: Promise<void> | undefined;
+  /** What the next calls' stats say of windows, as the Decider's do for a long option list. */
+  listWindows: DecisionResult["stats"]["listWindows"];
 
   decide = async (
     request: DecisionRequest,
@@ -47,7 +49,12 @@ class StubModel implements ServedModel {
     await this.hold;
     const answers: DecisionResult["answers"] = {};
     for (const [id] of request.questions) answers[id] = { type: "noul", noul: 0.5 };
-    return { answers, usage: USAGE, stats: { evaluatedTokens: 42, cachedPrefixTokens: 0 } };
+    const windows = this.listWindows ? { listWindows: this.listWindows } : {};
+    return {
+      answers,
+      usage: USAGE,
+      stats: { evaluatedTokens: 42, cachedPrefixTokens: 0, ...windows },
+    };
   };
 }
 
@@ -387,6 +394,36 @@ describe("/metrics", () => {
     expect(families.get("decisiond_engine_errors_total")!.metrics[0]!.value).toBe("0");
     expect(families.get("decisiond_draining")!.metrics[0]!.value).toBe("0");
     expect(families.has("process_cpu_seconds_total")).toBe(true);
+  });
+
+  it("counts option lists planned in windows by how they were read, and warns once they are off", async () => {
+    const { key } = await store.createKey("acme");
+    const plain = await post(key);
+    expect(plain.headers.get("server-timing")).not.toMatch(/windows/);
+    model.listWindows = { planned: 6, read: 5 };
+    const windowed = await post(key);
+    expect(windowed.status).toBe(200);
+    expect(windowed.headers.get("server-timing")).toMatch(
+      /^decide;dur=[\d.]+, windows;desc=5, app;dur=/,
+    );
+    model.listWindows = { planned: 6, read: 0, off: true };
+    const whole = await post(key);
+    expect(whole.headers.get("server-timing")).toMatch(/, windows;desc=0, /);
+    const series = (await scrape()).get("decisiond_list_windows_total")!.metrics;
+    expect(Object.fromEntries(series.map((m) => [m.labels!.read, m.value]))).toEqual({
+      windows: "1",
+      whole: "1",
+    });
+    const lines = logs.map((line) => JSON.parse(line) as Record<string, any>);
+    const decided = lines.filter((l) => l.msg === "decided").map((l) => l.stats.listWindows);
+    expect(decided).toEqual([
+      undefined,
+      { planned: 6, read: 5 },
+      { planned: 6, read: 0, off: true },
+    ]);
+    const warned = lines.filter((l) => l.level === 40);
+    expect(warned).toHaveLength(1);
+    expect(warned[0]!.msg).toMatch(/read whole from now on/);
   });
 
   it("counts a request whose client left before its answer as 499 client_closed", async () => {

@@ -90,6 +90,8 @@ describe("a lead evaluated in windows", () => {
   it("is evaluated in windows, and answers again from the lead it kept, to the bit", async () => {
     expect(request.windows!.length).toBeGreaterThanOrEqual(4);
     expect(alone.cachedPrefixTokens).toBe(0);
+    expect(alone.leadWindows).toBe(request.windows!.length);
+    expect(whole.leadWindows).toBeUndefined();
     // Without windows the later option lines see the earlier ones, and the logits differ.
     expect(whole.branches).not.toEqual(alone.branches);
     const again = await engine.score(request);
@@ -97,6 +99,7 @@ describe("a lead evaluated in windows", () => {
       request.prefix.length + request.windows!.at(-1)!,
     );
     expect(again.branches).toEqual(alone.branches);
+    expect(again.leadWindows).toBe(request.windows!.length);
     // Another state in between: the windowed lead comes back from its snapshot.
     const decider = new Decider(engine, { contentFree: false });
     const other = windowed(
@@ -156,7 +159,10 @@ describe("a lead evaluated in windows", () => {
           return Promise.reject(Object.assign(new Error("no space left"), { code: "ENOSPC" }));
         return save(path);
       };
-      expect((await fresh.score(request)).branches).toEqual(whole.branches);
+      const fellBack = await fresh.score(request);
+      expect(fellBack.branches).toEqual(whole.branches);
+      expect(fellBack.leadWindows).toBeUndefined();
+      expect(fresh.evaluatesWindows).toBe(false);
       expect(failed).toBe(1);
       const decider = new Decider(fresh, { contentFree: false });
       const other = windowed(scoreRequestOf(await decider.plan(routing("Where is it?", 40))), 128);
@@ -227,10 +233,16 @@ describe("windows planned by the Decider", () => {
         const score = engine.score.bind(engine);
         engine.score = (request, signal) => (seen.push(request), score(request, signal));
         const decider = new Decider(engine, { ...TUNED_READOUT, contentFree: true });
-        await decider.decide(routing("My refund has not arrived.", 120));
+        const result = await decider.decide(routing("My refund has not arrived.", 120));
         // Three content-free states, then the request itself.
         expect(seen.length).toBe(4);
         expect(seen.at(-1)!.windows!.length).toBeGreaterThanOrEqual(4);
+        // What its log line and Server-Timing say: the windows planned, and those read.
+        const { planned, read, off } = result.stats.listWindows!;
+        expect(planned).toBe(seen.at(-1)!.windows!.length);
+        expect(read).toBeGreaterThan(1);
+        expect(read).toBeLessThanOrEqual(planned);
+        expect(off).toBeUndefined();
         for (const request of seen) expect(request.windows).toEqual(seen.at(-1)!.windows);
       } finally {
         await engine.close();

@@ -119,8 +119,12 @@ export class Call {
         },
       );
       // W3C Server-Timing: time spent in the engine and readout (ms), so a client can tell it
-      // from the HTTP, JSON and media work around it (bench/run.mjs uses it).
-      reply.header("server-timing", `decide;dur=${(performance.now() - started).toFixed(2)}`);
+      // from the HTTP, JSON and media work around it (bench/run.mjs uses it); and the windows a
+      // long option list was read in, when it was planned in windows.
+      const timing = `decide;dur=${(performance.now() - started).toFixed(2)}`;
+      const windows = result.stats.listWindows;
+      reply.header("server-timing", windows ? `${timing}, windows;desc=${windows.read}` : timing);
+      if (windows) this.countWindows(windows, reply);
       this.usage = result.usage;
       this.metrics.tokens.inc({ direction: "input" }, result.usage.input_tokens);
       this.metrics.tokens.inc({ direction: "output" }, result.usage.output_tokens);
@@ -132,6 +136,19 @@ export class Call {
       reply.hijack();
       return undefined;
     }
+  }
+
+  /** Counts a windowed plan's reading; says so when the engine turned windows off for good. */
+  private countWindows(
+    windows: NonNullable<DecisionResult["stats"]["listWindows"]>,
+    reply: FastifyReply,
+  ): void {
+    this.metrics.listWindows.inc({ read: windows.read > 0 ? "windows" : "whole" });
+    if (windows.off)
+      reply.log.warn(
+        { listWindows: windows },
+        "long option lists are read whole from now on: the engine could not merge a state of windows (docs/decisions/113-option-lines-in-windows.md)",
+      );
   }
 
   /**

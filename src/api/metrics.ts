@@ -12,6 +12,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom
  * | `decisiond_requests_in_flight` | gauge | — (decision requests being handled) |
  * | `decisiond_queue_depth` | gauge | — (decision requests waiting for their account's slot) |
  * | `decisiond_engine_errors_total` | counter | — (decisions that failed in the engine or readout, or whose engine did not answer) |
+ * | `decisiond_list_windows_total` | counter | `read` (`windows`/`whole`: decisions whose option lines were planned in windows, decision 113, by how the engine read them) |
  * | `decisiond_draining` | gauge | — (1 after SIGTERM) |
  *
  * plus prom-client's default process metrics (`process_*`, `nodejs_*`).
@@ -24,6 +25,7 @@ export interface ServiceMetrics {
   readonly inFlight: Gauge;
   readonly queueDepth: Gauge;
   readonly engineErrors: Counter;
+  readonly listWindows: Counter<"read">;
   readonly draining: Gauge;
 }
 
@@ -85,6 +87,12 @@ export function createMetrics(sources: MetricsSources): ServiceMetrics {
     engineErrors: new Counter({
       name: "decisiond_engine_errors_total",
       help: "Decision requests that failed in the engine or the readout (500), or whose engine did not answer (503 engine_unreachable)",
+      registers,
+    }),
+    listWindows: new Counter({
+      name: "decisiond_list_windows_total",
+      help: "Decisions whose option lines were planned in windows, by how the engine read them: in windows, or whole",
+      labelNames: ["read"] as const,
       registers,
     }),
     draining: new Gauge({

@@ -1,4 +1,4 @@
-import type { Engine, Token } from "../engine/types.js";
+import type { Engine, ScoreResult, Token } from "../engine/types.js";
 import { answer } from "./answer.js";
 import { LabelTokenizer } from "./label-style.js";
 import { DEFAULT_TRIE_TOLERANCE, type DeciderOptions } from "./options.js";
@@ -141,6 +141,7 @@ export class Decider {
         evaluatedTokens: result.evaluatedTokens,
         cachedPrefixTokens: result.cachedPrefixTokens,
         prefixTokens: plan.prefix.length,
+        ...(plan.windows ? { listWindows: listWindowsOf(plan.windows, result, this.engine) } : {}),
       },
       ...refused,
     };
@@ -154,4 +155,14 @@ export class Decider {
     const planner = { model: this.engine, prepared, labels: this.labels, options: this.options };
     return planRequest(request, planner, signal);
   }
+}
+
+/** What became of a plan's windows (`DecisionResult.stats.listWindows`). */
+function listWindowsOf(
+  planned: readonly number[],
+  result: ScoreResult,
+  engine: Engine,
+): NonNullable<DecisionResult["stats"]["listWindows"]> {
+  const read = { planned: planned.length, read: result.leadWindows ?? 0 };
+  return engine.evaluatesWindows === false ? { ...read, off: true } : read;
 }

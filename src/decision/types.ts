@@ -140,6 +140,16 @@ export interface DecisionResult {
     readonly cachedPrefixTokens: number;
     /** Tokens of the shared prefix, when the decision layer planned it. */
     readonly prefixTokens?: number;
+    /**
+     * When the option lines were planned in windows (decision 113): how many were planned, how
+     * many the engine read them in (0: it read the list whole), and `off` when the engine stopped
+     * reading windows for good in this call (a state it could not merge).
+     */
+    readonly listWindows?: {
+      readonly planned: number;
+      readonly read: number;
+      readonly off?: true;
+    };
   };
   /** Ids of the questions left unanswered (see {@link DecisionRequest.unfit}); absent when none. */
   readonly refused?: readonly string[];

@@ -136,6 +136,11 @@ export interface ScoreResult {
   readonly cachedPrefixTokens: number;
   /** Context positions the request's images occupy (0 or absent without media). */
   readonly mediaTokens?: number;
+  /**
+   * The windows the branches' common start was read in (`ScoreRequest.windows`), evaluated now
+   * or kept from an earlier request; absent: it was read whole, as one list.
+   */
+  readonly leadWindows?: number;
 }
 
 /** Cumulative work counters of an engine since it was opened (for tests and diagnostics). */

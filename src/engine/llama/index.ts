@@ -349,6 +349,7 @@ export class LlamaEngine implements Engine {
         branches: scores,
         evaluatedTokens: progress.evaluatedTokens,
         cachedPrefixTokens: progress.cachedPrefixTokens!,
+        ...(progress.leadLayout ? { leadWindows: progress.leadLayout.length } : {}),
       };
     } finally {
       // Sequence 0 holds exactly the prefix again, and the tiled part of the lead this turn holds
