@@ -17,6 +17,7 @@ import { SYSTEMONE_PATH } from "../protocol/routes.js";
 import { openAccounts, serveConsole, type AccountsConfig, type Print } from "./accounts.js";
 import { listenApp, packageVersion } from "./app.js";
 import { engineReady, openBackend, type Backend } from "./backend.js";
+import { noticeWhileSlow } from "./slow-notice.js";
 import {
   catalogueEntryOfFile,
   mediaOptions,
@@ -156,7 +157,14 @@ export async function startService(options: ServiceOptions): Promise<PassThrough
       bundleFiles(options),
       options.passThrough ? "none" : options.calibration,
     );
-    const backend = opened.add(await openBackend(bundle, options));
+    const backend = opened.add(
+      await noticeWhileSlow(
+        openBackend(bundle, options),
+        print,
+        (seconds) =>
+          `decisiond: still loading ${bundle.modelId} (${seconds} s): node-llama-cpp may be building llama.cpp for this machine, or waiting for another process's build of it, which can take minutes`,
+      ),
+    );
     const served = await servedModel(bundle, backend, options);
     const { app, url, lifecycle } = await listenApp(served, {
       ...options,
