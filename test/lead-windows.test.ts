@@ -9,6 +9,7 @@ import {
   parseSequenceState,
   ropeShift,
   StateFormatError,
+  StateWriter,
   writeSequenceState,
 } from "../src/engine/llama/sequence-state.js";
 
@@ -162,6 +163,29 @@ describe("sequence-state files", () => {
     expect(state.keys[0]!.data.subarray(32).every((byte) => byte === 0)).toBe(true);
     expect(state.values[1]!.data.subarray(32)).toEqual(b.values[1]!.data);
     expect(() => cellsBetween(a, 2, 6)).toThrow(/missing/);
+  });
+
+  it("writes windows in place as they come, and refuses a cell written twice or left out", () => {
+    const a = parseSequenceState(stateFile(6));
+    const b = parseSequenceState(stateFile(6));
+    const writer = new StateWriter(a, [1, 2, 3, 4, 5, 6, 7, 8], (row) => row.fill(0));
+    // A prefix of 2 cells, then two windows of 3 each evaluated right after it.
+    writer.place(a, 0, 2, 0, 0);
+    writer.place(a, 2, 5, 2, 0);
+    expect(() => writer.finish()).toThrow(/cell 5 not written/);
+    expect(() => writer.place(b, 2, 5, 4, 3)).toThrow(/written twice/);
+    const writer2 = new StateWriter(a, [1, 2, 3, 4, 5, 6, 7, 8], (row) => row.fill(0));
+    writer2.place(a, 0, 2, 0, 0);
+    writer2.place(a, 2, 5, 2, 0);
+    writer2.place(b, 2, 5, 5, 3);
+    const state = parseSequenceState(writer2.finish());
+    expect([...state.positions]).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+    expect(state.tokens).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+    // The second window's keys turned (here: zeroed), its values as evaluated.
+    expect(state.keys[1]!.data.subarray(5 * 8).every((byte) => byte === 0)).toBe(true);
+    expect(state.keys[1]!.data.subarray(0, 5 * 8)).toEqual(a.keys[1]!.data.subarray(0, 5 * 8));
+    expect(state.values[0]!.data.subarray(5 * 8)).toEqual(b.values[0]!.data.subarray(2 * 8, 5 * 8));
+    expect(() => writer2.place(a, 4, 7, 0, 0)).toThrow(/missing/);
   });
 
   it("turns keys by RoPE: two shifts make their sum, and back is where they were", () => {

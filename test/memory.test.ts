@@ -47,8 +47,38 @@ function rssMiB(pid: number): number {
   return Number(/VmRSS:\s+(\d+) kB/.exec(status)![1]) / 1024;
 }
 
-/** Starts `decisiond serve` (default model, auth off) and returns its idle RSS after one answer. */
-async function idleRss(extraEnv: Record<string, string> = {}): Promise<number> {
+const REFUND = {
+  model: "jev-latest",
+  state: "I was charged twice for my order",
+  questions: { refund: { type: "noul", instructions: "Is a refund requested?" } },
+};
+
+/** One choice of 200 described queues: a list read in windows (decision 113). */
+const QUEUES = {
+  model: "jev-latest",
+  state: "My refund has not arrived.",
+  questions: {
+    queue: {
+      type: "choice",
+      instructions: "Which queue owns this ticket?",
+      criteria: Object.fromEntries(
+        Array.from({ length: 200 }, (_, i) => [
+          `queue_${i + 1}`,
+          `Tickets about product area number ${i + 1}: its invoices, outages and refunds`,
+        ]),
+      ),
+    },
+  },
+};
+
+/**
+ * Starts `decisiond serve` (default model, auth off) and returns its RSS 2 s after answering
+ * `body`, with the answer's Server-Timing and the process's id.
+ */
+async function idleRss(
+  extraEnv: Record<string, string> = {},
+  body: object = REFUND,
+): Promise<{ rss: number; timing: string; pid: number }> {
   if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run \`npm run build\` first`);
   home = await mkdtemp(join(tmpdir(), "decisiond-memory-"));
   const port = await freePort();
@@ -78,17 +108,13 @@ async function idleRss(extraEnv: Record<string, string> = {}): Promise<number> {
   const reply = await fetch(`${url}/v1/systemone`, {
     method: "POST",
     headers: { "content-type": "application/json" },
-    body: JSON.stringify({
-      model: "jev-latest",
-      state: "I was charged twice for my order",
-      questions: { refund: { type: "noul", instructions: "Is a refund requested?" } },
-    }),
+    body: JSON.stringify(body),
   });
   expect(reply.status).toBe(200);
   await new Promise((resolve) => setTimeout(resolve, 2000));
   const rss = rssMiB(child.pid!);
   console.log(`decisiond serve idle RSS: ${rss.toFixed(0)} MiB ${JSON.stringify(extraEnv)}`);
-  return rss;
+  return { rss, timing: reply.headers.get("server-timing") ?? "", pid: child.pid! };
 }
 
 describe("item 4: memory at idle", () => {
@@ -102,14 +128,23 @@ describe("item 4: memory at idle", () => {
   });
 
   it(`decisiond serve with the default model: idle RSS ≤ ${LIMIT_MIB} MiB`, async () => {
-    expect(await idleRss()).toBeLessThanOrEqual(LIMIT_MIB);
+    expect((await idleRss()).rss).toBeLessThanOrEqual(LIMIT_MIB);
+  }, 600_000);
+
+  // The state its windows were written into (about 120 MB here) is freed at the next collection.
+  it(`after a long option list read in windows: back at ≤ ${LIMIT_MIB} MiB within 30 s`, async () => {
+    const { timing, pid } = await idleRss({}, QUEUES);
+    expect(Number(/windows;desc=(\d+)/.exec(timing)?.[1])).toBeGreaterThan(1);
+    await expect
+      .poll(() => rssMiB(pid), { timeout: 30_000, interval: 1000 })
+      .toBeLessThanOrEqual(LIMIT_MIB);
   }, 600_000);
 
   it.runIf(process.env.DECISIOND_TEST_VULKAN_LIBS)(
     `with a Vulkan loader and no GPU: idle RSS ≤ ${LIMIT_MIB} MiB`,
     async () => {
       const libs = process.env.DECISIOND_TEST_VULKAN_LIBS!;
-      const rss = await idleRss({
+      const { rss } = await idleRss({
         LD_LIBRARY_PATH: `${libs}${process.env.LD_LIBRARY_PATH ? `:${process.env.LD_LIBRARY_PATH}` : ""}`,
         ...(process.env.DECISIOND_TEST_VK_ICD
           ? { VK_ICD_FILENAMES: process.env.DECISIOND_TEST_VK_ICD }

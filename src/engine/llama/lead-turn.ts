@@ -68,14 +68,14 @@ export async function runLeadTurn(
   const windowed = ends !== undefined && at < ends.at(-1)!;
   if (windowed) {
     progress.leadHeld = 0;
-    const done = (progress.windows ??= { windows: [] });
+    const done = (progress.windows ??= { windows: 0 });
     const end = ends.at(-1)!;
     for (;;) {
       const stop = giveWay && ((left: number) => giveWay!(leadWork - (end - left)));
       const turn = { prefixLength: request.prefix.length, lead, ends, tally, signal };
       const run = await options.windows!.run(done, { ...turn, ...options, giveWay: stop });
       // Between two windows sequence 0 holds the prefix; the windows evaluated are in `done`.
-      const windowsDone = done.windows.length;
+      const windowsDone = done.windows;
       if (run === "stopped" && (await parked(0, ends[windowsDone - 1] ?? 0))) return YIELDED;
       if (run === "stopped") continue;
       progress.windows = undefined;

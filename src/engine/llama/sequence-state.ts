@@ -114,13 +114,7 @@ export interface PlacedCells {
  * @throws {@link StateFormatError} when a position in the range is missing or held twice
  */
 export function cellsBetween(state: SequenceState, from: number, to: number): SequenceState {
-  const slot = new Int32Array(Math.max(0, to - from)).fill(-1);
-  state.positions.forEach((position, cell) => {
-    if (position < from || position >= to) return;
-    if (slot[position - from] !== -1) throw new StateFormatError(`two cells at ${position}`);
-    slot[position - from] = cell;
-  });
-  if (slot.includes(-1)) throw new StateFormatError(`a position in [${from}, ${to}) is missing`);
+  const slot = cellsAt(state, from, to);
   const pick = (rows: StateRows): StateRows => {
     const data = Buffer.alloc(rows.rowBytes * slot.length);
     slot.forEach((cell, i) =>
@@ -135,6 +129,21 @@ export function cellsBetween(state: SequenceState, from: number, to: number): Se
     keys: state.keys.map(pick),
     values: state.values.map(pick),
   };
+}
+
+/**
+ * The cell holding each position of `[from, to)` in `state`, in position order.
+ * @throws {@link StateFormatError} when a position in the range is missing or held twice
+ */
+function cellsAt(state: SequenceState, from: number, to: number): Int32Array {
+  const slot = new Int32Array(Math.max(0, to - from)).fill(-1);
+  state.positions.forEach((position, cell) => {
+    if (position < from || position >= to) return;
+    if (slot[position - from] !== -1) throw new StateFormatError(`two cells at ${position}`);
+    slot[position - from] = cell;
+  });
+  if (slot.includes(-1)) throw new StateFormatError(`a position in [${from}, ${to}) is missing`);
+  return slot;
 }
 
 /** Rotates one f16 key row in place from position p to p + shift. */
@@ -155,58 +164,137 @@ export function writeSequenceState(
 ): Buffer {
   const cells = parts.reduce((n, { state }) => n + state.positions.length, 0);
   if (cells !== tokens.length) throw new RangeError(`${cells} cells for ${tokens.length} tokens`);
-  const layers = header.keys.length;
-  const rowsBytes = [...header.keys, ...header.values].reduce(
-    (n, rows) => n + 12 + rows.rowBytes * cells,
-    0,
-  );
-  // Magic, version, token count, tokens, stream count, a cell count a stream, cells, values
-  // transposed and layer count, rows.
-  const size = 16 + 4 * tokens.length + 4 * header.streams + 12 * cells + 8 + rowsBytes;
-  const out = Buffer.alloc(size);
+  const writer = new StateWriter(header, tokens, rotate);
   let at = 0;
-  const u32 = (v: number) => (at = out.writeUInt32LE(v, at));
-  const i32 = (v: number) => (at = out.writeInt32LE(v, at));
-  u32(header.magic);
-  u32(header.version);
-  u32(tokens.length);
-  for (const token of tokens) i32(token);
-  u32(header.streams);
-  for (let stream = 0; stream < header.streams; stream++) {
-    if (stream !== header.stream) {
-      u32(0);
-      continue;
-    }
-    u32(cells);
-    for (const { state, shift } of parts)
-      for (const position of state.positions) {
-        i32(position + shift);
-        u32(1);
-        i32(header.sequenceId);
-      }
-    u32(0);
-    u32(layers);
-    for (const which of ["keys", "values"] as const)
-      for (let layer = 0; layer < layers; layer++) {
-        const { type, rowBytes } = header[which][layer]!;
-        i32(type);
-        at = out.writeBigUInt64LE(BigInt(rowBytes), at);
-        for (const { state, shift } of parts) {
-          const rows = state[which][layer]!;
-          if (rows.rowBytes !== rowBytes || rows.type !== type)
-            throw new StateFormatError("rows of two layouts");
-          const start = at;
-          if (rows.data.length !== rowBytes * state.positions.length)
-            throw new StateFormatError("rows not one a cell");
-          at += rows.data.copy(out, at);
-          if (which === "keys" && shift !== 0)
-            for (let row = start; row < at; row += rowBytes)
-              rotate(new Uint16Array(out.buffer, out.byteOffset + row, rowBytes / 2), shift);
-        }
-      }
+  for (const { state, shift } of parts) {
+    const first = state.positions.length > 0 ? state.positions.reduce((m, p) => Math.min(m, p)) : 0;
+    writer.place(state, first, first + state.positions.length, at, shift);
+    at += state.positions.length;
   }
-  if (at !== size) throw new RangeError(`wrote ${at} of ${size} bytes`);
-  return out;
+  return writer.finish();
+}
+
+/**
+ * One sequence-state file written in place, cell range by cell range, so that the windows of a
+ * lead go into it as each is evaluated and no copy of them is kept apart (the buffer is allocated
+ * once, whole: one cell a token).
+ * @example
+ * ```ts
+ * const writer = new StateWriter(state, tokens, rotate);
+ * writer.place(state, 0, prefixLength, 0, 0); // the prefix's cells, where they are
+ * writer.place(window, prefixLength, prefixLength + 512, prefixLength + 512, 512); // moved and turned
+ * await writeFile(path, writer.finish());
+ * ```
+ */
+export class StateWriter {
+  private readonly out: Buffer;
+  /** Byte offset of the first cell's position. */
+  private readonly cellsAt: number;
+  /** Byte offset of each layer's key rows, then each layer's value rows. */
+  private readonly rowsAt: number[] = [];
+  private readonly rowBytes: number[];
+  private readonly filled: Uint8Array;
+
+  /**
+   * @param header - a state of the layout to write (magic, version, streams, sequence id, rows)
+   * @param tokens - the file's tokens: one cell each, in order
+   * @param rotate - turns a key row from one position to another (`ropeShift`)
+   */
+  constructor(
+    private readonly header: SequenceState,
+    tokens: readonly number[],
+    private readonly rotate: RopeShift,
+  ) {
+    const cells = tokens.length;
+    const rows = [...header.keys, ...header.values];
+    this.rowBytes = rows.map((r) => r.rowBytes);
+    const rowsBytes = rows.reduce((n, r) => n + 12 + r.rowBytes * cells, 0);
+    // Magic, version, token count, tokens, stream count, a cell count a stream, cells, values
+    // transposed and layer count, rows.
+    const size = 16 + 4 * cells + 4 * header.streams + 12 * cells + 8 + rowsBytes;
+    const out = (this.out = Buffer.allocUnsafeSlow(size));
+    this.filled = new Uint8Array(cells);
+    let at = 0;
+    const u32 = (v: number) => (at = out.writeUInt32LE(v, at));
+    u32(header.magic);
+    u32(header.version);
+    u32(cells);
+    for (const token of tokens) at = out.writeInt32LE(token, at);
+    u32(header.streams);
+    for (let stream = 0; stream < header.stream; stream++) u32(0);
+    u32(cells);
+    this.cellsAt = at;
+    at += 12 * cells;
+    u32(0);
+    u32(header.keys.length);
+    for (const r of rows) {
+      at = out.writeInt32LE(r.type, at);
+      at = out.writeBigUInt64LE(BigInt(r.rowBytes), at);
+      this.rowsAt.push(at);
+      at += r.rowBytes * cells;
+    }
+    for (let stream = header.stream + 1; stream < header.streams; stream++) u32(0);
+    if (at !== size) throw new RangeError(`laid out ${at} of ${size} bytes`);
+  }
+
+  /**
+   * Copies the cells of `state` at positions `[from, to)`, in position order, to cells `at`, `at + 1`,
+   * …, at their positions plus `shift`, their keys turned by as much.
+   * @throws {@link StateFormatError} when a position in the range is missing or held twice, when
+   *   the rows differ in layout from the header's, or when a cell is written twice
+   */
+  place(state: SequenceState, from: number, to: number, at: number, shift: number): void {
+    const count = Math.max(0, to - from);
+    if (at < 0 || at + count > this.filled.length)
+      throw new RangeError(`cells [${at}, ${at + count}) of ${this.filled.length}`);
+    const rows = [...state.keys, ...state.values];
+    if (
+      rows.length !== this.rowBytes.length ||
+      rows.some((r, i) => r.rowBytes !== this.rowBytes[i] || r.type !== this.typeOf(i))
+    )
+      throw new StateFormatError("rows of two layouts");
+    if (rows.some((r) => r.data.length !== r.rowBytes * state.positions.length))
+      throw new StateFormatError("rows not one a cell");
+    const slot = cellsAt(state, from, to);
+    for (let i = 0; i < count; i++) {
+      if (this.filled[at + i]) throw new StateFormatError(`cell ${at + i} written twice`);
+      this.filled[at + i] = 1;
+      let cellAt = this.cellsAt + 12 * (at + i);
+      cellAt = this.out.writeInt32LE(from + i + shift, cellAt);
+      cellAt = this.out.writeUInt32LE(1, cellAt);
+      this.out.writeInt32LE(this.header.sequenceId, cellAt);
+    }
+    const keys = state.keys.length;
+    rows.forEach((r, k) => {
+      const bytes = r.rowBytes;
+      const base = this.rowsAt[k]! + at * bytes;
+      slot.forEach((cell, i) =>
+        r.data.copy(this.out, base + i * bytes, cell * bytes, (cell + 1) * bytes),
+      );
+      if (k < keys && shift !== 0)
+        for (let i = 0; i < count; i++)
+          this.rotate(
+            new Uint16Array(this.out.buffer, this.out.byteOffset + base + i * bytes, bytes / 2),
+            shift,
+          );
+    });
+  }
+
+  /**
+   * The file, once every cell is written.
+   * @throws {@link StateFormatError} naming the first cell not written
+   */
+  finish(): Buffer {
+    const missing = this.filled.indexOf(0);
+    if (missing !== -1) throw new StateFormatError(`cell ${missing} not written`);
+    return this.out;
+  }
+
+  /** The ggml type of rows `i` (keys, then values) in the header. */
+  private typeOf(i: number): number {
+    const keys = this.header.keys.length;
+    return (i < keys ? this.header.keys[i] : this.header.values[i - keys])!.type;
+  }
 }
 
 /**

@@ -3,11 +3,10 @@ import type { LlamaContextSequence, LlamaModel, Token as LlamaToken } from "node
 import type { CallPace } from "./call-pace.js";
 import { countBranchTokens, type DecodeTally } from "./lanes.js";
 import {
-  cellsBetween,
   parseSequenceState,
   ropeShift,
   StateFormatError,
-  writeSequenceState,
+  StateWriter,
   type RopeShift,
   type SequenceState,
 } from "./sequence-state.js";
@@ -18,18 +17,19 @@ import type { Token } from "../types.js";
  * A lead's windows (decode/lead-windows.ts) in the in-process engine. node-llama-cpp gives each
  * sequence consecutive positions and its own KV stream, so a window cannot be hidden from the
  * next inside one sequence. Each window is evaluated into sequence 0 right after the prefix,
- * its cells saved (llama.cpp's sequence-state file, sequence-state.ts) and erased; then the
- * prefix and every window, its keys turned by RoPE to its place in the list, are written into one
- * state and loaded back. Between two windows the request may give the model up; what its windows
- * left is kept in memory ({@link WindowsDone}) for its next turn.
+ * its cells saved (llama.cpp's sequence-state file, sequence-state.ts) and erased, and copied at
+ * once, its keys turned by RoPE to its place in the list, into one state that holds the prefix and
+ * every window (a {@link StateWriter}); that state is loaded back when the last is in. Between two
+ * windows the request may give the model up; the state being written is kept in memory
+ * ({@link WindowsDone}) for its next turn.
  */
 
 /** What a request's turns have evaluated of its windows. */
 export interface WindowsDone {
-  /** Each window evaluated so far, its cells as evaluated right after the prefix. */
-  readonly windows: SequenceState[];
-  /** The prefix's cells under them. */
-  prefix?: SequenceState;
+  /** Windows evaluated so far, in order. */
+  windows: number;
+  /** The state the prefix and those windows are written into; absent before the first. */
+  state?: StateWriter;
 }
 
 /** How {@link LeadWindowsRunner.run} ended. */
@@ -65,7 +65,7 @@ export interface WindowsTurn {
  * @example
  * ```ts
  * const runner = new LeadWindowsRunner(sequence0, ropeShiftOf(model)!, join(cacheDir, "windows.kv"));
- * const run = await runner.run({ windows: [] }, turn); // "whole" | "stopped" | "failed"
+ * const run = await runner.run({ windows: 0 }, turn); // "whole" | "stopped" | "failed"
  * ```
  */
 export class LeadWindowsRunner {
@@ -103,7 +103,9 @@ export class LeadWindowsRunner {
   async run(done: WindowsDone, turn: WindowsTurn): Promise<WindowsRun> {
     const { prefixLength, lead, ends, tally, signal } = turn;
     await this.cutBackTo(prefixLength);
-    const started = done.windows.length;
+    const started = done.windows;
+    // The merged state's tokens: the prefix's and the lead's up to the last window's end.
+    const stateTokens = [...this.sequence.contextTokens, ...lead.slice(0, ends.at(-1))];
     try {
       for (let k = started; k < ends.length; k++) {
         const start = k === 0 ? 0 : ends[k - 1]!;
@@ -120,11 +122,15 @@ export class LeadWindowsRunner {
           countBranchTokens(tally, calls);
         }
         const state = await this.saved();
-        done.windows.push(cellsBetween(state, prefixLength, prefixLength + size));
-        done.prefix ??= cellsBetween(state, 0, prefixLength);
+        if (!done.state) {
+          done.state = new StateWriter(state, stateTokens, this.rotate);
+          done.state.place(state, 0, prefixLength, 0, 0);
+        }
+        done.state.place(state, prefixLength, prefixLength + size, prefixLength + start, start);
+        done.windows++;
         await this.cutBackTo(prefixLength);
       }
-      await this.load(done, lead.slice(0, ends.at(-1)), ends);
+      await this.load(done.state!, stateTokens.length);
       return "whole";
     } catch (error) {
       if (signal?.aborted) throw error;
@@ -132,7 +138,8 @@ export class LeadWindowsRunner {
       await this.cutBackTo(prefixLength);
       // A load that failed part way may leave the sequence without its prefix: that fails the turn.
       if (this.sequence.nextTokenIndex !== prefixLength) throw error;
-      done.windows.length = 0;
+      done.windows = 0;
+      delete done.state;
       return "failed";
     }
   }
@@ -147,17 +154,11 @@ export class LeadWindowsRunner {
     }
   }
 
-  /** Writes the prefix and the windows in place into one state, and loads it into sequence 0. */
-  private async load(done: WindowsDone, lead: readonly Token[], ends: readonly number[]) {
-    const prefix = done.prefix!;
-    const tokens = [...this.sequence.contextTokens, ...lead];
-    const parts = [
-      { state: prefix, shift: 0 },
-      ...done.windows.map((state, k) => ({ state, shift: k === 0 ? 0 : ends[k - 1]! })),
-    ];
-    const merged = writeSequenceState(prefix, tokens, parts, this.rotate);
+  /** Loads the state holding the prefix and every window, `tokens` cells, into sequence 0. */
+  private async load(state: StateWriter, tokens: number) {
+    const merged = state.finish();
     // llama.cpp aborts the process on a state that ends early: read it back first.
-    if (parseSequenceState(merged).positions.length !== tokens.length)
+    if (parseSequenceState(merged).positions.length !== tokens)
       throw new StateFormatError("the merged state lost cells");
     try {
       await writeFile(this.file, merged);
@@ -165,10 +166,8 @@ export class LeadWindowsRunner {
     } finally {
       await unlink(this.file).catch(() => undefined);
     }
-    if (this.sequence.nextTokenIndex !== tokens.length)
-      throw new StateFormatError(
-        `${this.sequence.nextTokenIndex} tokens loaded of ${tokens.length}`,
-      );
+    if (this.sequence.nextTokenIndex !== tokens)
+      throw new StateFormatError(`${this.sequence.nextTokenIndex} tokens loaded of ${tokens}`);
   }
 
   /** Erases what sequence 0 holds past its first `length` tokens. */
