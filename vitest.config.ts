@@ -41,6 +41,7 @@ const unit = [
   "test/serve-lock.test.ts",
   "test/silent-connections.test.ts",
   "test/slow-bodies.test.ts",
+  "test/slow-notice.test.ts",
   "test/training-plans.test.ts",
   "test/turn-queue.test.ts",
   "test/turns.test.ts",

@@ -16,8 +16,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { servedModelFile } from "./workload.mjs";
-const { cellsBetween, parseSequenceState, writeSequenceState } =
-  await import("../dist/engine/llama/sequence-state.js");
+const { parseSequenceState, StateWriter } = await import("../dist/engine/llama/sequence-state.js");
 const { ropeShiftOf } = await import("../dist/engine/llama/windowed-lead.js");
 const args = Object.fromEntries(process.argv.slice(2).map((a) => a.split("=")));
 const MODEL = args.model ?? (await servedModelFile());
@@ -77,8 +76,8 @@ async function putBlock(prefix, chunks) {
   await seq0.evaluateWithoutGeneratingNewTokens(prefix);
   const P = prefix.length;
   let offset = P;
-  const parts = [];
-  const tokens = [...prefix];
+  const tokens = [...prefix, ...chunks.flat()];
+  let writer;
   for (let r = 0; r < chunks.length; r += HELPERS) {
     const round = chunks.slice(r, r + HELPERS);
     await Promise.all(
@@ -92,16 +91,17 @@ async function putBlock(prefix, chunks) {
       const path = `${dir}/h${i}.bin`;
       await helpers[i].saveStateToFile(path);
       const st = parseSequenceState(readFileSync(path));
-      if (parts.length === 0) parts.push({ state: cellsBetween(st, 0, P), shift: 0 });
-      parts.push({ state: cellsBetween(st, P, P + round[i].length), shift: offset - P });
-      tokens.push(...round[i]);
+      if (!writer) {
+        writer = new StateWriter(st, tokens, rotate);
+        writer.place(st, 0, P, 0, 0);
+      }
+      writer.place(st, P, P + round[i].length, offset, offset - P);
       offset += round[i].length;
     }
   }
   T.eval += performance.now() - T0;
   const T1 = performance.now();
-  const merged = writeSequenceState(parts[0].state, tokens, parts, rotate);
-  writeFileSync(`${dir}/merged.bin`, merged);
+  writeFileSync(`${dir}/merged.bin`, writer.finish());
   await seq0.loadStateFromFile(`${dir}/merged.bin`, { acceptRisk: true });
   T.merge += performance.now() - T1;
 }

@@ -324,7 +324,7 @@ describe("validation (seed rule 5): 422 with detail[] saying where", () => {
         questions: { q: { ...SCORE, criteria: Array.from({ length: 11 }, (_, i) => `l${i}`) } },
       },
       ["body", "questions", "q", "criteria"],
-      /2 to 10/,
+      /2 to 10 levels, got 11/,
     ],
     [
       "map-form score",

@@ -5,13 +5,12 @@ import { ropeShiftOf } from "../src/engine/llama/windowed-lead.js";
 import { halfToFloat } from "../src/models/dequantize.js";
 import { floatToHalf } from "../src/models/requantize.js";
 import {
-  cellsBetween,
   parseSequenceState,
   ropeShift,
   StateFormatError,
   StateWriter,
-  writeSequenceState,
 } from "../src/engine/llama/sequence-state.js";
+import { cellsOf } from "./support/state-cells.js";
 
 /**
  * Option lines in windows (docs/decisions/113), the parts that need no model: where a question
@@ -91,43 +90,77 @@ describe("leadWindows and windowsAgree", () => {
   });
 });
 
-/** A state file of `cells` cells (positions from `first`), 2 layers, rows of 8 bytes. */
+/**
+ * A state file of `cells` cells (positions from `first`, in file order `order` when given), 2
+ * layers, rows of 8 bytes; in stream `stream` of `streams` (default 0 of 2), the others empty.
+ */
 function stateFile(
   cells: number,
   first = 0,
-  options: { version?: number; transposed?: number } = {},
+  options: {
+    version?: number;
+    transposed?: number;
+    stream?: number;
+    streams?: number;
+    order?: number[];
+  } = {},
 ) {
+  const { stream = 0, streams = 2 } = options;
+  const order = options.order ?? Array.from({ length: cells }, (_, c) => c);
   const parts: Buffer[] = [];
   const u32 = (v: number) => parts.push(Buffer.from(new Uint32Array([v]).buffer));
   u32(0x67677371);
   u32(options.version ?? 3);
   u32(cells);
   for (let c = 0; c < cells; c++) u32(100 + c);
-  u32(2); // streams: the second is empty
+  u32(streams);
+  for (let s = 0; s < stream; s++) u32(0);
   u32(cells);
-  for (let c = 0; c < cells; c++) [first + c, 1, 0].forEach(u32);
+  for (const c of order) [first + c, 1, 0].forEach(u32);
   u32(options.transposed ?? 0);
   u32(2);
   for (let block = 0; block < 4; block++) {
     u32(1);
     parts.push(Buffer.from(new BigUint64Array([8n]).buffer));
     const rows = Buffer.alloc(8 * cells);
-    for (let i = 0; i < rows.length; i += 2) rows.writeUInt16LE(floatToHalf(block + i / 100), i);
+    // A cell's row says which block and position it is: file order follows `order`.
+    for (let i = 0; i < rows.length; i += 2)
+      rows.writeUInt16LE(floatToHalf(block + order[Math.floor(i / 8)]! / 10 + (i % 8) / 100), i);
     parts.push(rows);
   }
-  u32(0);
+  for (let s = stream + 1; s < streams; s++) u32(0);
   return Buffer.concat(parts);
 }
 
 describe("sequence-state files", () => {
-  it("reads a state and writes it back byte for byte", () => {
-    const buffer = stateFile(5);
-    const state = parseSequenceState(buffer);
-    expect(state.positions).toEqual(Int32Array.from([0, 1, 2, 3, 4]));
-    expect(state.stream).toBe(0);
-    const all = cellsBetween(state, 0, 5);
-    const written = writeSequenceState(all, state.tokens, [{ state: all, shift: 0 }], () => {});
-    expect(written.equals(buffer)).toBe(true);
+  it("reads a state and writes it back byte for byte, in any stream", () => {
+    for (const [stream, streams] of [
+      [0, 1],
+      [0, 2],
+      [1, 3],
+      [3, 4],
+    ] as const) {
+      const buffer = stateFile(5, 0, { stream, streams });
+      const state = parseSequenceState(buffer);
+      expect(state.positions).toEqual(Int32Array.from([0, 1, 2, 3, 4]));
+      expect(state.stream).toBe(stream);
+      const writer = new StateWriter(state, state.tokens, () => {});
+      writer.place(state, 0, 5, 0, 0);
+      expect(writer.finish().equals(buffer)).toBe(true);
+    }
+  });
+
+  it("writes cells stored out of order in position order, rows with them", () => {
+    const shuffled = parseSequenceState(stateFile(5, 0, { order: [2, 0, 1, 4, 3] }));
+    const sorted = parseSequenceState(stateFile(5));
+    const writer = new StateWriter(shuffled, sorted.tokens, () => {});
+    writer.place(shuffled, 0, 5, 0, 0);
+    const state = parseSequenceState(writer.finish());
+    expect([...state.positions]).toEqual([0, 1, 2, 3, 4]);
+    for (let layer = 0; layer < 2; layer++) {
+      expect(state.keys[layer]!.data).toEqual(sorted.keys[layer]!.data);
+      expect(state.values[layer]!.data).toEqual(sorted.values[layer]!.data);
+    }
   });
 
   it("refuses a layout it cannot merge, naming what differs", () => {
@@ -143,26 +176,20 @@ describe("sequence-state files", () => {
     const a = parseSequenceState(stateFile(4));
     const b = parseSequenceState(stateFile(3, 4));
     const turned: number[] = [];
-    const merged = writeSequenceState(
-      a,
-      [1, 2, 3, 4, 5, 6, 7],
-      [
-        { state: cellsBetween(a, 0, 4), shift: 0 },
-        { state: cellsBetween(b, 4, 7), shift: 10 },
-      ],
-      (row, shift) => {
-        turned.push(shift);
-        row.fill(0);
-      },
-    );
-    const state = parseSequenceState(merged);
+    const writer = new StateWriter(a, [1, 2, 3, 4, 5, 6, 7], (row, shift) => {
+      turned.push(shift);
+      row.fill(0);
+    });
+    writer.place(a, 0, 4, 0, 0);
+    writer.place(b, 4, 7, 4, 10);
+    const state = parseSequenceState(writer.finish());
     expect(state.tokens).toEqual([1, 2, 3, 4, 5, 6, 7]);
     expect([...state.positions]).toEqual([0, 1, 2, 3, 14, 15, 16]);
     // Three keys turned in each of the two layers; the values moved as they were.
     expect(turned).toEqual([10, 10, 10, 10, 10, 10]);
     expect(state.keys[0]!.data.subarray(32).every((byte) => byte === 0)).toBe(true);
     expect(state.values[1]!.data.subarray(32)).toEqual(b.values[1]!.data);
-    expect(() => cellsBetween(a, 2, 6)).toThrow(/missing/);
+    expect(() => cellsOf(a, 2, 6)).toThrow(/missing/);
   });
 
   it("writes windows in place as they come, and refuses a cell written twice or left out", () => {
@@ -174,6 +201,13 @@ describe("sequence-state files", () => {
     writer.place(a, 2, 5, 2, 0);
     expect(() => writer.finish()).toThrow(/cell 5 not written/);
     expect(() => writer.place(b, 2, 5, 4, 3)).toThrow(/written twice/);
+    // A place that fails part way leaves its cells unwritten: the file is refused, not garbage.
+    const failing = new StateWriter(a, [1, 2], () => {
+      throw new Error("no turn");
+    });
+    failing.place(a, 0, 1, 0, 0);
+    expect(() => failing.place(a, 1, 2, 1, 5)).toThrow("no turn");
+    expect(() => failing.finish()).toThrow(/cell 1 not written/);
     const writer2 = new StateWriter(a, [1, 2, 3, 4, 5, 6, 7, 8], (row) => row.fill(0));
     writer2.place(a, 0, 2, 0, 0);
     writer2.place(a, 2, 5, 2, 0);

@@ -396,7 +396,7 @@ describe("/metrics", () => {
     expect(families.has("process_cpu_seconds_total")).toBe(true);
   });
 
-  it("counts option lists planned in windows by how they were read, and warns once they are off", async () => {
+  it("counts option lists planned in windows by how they were read, and warns when they went off", async () => {
     const { key } = await store.createKey("acme");
     const plain = await post(key);
     expect(plain.headers.get("server-timing")).not.toMatch(/windows/);

@@ -10,14 +10,11 @@ import { TUNED_READOUT } from "../src/decision/options.js";
 import type { DecisionRequest } from "../src/decision/types.js";
 import { planDecode } from "../src/engine/decode/index.js";
 import { openLlamaEngine, type LlamaEngine } from "../src/engine/llama/index.js";
-import {
-  cellsBetween,
-  parseSequenceState,
-  type SequenceState,
-} from "../src/engine/llama/sequence-state.js";
+import { parseSequenceState, type SequenceState } from "../src/engine/llama/sequence-state.js";
 import { ropeShiftOf } from "../src/engine/llama/windowed-lead.js";
 import { halfToFloat } from "../src/models/dequantize.js";
 import type { ScoreRequest, ScoreResult } from "../src/engine/types.js";
+import { cellsOf } from "./support/state-cells.js";
 
 /**
  * Option lines in windows on the real model (docs/decisions/113): each window of a request's lead
@@ -162,11 +159,15 @@ describe("a lead evaluated in windows", () => {
       const fellBack = await fresh.score(request);
       expect(fellBack.branches).toEqual(whole.branches);
       expect(fellBack.leadWindows).toBeUndefined();
+      expect(fellBack.windowsOff).toBe(true);
       expect(fresh.evaluatesWindows).toBe(false);
       expect(failed).toBe(1);
       const decider = new Decider(fresh, { contentFree: false });
       const other = windowed(scoreRequestOf(await decider.plan(routing("Where is it?", 40))), 128);
-      await fresh.score(other);
+      // Read whole, and not the request that turned windows off.
+      const next = await fresh.score(other);
+      expect(next.leadWindows).toBeUndefined();
+      expect(next.windowsOff).toBeUndefined();
       expect(failed).toBe(1);
     } finally {
       await fresh.close();
@@ -268,23 +269,24 @@ describe("keys turned to another position", () => {
         return parseSequenceState(readFileSync(join(folder, name)));
       };
       await sequence.evaluateWithoutGeneratingNewTokens([...a, ...b]);
-      const before = cellsBetween(await saved("before"), a.length, a.length + b.length);
+      // b's cells moved 40 positions back by the engine's own writer, its keys turned.
+      const moved = cellsOf(await saved("before"), a.length, a.length + b.length, -40, rotate);
       // Erasing 40 tokens before b moves b 40 positions back: llama.cpp turns its keys itself.
       await sequence.eraseContextTokenRanges([{ start: a.length - 40, end: a.length }]);
       await sequence.evaluateWithoutGeneratingNewTokens(model.tokenize(" end"));
       const start = a.length - 40;
-      const after = cellsBetween(await saved("after"), start, start + b.length);
+      const after = cellsOf(await saved("after"), start, start + b.length);
+      expect(moved.positions).toEqual(after.positions);
       let worst = 0;
-      for (let layer = 0; layer < before.keys.length; layer++) {
-        const { data, rowBytes } = before.keys[layer]!;
-        const turned = new Uint16Array(Uint8Array.from(data).buffer);
+      for (let layer = 0; layer < moved.keys.length; layer++) {
+        const turned = new Uint16Array(Uint8Array.from(moved.keys[layer]!.data).buffer);
         const native = new Uint16Array(Uint8Array.from(after.keys[layer]!.data).buffer);
-        for (let row = 0; row < turned.length; row += rowBytes / 2)
-          rotate(turned.subarray(row, row + rowBytes / 2), -40);
         turned.forEach((h, i) => {
           worst = Math.max(worst, Math.abs(halfToFloat(h) - halfToFloat(native[i]!)));
         });
       }
+      // The values are not turned: llama.cpp's are the ones evaluated.
+      expect(moved.values[3]!.data.equals(after.values[3]!.data)).toBe(true);
       // f16 rounding of keys of size 10 or so.
       expect(worst).toBeLessThan(0.02);
     } finally {

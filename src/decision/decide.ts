@@ -141,7 +141,7 @@ export class Decider {
         evaluatedTokens: result.evaluatedTokens,
         cachedPrefixTokens: result.cachedPrefixTokens,
         prefixTokens: plan.prefix.length,
-        ...(plan.windows ? { listWindows: listWindowsOf(plan.windows, result, this.engine) } : {}),
+        ...(plan.windows ? { listWindows: listWindowsOf(plan.windows, result) } : {}),
       },
       ...refused,
     };
@@ -161,8 +161,7 @@ export class Decider {
 function listWindowsOf(
   planned: readonly number[],
   result: ScoreResult,
-  engine: Engine,
 ): NonNullable<DecisionResult["stats"]["listWindows"]> {
   const read = { planned: planned.length, read: result.leadWindows ?? 0 };
-  return engine.evaluatesWindows === false ? { ...read, off: true } : read;
+  return result.windowsOff ? { ...read, off: true } : read;
 }

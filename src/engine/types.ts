@@ -141,6 +141,8 @@ export interface ScoreResult {
    * or kept from an earlier request; absent: it was read whole, as one list.
    */
   readonly leadWindows?: number;
+  /** Set when this request's windows could not be merged, and the engine stopped using windows. */
+  readonly windowsOff?: true;
 }
 
 /** Cumulative work counters of an engine since it was opened (for tests and diagnostics). */

@@ -162,7 +162,7 @@ export async function startService(options: ServiceOptions): Promise<PassThrough
         openBackend(bundle, options),
         print,
         (seconds) =>
-          `decisiond: still loading ${bundle.modelId} (${seconds} s): node-llama-cpp may be building llama.cpp for this machine, or waiting for another process's build of it, which can take minutes`,
+          `decisiond: still loading ${bundle.modelId} (${seconds} s): reading the model, adding an adapter into its weights, or node-llama-cpp building llama.cpp for this machine (or waiting for another process's build of it) can take minutes`,
       ),
     );
     const served = await servedModel(bundle, backend, options);

@@ -35,7 +35,7 @@ export interface LeadTurnOptions extends TurnOptions {
  * (kernel-split.ts). A lead the request cuts into
  * windows (`ScoreRequest.windows`) has them evaluated first, unless sequence 0 holds them
  * already (windowed-lead.ts); the turn may give way between two windows.
- * @param progress - updated: `leadDone`, `windows`, `leadLayout`, and on giving way `parked`,
+ * @param progress - updated: `leadDone`, `windows`, `leadLayout`, `windowsOff`, and on giving way `parked`,
  *   `parkedWithLead`, `workLeft` and `evaluatedTokens`
  * @returns `true` once the lead is whole, {@link YIELDED} when the turn gave way
  * @throws the signal's reason when aborted (checked before each call)
@@ -68,21 +68,24 @@ export async function runLeadTurn(
   const windowed = ends !== undefined && at < ends.at(-1)!;
   if (windowed) {
     progress.leadHeld = 0;
-    const done = (progress.windows ??= { windows: 0 });
+    const done = (progress.windows ??= { evaluated: 0 });
     const end = ends.at(-1)!;
     for (;;) {
       const stop = giveWay && ((left: number) => giveWay!(leadWork - (end - left)));
       const turn = { prefixLength: request.prefix.length, lead, ends, tally, signal };
       const run = await options.windows!.run(done, { ...turn, ...options, giveWay: stop });
       // Between two windows sequence 0 holds the prefix; the windows evaluated are in `done`.
-      const windowsDone = done.windows;
-      if (run === "stopped" && (await parked(0, ends[windowsDone - 1] ?? 0))) return YIELDED;
+      if (run === "stopped" && (await parked(0, ends[done.evaluated - 1] ?? 0))) return YIELDED;
       if (run === "stopped") continue;
       progress.windows = undefined;
+      if (run === "failed") progress.windowsOff = true;
       at = run === "whole" ? end : 0;
       progress.leadLayout = run === "whole" ? ends : undefined;
       break;
     }
+  } else {
+    // Windows turned off (another request's failed) while this one was parked: what it wrote goes.
+    progress.windows = undefined;
   }
   progress.leadHeld = at;
   for (let k = 0; at < plan.lead.length; k++) {

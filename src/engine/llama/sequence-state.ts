@@ -102,35 +102,6 @@ export function parseSequenceState(buffer: Buffer): SequenceState {
   return { magic, version, tokens, streams, ...found };
 }
 
-/** A state's cells placed `shift` positions later; its keys are rotated by as much ({@link RopeShift}). */
-export interface PlacedCells {
-  readonly state: SequenceState;
-  readonly shift: number;
-}
-
-/**
- * A copy of the cells of `state` at positions `[from, to)`, in position order, and nothing else:
- * what a window leaves of its state once evaluated (the prefix under it is kept once).
- * @throws {@link StateFormatError} when a position in the range is missing or held twice
- */
-export function cellsBetween(state: SequenceState, from: number, to: number): SequenceState {
-  const slot = cellsAt(state, from, to);
-  const pick = (rows: StateRows): StateRows => {
-    const data = Buffer.alloc(rows.rowBytes * slot.length);
-    slot.forEach((cell, i) =>
-      rows.data.copy(data, i * rows.rowBytes, cell * rows.rowBytes, (cell + 1) * rows.rowBytes),
-    );
-    return { ...rows, data };
-  };
-  return {
-    ...state,
-    tokens: [],
-    positions: Int32Array.from(slot, (_, i) => from + i),
-    keys: state.keys.map(pick),
-    values: state.values.map(pick),
-  };
-}
-
 /**
  * The cell holding each position of `[from, to)` in `state`, in position order.
  * @throws {@link StateFormatError} when a position in the range is missing or held twice
@@ -150,31 +121,6 @@ function cellsAt(state: SequenceState, from: number, to: number): Int32Array {
 export type RopeShift = (row: Uint16Array, shift: number) => void;
 
 /**
- * Writes one sequence-state file holding `tokens` and the cells of `parts` in order, in the layout
- * of `header` (its magic, version, streams, sequence id and row types).
- * @param tokens - the tokens of the cells, one a cell, in order
- * @throws `RangeError` when the cells are not one a token; {@link StateFormatError} when the
- *   parts' rows differ in size from the header's
- */
-export function writeSequenceState(
-  header: SequenceState,
-  tokens: readonly number[],
-  parts: readonly PlacedCells[],
-  rotate: RopeShift,
-): Buffer {
-  const cells = parts.reduce((n, { state }) => n + state.positions.length, 0);
-  if (cells !== tokens.length) throw new RangeError(`${cells} cells for ${tokens.length} tokens`);
-  const writer = new StateWriter(header, tokens, rotate);
-  let at = 0;
-  for (const { state, shift } of parts) {
-    const first = state.positions.length > 0 ? state.positions.reduce((m, p) => Math.min(m, p)) : 0;
-    writer.place(state, first, first + state.positions.length, at, shift);
-    at += state.positions.length;
-  }
-  return writer.finish();
-}
-
-/**
  * One sequence-state file written in place, cell range by cell range, so that the windows of a
  * lead go into it as each is evaluated and no copy of them is kept apart (the buffer is allocated
  * once, whole: one cell a token).
@@ -189,9 +135,9 @@ export function writeSequenceState(
 export class StateWriter {
   private readonly out: Buffer;
   /** Byte offset of the first cell's position. */
-  private readonly cellsAt: number;
+  private readonly cellsOffset: number;
   /** Byte offset of each layer's key rows, then each layer's value rows. */
-  private readonly rowsAt: number[] = [];
+  private readonly rowsOffset: number[] = [];
   private readonly rowBytes: number[];
   private readonly filled: Uint8Array;
 
@@ -212,7 +158,8 @@ export class StateWriter {
     // Magic, version, token count, tokens, stream count, a cell count a stream, cells, values
     // transposed and layer count, rows.
     const size = 16 + 4 * cells + 4 * header.streams + 12 * cells + 8 + rowsBytes;
-    const out = (this.out = Buffer.allocUnsafeSlow(size));
+    // Zeroed: a cell never written holds zeros, not what the process had in that memory.
+    const out = (this.out = Buffer.alloc(size));
     this.filled = new Uint8Array(cells);
     let at = 0;
     const u32 = (v: number) => (at = out.writeUInt32LE(v, at));
@@ -223,14 +170,14 @@ export class StateWriter {
     u32(header.streams);
     for (let stream = 0; stream < header.stream; stream++) u32(0);
     u32(cells);
-    this.cellsAt = at;
+    this.cellsOffset = at;
     at += 12 * cells;
     u32(0);
     u32(header.keys.length);
     for (const r of rows) {
       at = out.writeInt32LE(r.type, at);
       at = out.writeBigUInt64LE(BigInt(r.rowBytes), at);
-      this.rowsAt.push(at);
+      this.rowsOffset.push(at);
       at += r.rowBytes * cells;
     }
     for (let stream = header.stream + 1; stream < header.streams; stream++) u32(0);
@@ -240,8 +187,11 @@ export class StateWriter {
   /**
    * Copies the cells of `state` at positions `[from, to)`, in position order, to cells `at`, `at + 1`,
    * …, at their positions plus `shift`, their keys turned by as much.
+   * Cells count as written only once their rows are in: a call that throws leaves its cells
+   * unwritten, and {@link finish} refuses the file.
    * @throws {@link StateFormatError} when a position in the range is missing or held twice, when
-   *   the rows differ in layout from the header's, or when a cell is written twice
+   *   the rows differ in layout from the header's, or when one of the cells is written already;
+   *   `RangeError` for cells past the file's; what `rotate` throws
    */
   place(state: SequenceState, from: number, to: number, at: number, shift: number): void {
     const count = Math.max(0, to - from);
@@ -256,10 +206,10 @@ export class StateWriter {
     if (rows.some((r) => r.data.length !== r.rowBytes * state.positions.length))
       throw new StateFormatError("rows not one a cell");
     const slot = cellsAt(state, from, to);
+    const taken = this.filled.subarray(at, at + count).indexOf(1);
+    if (taken !== -1) throw new StateFormatError(`cell ${at + taken} written twice`);
     for (let i = 0; i < count; i++) {
-      if (this.filled[at + i]) throw new StateFormatError(`cell ${at + i} written twice`);
-      this.filled[at + i] = 1;
-      let cellAt = this.cellsAt + 12 * (at + i);
+      let cellAt = this.cellsOffset + 12 * (at + i);
       cellAt = this.out.writeInt32LE(from + i + shift, cellAt);
       cellAt = this.out.writeUInt32LE(1, cellAt);
       this.out.writeInt32LE(this.header.sequenceId, cellAt);
@@ -267,7 +217,7 @@ export class StateWriter {
     const keys = state.keys.length;
     rows.forEach((r, k) => {
       const bytes = r.rowBytes;
-      const base = this.rowsAt[k]! + at * bytes;
+      const base = this.rowsOffset[k]! + at * bytes;
       slot.forEach((cell, i) =>
         r.data.copy(this.out, base + i * bytes, cell * bytes, (cell + 1) * bytes),
       );
@@ -278,6 +228,7 @@ export class StateWriter {
             shift,
           );
     });
+    this.filled.fill(1, at, at + count);
   }
 
   /**

@@ -72,6 +72,8 @@ export interface Progress {
    * `undefined`: none. Kept with the lead for the next request.
    */
   leadLayout?: readonly number[] | undefined;
+  /** Set when this request's windows could not be merged, which turned windows off for good. */
+  windowsOff?: true;
 }
 
 /** What a turn returns when it gave the model up before the request was done. */

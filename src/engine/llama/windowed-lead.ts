@@ -26,10 +26,13 @@ import type { Token } from "../types.js";
 
 /** What a request's turns have evaluated of its windows. */
 export interface WindowsDone {
-  /** Windows evaluated so far, in order. */
-  windows: number;
-  /** The state the prefix and those windows are written into; absent before the first. */
-  state?: StateWriter;
+  /** How many of the windows, from the first, are in {@link writer}. */
+  evaluated: number;
+  /**
+   * The state the prefix and those windows are written into, sized for the prefix and every
+   * window from the first (about 23 KB a token with SmolLM2-135M); absent before the first.
+   */
+  writer?: StateWriter;
 }
 
 /** How {@link LeadWindowsRunner.run} ended. */
@@ -65,7 +68,7 @@ export interface WindowsTurn {
  * @example
  * ```ts
  * const runner = new LeadWindowsRunner(sequence0, ropeShiftOf(model)!, join(cacheDir, "windows.kv"));
- * const run = await runner.run({ windows: 0 }, turn); // "whole" | "stopped" | "failed"
+ * const run = await runner.run({ evaluated: 0 }, turn); // "whole" | "stopped" | "failed"
  * ```
  */
 export class LeadWindowsRunner {
@@ -103,9 +106,9 @@ export class LeadWindowsRunner {
   async run(done: WindowsDone, turn: WindowsTurn): Promise<WindowsRun> {
     const { prefixLength, lead, ends, tally, signal } = turn;
     await this.cutBackTo(prefixLength);
-    const started = done.windows;
-    // The merged state's tokens: the prefix's and the lead's up to the last window's end.
-    const stateTokens = [...this.sequence.contextTokens, ...lead.slice(0, ends.at(-1))];
+    const started = done.evaluated;
+    // The merged state's cells: the prefix's and the lead's up to the last window's end.
+    const cells = prefixLength + ends.at(-1)!;
     try {
       for (let k = started; k < ends.length; k++) {
         const start = k === 0 ? 0 : ends[k - 1]!;
@@ -122,15 +125,19 @@ export class LeadWindowsRunner {
           countBranchTokens(tally, calls);
         }
         const state = await this.saved();
-        if (!done.state) {
-          done.state = new StateWriter(state, stateTokens, this.rotate);
-          done.state.place(state, 0, prefixLength, 0, 0);
+        if (!done.writer) {
+          const prefix = this.sequence.contextTokens.slice(0, prefixLength);
+          if (prefix.length !== prefixLength)
+            throw new StateFormatError(`${prefix.length} prefix tokens of ${prefixLength}`);
+          const tokens = [...prefix, ...lead.slice(0, ends.at(-1))];
+          done.writer = new StateWriter(state, tokens, this.rotate);
+          done.writer.place(state, 0, prefixLength, 0, 0);
         }
-        done.state.place(state, prefixLength, prefixLength + size, prefixLength + start, start);
-        done.windows++;
+        done.writer.place(state, prefixLength, prefixLength + size, prefixLength + start, start);
+        done.evaluated++;
         await this.cutBackTo(prefixLength);
       }
-      await this.load(done.state!, stateTokens.length);
+      await this.load(done.writer!, cells);
       return "whole";
     } catch (error) {
       if (signal?.aborted) throw error;
@@ -138,8 +145,8 @@ export class LeadWindowsRunner {
       await this.cutBackTo(prefixLength);
       // A load that failed part way may leave the sequence without its prefix: that fails the turn.
       if (this.sequence.nextTokenIndex !== prefixLength) throw error;
-      done.windows = 0;
-      delete done.state;
+      done.evaluated = 0;
+      delete done.writer;
       return "failed";
     }
   }
@@ -154,11 +161,11 @@ export class LeadWindowsRunner {
     }
   }
 
-  /** Loads the state holding the prefix and every window, `tokens` cells, into sequence 0. */
-  private async load(state: StateWriter, tokens: number) {
-    const merged = state.finish();
+  /** Loads the state holding the prefix and every window, `cells` of them, into sequence 0. */
+  private async load(writer: StateWriter, cells: number) {
+    const merged = writer.finish();
     // llama.cpp aborts the process on a state that ends early: read it back first.
-    if (parseSequenceState(merged).positions.length !== tokens)
+    if (parseSequenceState(merged).positions.length !== cells)
       throw new StateFormatError("the merged state lost cells");
     try {
       await writeFile(this.file, merged);
@@ -166,8 +173,8 @@ export class LeadWindowsRunner {
     } finally {
       await unlink(this.file).catch(() => undefined);
     }
-    if (this.sequence.nextTokenIndex !== tokens)
-      throw new StateFormatError(`${this.sequence.nextTokenIndex} tokens loaded of ${tokens}`);
+    if (this.sequence.nextTokenIndex !== cells)
+      throw new StateFormatError(`${this.sequence.nextTokenIndex} tokens loaded of ${cells}`);
   }
 
   /** Erases what sequence 0 holds past its first `length` tokens. */
