@@ -385,6 +385,10 @@ describe("/metrics", () => {
     expect(families.text).toContain(
       'decisiond_request_duration_seconds_bucket{le="+Inf",route="/v1/systemone"} 6\n',
     );
+    // Buckets up to the default deadline.
+    expect(families.text).toContain(
+      'decisiond_request_duration_seconds_bucket{le="300",route="/v1/systemone"} 6\n',
+    );
     const tokens = families.get("decisiond_tokens_total")!;
     const byDirection = Object.fromEntries(
       tokens.metrics.map((m) => [m.labels!.direction, Number(m.value)]),

@@ -59,7 +59,8 @@ export function createMetrics(sources: MetricsSources): ServiceMetrics {
       name: "decisiond_request_duration_seconds",
       help: "Time from a request's arrival to its answer, in seconds",
       labelNames: ["route"] as const,
-      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      // Up to the default deadline (300 s): a long list on a small CPU takes minutes.
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300],
       registers,
     }),
     tokens: new Counter({

@@ -242,6 +242,9 @@ export async function composeService(
         ...(config.console === "on"
           ? [`decisiond: console at ${service.url}/console/ (sign in with an API key${admin})`]
           : []),
+        ...(config.service.readout?.listWindows === false
+          ? ["decisiond: long option lists are read whole, not in windows (--list-windows off)"]
+          : []),
         ...settingLines(service),
       ],
     };
