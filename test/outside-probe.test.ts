@@ -294,6 +294,23 @@ describe("item 5: --drain-timeout is a bound", () => {
     },
   );
 
+  it("cuts what is in flight at a second signal: answered 503, recorded, exit 1", async () => {
+    const service = await draining(never, 20_000);
+    const signalled = performance.now();
+    service.proc.signal("SIGTERM");
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(service.proc.exited).toBeUndefined();
+    service.proc.signal("SIGTERM");
+    const reply = await service.inFlight;
+    expect(reply.status).toBe(503);
+    expect(reply.body.detail.error_type).toBe("shutting_down");
+    expect(performance.now() - signalled).toBeLessThan(2000);
+    expect((await sqlite.calls("team-a")).map((c) => c.status)).toEqual([503]);
+    await expect.poll(() => service.proc.exited, { timeout: 5000, interval: 20 }).toBeDefined();
+    expect(service.proc.exited!.code).toBe(1);
+    expect(service.closed).toBe(true);
+  });
+
   it("exits at the bound when closing does not end (it was 19.5 s for 3 s)", async () => {
     const service = await draining(never, 300, "hangs");
     const signalled = performance.now();

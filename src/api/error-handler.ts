@@ -56,7 +56,13 @@ export function installErrorHandler(app: FastifyInstance, options: ErrorHandlerO
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const known = toHttpError(error);
     if (known && isCodedError(error) && WARN_CODES.has(error.code))
-      request.log.warn({ err: error, error_type: errorTypeOf(known.body) }, error.message);
+      request.log.warn(
+        // A store fault's stack says where; a deadline or a drain's cut is an expected event.
+        error.code === "storeUnavailable"
+          ? { err: error, error_type: errorTypeOf(known.body) }
+          : { error_type: errorTypeOf(known.body) },
+        error.message,
+      );
     if (known) {
       void reply
         .code(known.statusCode)

@@ -56,7 +56,9 @@ export function cutReserveMs(drainTimeoutMs: number): number {
  * `drainTimeoutMs` is a bound, not a wish: when all but its last {@link cutReserveMs} have
  * elapsed, the decisions still running are cut (each answered 503 `shutting_down` and recorded
  * in the ledger), the service is closed, and the process exits 1; at the bound it exits 1
- * whatever is still running (a Kubernetes grace period ends the same way, less politely).
+ * whatever is still running (a Kubernetes grace period ends the same way, less politely). A
+ * second signal during the drain cuts what is in flight at once, as its end would, and the
+ * process exits 1 once the service is closed.
  * Why: docs/decisions/086-store-faults-and-one-sqlite-server.md
  */
 export function drainOnSignals(
@@ -65,9 +67,18 @@ export function drainOnSignals(
   control: ProcessControl = PROCESS,
 ): void {
   let stopping = false;
-  const stop = (signal: string) => {
-    if (stopping) return;
+  let forced = false;
+  const stop = (signal: "SIGINT" | "SIGTERM") => {
+    if (stopping) {
+      // A second signal: what is in flight is cut now (answered 503 and recorded), then the exit.
+      if (forced) return;
+      forced = true;
+      control.log(`decisiond: ${signal} again: cutting what is in flight now`);
+      void service.cut(cutReserveMs(drainTimeoutMs));
+      return;
+    }
     stopping = true;
+    control.once(signal, () => stop(signal));
     control.log(`decisiond: ${signal}: draining (up to ${drainTimeoutMs} ms)`);
     const deadline = setTimeout(() => {
       control.log(`decisiond: drain timed out after ${drainTimeoutMs} ms; exiting`);
@@ -85,7 +96,7 @@ export function drainOnSignals(
       await service.close();
       clearTimeout(deadline);
       control.log("decisiond: stopped");
-      control.exit(drained ? 0 : 1);
+      control.exit(drained && !forced ? 0 : 1);
     };
     run().catch((error: unknown) => {
       clearTimeout(deadline);
