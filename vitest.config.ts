@@ -28,6 +28,7 @@ const unit = [
   "test/fuzz.test.ts",
   "test/kernel-split.test.ts",
   "test/lead-windows.test.ts",
+  "test/mcp-transport.test.ts",
   "test/media.test.ts",
   "test/models.test.ts",
   "test/operations.test.ts",

@@ -6,7 +6,7 @@
 //
 // Usage: npm run build && node bench/json-scan.mjs [--runs 3]
 import { parseArgs } from "node:util";
-import { JsonBodyScanner, MAX_JSON_VALUES, MAX_SCANNED_DEPTH } from "../dist/api/json-scan.js";
+import { JsonBodyScanner, MAX_JSON_VALUES, MAX_SCANNED_DEPTH } from "../dist/protocol/json-scan.js";
 
 const { values: args } = parseArgs({ options: { runs: { type: "string", default: "3" } } });
 const runs = Number(args.runs);

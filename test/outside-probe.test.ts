@@ -16,7 +16,7 @@ import {
   type ServedModel,
 } from "../src/api/app.js";
 import { accountGate } from "../src/api/gate.js";
-import { JsonBodyScanner, MAX_JSON_VALUES, MAX_SCANNED_DEPTH } from "../src/api/json-scan.js";
+import { JsonBodyScanner, MAX_JSON_VALUES, MAX_SCANNED_DEPTH } from "../src/protocol/json-scan.js";
 import { postJson } from "./support/service.js";
 import { stubAnswer, StubModel } from "./support/stub-model.js";
 

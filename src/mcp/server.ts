@@ -1,5 +1,4 @@
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
-import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { readFileSync } from "node:fs";
 import { z } from "zod";
@@ -8,6 +7,7 @@ import { defaultModel, mcpProgressIntervalMs, resolveClientConfig } from "../cli
 import { ClientConfigError, DecisiondError } from "../client/errors.js";
 import { renderAnswerLines } from "../client/render.js";
 import { ClientQuestionSchema } from "../protocol/client-question.js";
+import { LineStdioTransport } from "./stdio-transport.js";
 
 /**
  * The MCP server of decisiond: one tool, `decide`, that sends its input to `POST /v1/systemone`
@@ -275,14 +275,13 @@ export async function runMcpStdio(options: McpServerOptions = {}): Promise<void>
     }
   }
   const server = createMcpServer(options);
-  const transport = new StdioServerTransport();
+  const transport = new LineStdioTransport();
   const closed = new Promise<void>((resolve) => {
     transport.onclose = () => resolve();
   });
   await server.connect(transport);
-  // The transport does not notice the end of stdin by itself; the MCP spec ends a stdio session
-  // by closing the server's stdin.
-  await Promise.race([closed, new Promise<void>((resolve) => process.stdin.once("end", resolve))]);
+  // The MCP spec ends a stdio session by closing the server's stdin: the transport closes then.
+  await closed;
   await server.close();
 }
 

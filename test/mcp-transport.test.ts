@@ -1,0 +1,95 @@
+import { PassThrough } from "node:stream";
+import { describe, expect, it } from "vitest";
+import { LineStdioTransport } from "../src/mcp/stdio-transport.js";
+
+/**
+ * The MCP plugin's stdio transport answers every line it cannot use (probe27: the SDK's dropped
+ * them without a word, ended the session at 10 MiB, and let a duplicate question id through).
+ */
+function transport(maxBytes?: number) {
+  const input = new PassThrough();
+  const output = new PassThrough();
+  const t = new LineStdioTransport(input, output, maxBytes);
+  const messages: unknown[] = [];
+  const errors: string[] = [];
+  t.onmessage = (m) => messages.push(m);
+  t.onerror = (e) => errors.push(e.message);
+  let closed = false;
+  t.onclose = () => (closed = true);
+  const answers = () =>
+    String(output.read() ?? "")
+      .split("\n")
+      .filter(Boolean)
+      .map((line) => JSON.parse(line) as { id: unknown; error: { code: number; message: string } });
+  return { t, input, messages, errors, answers, closed: () => closed };
+}
+
+const PING = { jsonrpc: "2.0", id: 1, method: "ping" };
+
+describe("the MCP stdio transport", () => {
+  it("hands on one message a line, split across chunks or ending in CRLF", async () => {
+    const { t, input, messages, answers } = transport();
+    await t.start();
+    const line = JSON.stringify(PING);
+    input.write(line.slice(0, 10));
+    input.write(line.slice(10) + "\r\n" + JSON.stringify({ ...PING, id: "b" }) + "\n\n");
+    expect(messages).toEqual([PING, { ...PING, id: "b" }]);
+    expect(answers()).toEqual([]);
+  });
+
+  it("answers a line that is not JSON, a batch, no method or a fractional id, and goes on", async () => {
+    const { t, input, messages, errors, answers } = transport();
+    await t.start();
+    input.write("{not json\n");
+    input.write(JSON.stringify([PING]) + "\n");
+    input.write(JSON.stringify({ jsonrpc: "2.0", id: 5 }) + "\n");
+    input.write(JSON.stringify({ ...PING, id: 13.5 }) + "\n");
+    input.write(JSON.stringify(PING) + "\n");
+    const got = answers();
+    expect(got.map((a) => [a.id, a.error.code])).toEqual([
+      [null, -32700],
+      [null, -32600],
+      [5, -32600],
+      [13.5, -32600],
+    ]);
+    expect(got[1]!.error.message).toMatch(/batch/);
+    expect(messages).toEqual([PING]);
+    expect(errors).toHaveLength(4);
+  });
+
+  it("refuses a message naming a member twice, with its id", async () => {
+    const { t, input, messages, answers } = transport();
+    await t.start();
+    input.write(
+      '{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"decide","arguments":{"state":"x","questions":{"q":{"type":"noul","instructions":"a"},"q":{"type":"noul","instructions":"b"}}}}}\n',
+    );
+    const [answer] = answers();
+    expect(answer).toMatchObject({ id: 7, error: { code: -32602 } });
+    expect(answer!.error.message).toMatch(/Duplicate name "q"/);
+    expect(messages).toEqual([]);
+  });
+
+  it("drops a line over its bound as it arrives, answers it, and reads the next", async () => {
+    const { t, input, messages, answers, closed } = transport(1000);
+    await t.start();
+    input.write(`{"jsonrpc":"2.0","id":9,"method":"ping","params":{"pad":"${"x".repeat(600)}`);
+    input.write(`${"x".repeat(600)}"}}\n`);
+    input.write(JSON.stringify(PING) + "\n");
+    const [answer] = answers();
+    expect(answer).toMatchObject({ id: 9, error: { code: -32600 } });
+    expect(answer!.error.message).toMatch(/more than 1000 bytes/);
+    expect(messages).toEqual([PING]);
+    // An id inside the params, or after them, is not taken for the message's.
+    input.write(`{"jsonrpc":"2.0","params":{"id":4,"pad":"${"x".repeat(1200)}"},"id":10}\n`);
+    expect(answers()).toMatchObject([{ id: null, error: { code: -32600 } }]);
+    expect(closed()).toBe(false);
+  });
+
+  it("closes when its input ends", async () => {
+    const { t, input, closed } = transport();
+    await t.start();
+    input.end();
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(closed()).toBe(true);
+  });
+});
