@@ -744,6 +744,54 @@ describe("errors in OpenAI's shape on /v1/decisions only", () => {
     expect(reply.statusCode, reply.body).toBe(200);
   });
 
+  it("refuses ids that draw nothing, control or reorder the text, and joiners that join nothing", async () => {
+    const choice = valid.questions[0]!;
+    const decisions = async (first: string, second: string) =>
+      errorOf(
+        { ...valid, questions: [{ ...choice, choices: [{ value: first }, { value: second }] }] },
+        400,
+      );
+    const systemOne = async (first: string, second: string) => {
+      const criteria = { [first]: null, [second]: null };
+      const reply = await post(app, "/v1/systemone", {
+        model: "stub-1",
+        state: "x",
+        questions: { c: { type: "choice", criteria } },
+      });
+      expect(reply.statusCode, reply.body).toBe(422);
+      return (reply.json().detail as { msg: string }[])[0]!.msg;
+    };
+    const cases: [string, string, RegExp][] = [
+      ["billing", "billing\u0000", /control character \(\\u0000 at code unit 7\)/],
+      ["billing", "\u202ebilling", /direction override, embedding or isolate \(\\u202e/],
+      ["a", " ", /shows nothing/],
+      ["a", "\u200b", /shows nothing/],
+      ["a", "\u200d", /shows nothing/],
+      ["billing", "bill\u200ding", /read the same/],
+      ["billing", "\u200cbilling", /read the same/],
+    ];
+    for (const [first, second, message] of cases) {
+      expect((await decisions(first, second)).message).toMatch(message);
+      expect(await systemOne(first, second)).toMatch(message);
+    }
+    // A joiner that makes another glyph keeps its id apart (a family emoji, Devanagari's half form).
+    const kept = {
+      ...valid,
+      questions: [
+        {
+          ...choice,
+          choices: [
+            { value: "\u{1f468}\u200d\u{1f469}" },
+            { value: "\u{1f468}\u{1f469}" },
+            { value: "\u0915\u094d\u200d" },
+            { value: "\u0915\u094d" },
+          ],
+        },
+      ],
+    };
+    expect((await post(app, "/v1/decisions", kept)).statusCode).toBe(200);
+  });
+
   it("leaves /v1/systemone's error shapes as they were", async () => {
     const reply = await post(app, "/v1/systemone", "{not json");
     expect(reply.statusCode).toBe(422);

@@ -8,12 +8,33 @@
 
 /**
  * Code points that draw nothing and change no glyph: zero-width space, word joiner and its kin,
- * byte order mark, soft hyphen, combining grapheme joiner, and the direction marks, embeddings
- * and isolates. Not the joiners (ZWJ, ZWNJ), variation selectors or tag characters: those make
- * another glyph (a family emoji, a flag of a country's region, an ideographic variant).
+ * byte order mark, soft hyphen, combining grapheme joiner, the direction marks, embeddings and
+ * isolates, and the control characters other than white space. Not the joiners (ZWJ, ZWNJ),
+ * variation selectors or tag characters: those make another glyph (a family emoji, a flag of a
+ * country's region, an ideographic variant, a ligature of Arabic or Indic letters); but see
+ * {@link IDLE_JOINER}.
  */
 const INVISIBLE =
-  /\u034f|[\u00ad\u061c\u200b\u200e\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]/gu;
+  // eslint-disable-next-line no-control-regex -- control characters are among what it finds
+  /\u034f|[\u0000-\u0008\u000e-\u001f\u007f-\u009f\u00ad\u061c\u200b\u200e\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]/gu;
+/** Letters and digits of the scripts where a joiner between two of them changes nothing drawn. */
+const UNJOINED = String.raw`[\p{Script=Latin}\p{Script=Greek}\p{Script=Cyrillic}\p{Nd}]`;
+/**
+ * A joiner (ZWJ, ZWNJ) that joins nothing: between two Latin, Greek or Cyrillic letters or
+ * digits (`"bill\u200ding"` draws as `"billing"`), between one of them and either end of the
+ * text, or alone. (After a Devanagari virama, at the end, it makes a half form: kept.)
+ */
+const IDLE_JOINER = new RegExp(
+  String.raw`(?<=${UNJOINED}|^)[\u200c\u200d]+(?=${UNJOINED}|$)`,
+  "gu",
+);
+/** The joiners, escaped in a message wherever they stand. */
+const JOINER = /[\u200c\u200d]/gu;
+/** Control characters other than white space: they draw nothing, or garble a terminal. */
+// eslint-disable-next-line no-control-regex -- control characters are what it finds
+const CONTROL = /[\u0000-\u0008\u000e-\u001f\u007f-\u009f]/u;
+/** Direction overrides, embeddings and isolates: they reorder how the text around them shows. */
+const REORDERING = /[\u202a-\u202e\u2066-\u2069]/u;
 /** Runs of white space (Unicode's, no-break spaces included). */
 const SPACES = /\s+/gu;
 /** White space other than the plain space, written as an escape in a message. */
@@ -28,7 +49,12 @@ const OTHER_SPACE = /[^\S ]/gu;
  * ```
  */
 export function sameTextKey(id: string): string {
-  return id.replace(INVISIBLE, "").normalize("NFC").replace(SPACES, " ").trim();
+  return id
+    .replace(INVISIBLE, "")
+    .replace(IDLE_JOINER, "")
+    .normalize("NFC")
+    .replace(SPACES, " ")
+    .trim();
 }
 
 /**
@@ -41,7 +67,10 @@ export function sameTextKey(id: string): string {
  */
 export function quoteId(id: string): string {
   const escape = (c: string) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`;
-  return JSON.stringify(id).replace(INVISIBLE, escape).replace(OTHER_SPACE, escape);
+  return JSON.stringify(id)
+    .replace(INVISIBLE, escape)
+    .replace(JOINER, escape)
+    .replace(OTHER_SPACE, escape);
 }
 
 /** How two ids that meet under {@link sameTextKey} differ, for a message: "… read the same …". */
@@ -70,20 +99,37 @@ export function sameTextIds(ids: readonly string[]): [number, number] | undefine
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 
 /**
- * Why `text` cannot be an id or name that an answer echoes, or `undefined` when it can. A lone
- * surrogate (half of a UTF-16 pair: JSON.parse takes one from a `"\ud800"` escape) is not Unicode
- * text: UTF-8 cannot carry it, and strict JSON parsers refuse an answer that echoes it.
+ * Why `text` cannot be an id or name that an answer echoes and a person reads, or `undefined`
+ * when it can:
+ * - a lone surrogate (half of a UTF-16 pair: JSON.parse takes one from a `"\ud800"` escape) is not
+ *   Unicode text: UTF-8 cannot carry it, and strict JSON parsers refuse an answer that echoes it;
+ * - a control character other than white space draws nothing, or garbles the terminal it is
+ *   printed to;
+ * - a direction override, embedding or isolate reorders the text shown around it (the "Trojan
+ *   Source" spoof);
+ * - text of only spaces and invisible characters shows nothing.
  * @example
  * ```ts
  * notTextReason("ok\ud800"); // → "it holds a lone surrogate (\\ud800 at code unit 2), …"
  * notTextReason("ok \ud83d\ude00"); // → undefined (a whole pair: 😀)
+ * notTextReason("\u200b "); // → "it shows nothing: …"
  * ```
  */
 export function notTextReason(text: string): string | undefined {
-  const match = LONE_SURROGATE.exec(text);
-  if (!match) return undefined;
-  const unit = match[0].charCodeAt(0).toString(16);
-  return `it holds a lone surrogate (\\u${unit} at code unit ${match.index}), half of a UTF-16 pair and not Unicode text; send the character whole, or leave it out`;
+  const at = (match: RegExpExecArray) =>
+    `\\u${match[0].charCodeAt(0).toString(16).padStart(4, "0")} at code unit ${match.index}`;
+  const surrogate = LONE_SURROGATE.exec(text);
+  if (surrogate)
+    return `it holds a lone surrogate (${at(surrogate)}), half of a UTF-16 pair and not Unicode text; send the character whole, or leave it out`;
+  const control = CONTROL.exec(text);
+  if (control)
+    return `it holds a control character (${at(control)}), which draws nothing or garbles a terminal; leave it out`;
+  const reordering = REORDERING.exec(text);
+  if (reordering)
+    return `it holds a direction override, embedding or isolate (${at(reordering)}), which reorders how the text around it shows; leave it out`;
+  if (text.length > 0 && sameTextKey(text) === "")
+    return "it shows nothing: it holds only spaces or invisible characters; give it a visible name";
+  return undefined;
 }
 
 /**
