@@ -24,12 +24,17 @@ let home: string;
 
 /** Runs `decisiond ask ...` with a clean HOME (no key file unless written) and `env` added. */
 function ask(args: string[], env: Record<string, string> = {}): Promise<Run> {
+  return decisiond(["ask", ...args], env);
+}
+
+/** Runs `decisiond ...` with a clean HOME and `env` added. */
+function decisiond(args: string[], env: Record<string, string> = {}): Promise<Run> {
   if (!existsSync(CLI))
     throw new Error(`${CLI} is missing: run \`npm run build\` first (npm test does)`);
   return new Promise((resolve) => {
     execFile(
       process.execPath,
-      [CLI, "ask", ...args],
+      [CLI, ...args],
       {
         env: {
           PATH: process.env.PATH ?? "",
@@ -295,6 +300,31 @@ describe("decisiond ask without a model", () => {
       expect(run.stderr).toMatch(message);
     }
     expect(requests).toBe(0);
+  });
+
+  it("every command exits 2 on a flag or argument it refuses, 0 for help", async () => {
+    const env = { DECISIOND_HOME: join(home, "decisiond") };
+    for (const args of [
+      ["keys"],
+      ["keys", "create"],
+      ["keys", "revoke", "nosuch"],
+      ["usage", "--bogus"],
+      ["serve", "--port", "abc"],
+      ["accounts", "set-allowance", "--period", "week"],
+      ["nosuchcommand"],
+    ]) {
+      const run = await decisiond(args, env);
+      expect(run.code, `${args.join(" ")}: ${run.stderr}`).toBe(2);
+      expect(run.stderr).not.toBe("");
+    }
+    expect((await decisiond(["keys", "--help"], env)).code).toBe(0);
+    // What it quotes back cannot reorder or drive the terminal.
+    const label = await decisiond(["keys", "create", "--account", "a", "--label", "x\u202ey"], env);
+    expect(label.code).toBe(2);
+    expect(label.stderr).toContain("'x\\u202ey'");
+    const account = await decisiond(["keys", "create", "--account", "a\u202eb\u0007"], env);
+    expect(account.stderr).toContain('"a\\u202eb\\u0007"');
+    expect(account.stderr.includes("\u202e") || account.stderr.includes("\u0007")).toBe(false);
   });
 
   it("refuses a key file with mode 0644 (exit 2), saying how to fix it", async () => {
