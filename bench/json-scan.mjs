@@ -1,4 +1,4 @@
-// What the JSON body scan (src/api/json-scan.ts, docs/decisions/084) costs beside the JSON.parse it
+// What the JSON body scan (src/protocol/json-scan.ts, docs/decisions/084) costs beside the JSON.parse it
 // guards, on bodies built to be slow for each: many short member names, many longer ones, and
 // long names of one length (V8 hashes strings over 16,383 characters by their length alone). Each
 // body is scanned in chunks of 64 KiB, as a request arrives; prints the scan's milliseconds per run

@@ -148,6 +148,10 @@ describe("store", () => {
     expect(refusal.message).not.toContain("n".repeat(41));
     expect(refusal.message.length).toBeLessThan(200);
     await expect(store.createAccount("bell\u0007")).rejects.toThrow('"bell\\u0007"');
+    // So are DEL, a C1 control and a right-to-left override, which JSON's escapes leave raw.
+    await expect(store.createAccount("a\u007fb\u009bc\u202ed")).rejects.toThrow(
+      '"a\\u007fb\\u009bc\\u202ed"',
+    );
     await expect(store.setAllowance(long, { tokens: 1, period: "day" })).rejects.toThrow(
       `no account "${"n".repeat(40)}…"`,
     );

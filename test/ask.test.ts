@@ -311,6 +311,9 @@ describe("decisiond ask without a model", () => {
       ["usage", "--bogus"],
       ["serve", "--port", "abc"],
       ["accounts", "set-allowance", "--period", "week"],
+      ["accounts", "set-allowance", "acme", "--none", "--tokens", "5"],
+      ["serve", "--auth", "off", "--host", "0.0.0.0"],
+      ["eval"],
       ["nosuchcommand"],
     ]) {
       const run = await decisiond(args, env);

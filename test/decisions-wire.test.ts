@@ -763,12 +763,16 @@ describe("errors in OpenAI's shape on /v1/decisions only", () => {
     };
     const cases: [string, string, RegExp][] = [
       ["billing", "billing\u0000", /control character \(\\u0000 at code unit 7\)/],
-      ["billing", "\u202ebilling", /direction override, embedding or isolate \(\\u202e/],
+      ["billing", "\u202ebilling", /direction override, embedding or unclosed isolate \(\\u202e/],
       ["a", " ", /shows nothing/],
       ["a", "\u200b", /shows nothing/],
       ["a", "\u200d", /shows nothing/],
       ["billing", "bill\u200ding", /read the same/],
       ["billing", "\u200cbilling", /read the same/],
+      ["yes!", "yes\u200d!", /read the same/],
+      ["a", "a \u200d", /read the same/],
+      ["a", "a\u2067b", /unclosed isolate \(\\u2067/],
+      ["a", "a\u2069b", /unclosed isolate \(\\u2069/],
     ];
     for (const [first, second, message] of cases) {
       expect((await decisions(first, second)).message).toMatch(message);
@@ -785,11 +789,20 @@ describe("errors in OpenAI's shape on /v1/decisions only", () => {
             { value: "\u{1f468}\u{1f469}" },
             { value: "\u0915\u094d\u200d" },
             { value: "\u0915\u094d" },
+            // Isolates that close, as Fluent puts a placeable in them.
+            { value: "price \u2068$5\u2069" },
           ],
         },
       ],
     };
     expect((await post(app, "/v1/decisions", kept)).statusCode).toBe(200);
+    const criteria = Object.fromEntries(kept.questions[0]!.choices.map((c) => [c.value, null]));
+    const bothWires = await post(app, "/v1/systemone", {
+      model: "stub-1",
+      state: "x",
+      questions: { c: { type: "choice", criteria } },
+    });
+    expect(bothWires.statusCode, bothWires.body).toBe(200);
   });
 
   it("leaves /v1/systemone's error shapes as they were", async () => {

@@ -79,17 +79,62 @@ describe("the MCP stdio transport", () => {
     expect(answer).toMatchObject({ id: 9, error: { code: -32600 } });
     expect(answer!.error.message).toMatch(/more than 1000 bytes/);
     expect(messages).toEqual([PING]);
-    // An id inside the params, or after them, is not taken for the message's.
+    // The SDK's clients write the id last; an id inside the params is not the message's.
     input.write(`{"jsonrpc":"2.0","params":{"id":4,"pad":"${"x".repeat(1200)}"},"id":10}\n`);
-    expect(answers()).toMatchObject([{ id: null, error: { code: -32600 } }]);
+    input.write(`{"jsonrpc":"2.0","params":{"pad":"${"x".repeat(1200)}","id":4}}\n`);
+    // An id that is not JSON after all is no id, and the next line is read.
+    input.write(`{"jsonrpc":"2.0","id":012,"pad":"${"x".repeat(1200)}"}\n`);
+    input.write(JSON.stringify({ ...PING, id: 11 }) + "\n");
+    expect(answers()).toMatchObject([
+      { id: 10, error: { code: -32600 } },
+      { id: null, error: { code: -32600 } },
+      { id: null, error: { code: -32600 } },
+    ]);
+    expect(messages).toEqual([PING, { ...PING, id: 11 }]);
     expect(closed()).toBe(false);
   });
 
-  it("closes when its input ends", async () => {
-    const { t, input, closed } = transport();
+  it("reads a last line without its newline, then closes when its input ends", async () => {
+    const { t, input, messages, closed } = transport();
     await t.start();
-    input.end();
+    await expect(t.start()).rejects.toThrow(/already started/);
+    input.end(JSON.stringify(PING));
     await new Promise((resolve) => setImmediate(resolve));
+    expect(messages).toEqual([PING]);
     expect(closed()).toBe(true);
+  });
+
+  it("answers neither a notification nor a client's response it cannot use", async () => {
+    const { t, input, errors, answers } = transport();
+    await t.start();
+    input.write(JSON.stringify({ jsonrpc: "2.0", method: "notifications/x", params: 5 }) + "\n");
+    input.write(JSON.stringify({ jsonrpc: "2.0", id: 3, result: 5 }) + "\n");
+    expect(answers()).toEqual([]);
+    expect(errors).toHaveLength(2);
+  });
+
+  it("refuses a name given twice before parsing: its values are not counted past it", async () => {
+    const { t, input, answers } = transport();
+    await t.start();
+    // The id twice, then more values than a body may hold: refused on the name, not parsed.
+    input.write(
+      `{"jsonrpc":"2.0","id":1,"id":1,"method":"ping","params":[${"[],".repeat(200_000)}[]]}\n`,
+    );
+    const [answer] = answers();
+    expect(answer).toMatchObject({ id: 1, error: { code: -32600 } });
+    expect(answer!.error.message).toMatch(/Duplicate name "id"/);
+  });
+
+  it("goes on reading when a message's handler throws", async () => {
+    const { t, input, errors } = transport();
+    const seen: unknown[] = [];
+    t.onmessage = (m) => {
+      seen.push(m);
+      if (seen.length === 1) throw new Error("handler failed");
+    };
+    await t.start();
+    input.write(JSON.stringify(PING) + "\n" + JSON.stringify({ ...PING, id: 2 }) + "\n");
+    expect(seen).toHaveLength(2);
+    expect(errors).toEqual(["handler failed"]);
   });
 });

@@ -215,7 +215,7 @@ describe("item 5: --drain-timeout is a bound", () => {
     const listeners = new Map<string, () => void>();
     let exited: { code: number; at: number } | undefined;
     return {
-      once: (signal: string, listener: () => void) => void listeners.set(signal, listener),
+      on: (signal: string, listener: () => void) => void listeners.set(signal, listener),
       exit: (code: number) => void (exited ??= { code, at: performance.now() }),
       log: () => {},
       signal: (name: string) => listeners.get(name)?.(),
@@ -301,6 +301,8 @@ describe("item 5: --drain-timeout is a bound", () => {
     await new Promise((resolve) => setTimeout(resolve, 50));
     expect(service.proc.exited).toBeUndefined();
     service.proc.signal("SIGTERM");
+    // A third changes nothing, and does not end the process before the service is closed.
+    service.proc.signal("SIGINT");
     const reply = await service.inFlight;
     expect(reply.status).toBe(503);
     expect(reply.body.detail.error_type).toBe("shutting_down");

@@ -173,13 +173,13 @@ const ACCOUNT_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 /** Most characters of a name a message quotes. */
 const QUOTED_NAME_LENGTH = 40;
 
-/** Direction overrides, embeddings and isolates, which JSON's escapes leave as they are. */
-const REORDERING = /[\u202a-\u202e\u2066-\u2069]/gu;
+/** DEL, the C1 controls, direction overrides, embeddings and isolates: JSON leaves them as they are. */
+const UNESCAPED = /[\u007f-\u009f\u202a-\u202e\u2066-\u2069]/gu;
 
 /**
- * A name as a message quotes it: in double quotes, with JSON's escapes (a control character cannot
- * drive the terminal that prints it) and direction overrides escaped too (they cannot reorder
- * it), cut after {@link QUOTED_NAME_LENGTH} characters with "…".
+ * A name as a message quotes it: in double quotes, with JSON's escapes, and DEL, the C1 controls
+ * and direction overrides escaped too (a control character cannot drive the terminal that prints
+ * it, nor an override reorder it), cut after {@link QUOTED_NAME_LENGTH} characters with "…".
  * @example quoteName("acme") // → '"acme"'
  * @example quoteName("ac" + String.fromCharCode(0x202e) + "me") // → `"ac` + backslash + `u202eme"`
  * @example quoteName("x".repeat(300)) // → `"${"x".repeat(40)}…"`
@@ -190,7 +190,7 @@ export function quoteName(name: string): string {
     characters.length <= QUOTED_NAME_LENGTH
       ? JSON.stringify(name)
       : `${JSON.stringify(characters.slice(0, QUOTED_NAME_LENGTH).join("")).slice(0, -1)}…"`;
-  return quoted.replace(REORDERING, (c) => `\\u${c.charCodeAt(0).toString(16)}`);
+  return quoted.replace(UNESCAPED, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
 }
 
 /** @throws {@link StoreError} on a name that is not an account name, quoted by {@link quoteName}. */

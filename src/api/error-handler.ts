@@ -23,8 +23,9 @@ import { pathOf } from "./request-log.js";
  * {@link CodedError} (the accounts', the engines', the work queue's) is answered by its code's
  * entry; the domain's validation errors become a 422 saying where; Fastify's own 4xx get the
  * API's error shape; anything else is an internal fault: logged, and answered 500 naming the
- * request id. A store outage (503 `store_unavailable`) and a missed deadline (503
- * `deadline_exceeded`) are logged at warn with their `error_type`.
+ * request id. A store outage (503 `store_unavailable`), a missed deadline (503
+ * `deadline_exceeded`) and a drain's cut (503 `shutting_down`) are logged at warn with their
+ * `error_type`; only the store outage with its stack.
  */
 
 /** A Fastify error: `statusCode` and `code` (`FST_ERR_…`) when Fastify raised it. */

@@ -137,7 +137,9 @@ export function loadItems(
   limit?: number,
 ): EvalItem[] {
   if (files.length === 0)
-    throw new Error("give at least one --data FILE (make one with `decisiond eval convert`)");
+    throw new InvalidArgumentError(
+      "give at least one --data FILE (make one with `decisiond eval convert`)",
+    );
   const items: EvalItem[] = [];
   const ids = new Set<string>();
   for (const file of files) {

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { Command, type CommanderError } from "commander";
+import { Command, InvalidArgumentError, type CommanderError } from "commander";
 import { readFileSync } from "node:fs";
 import { EXIT_USAGE, registerAskCommand } from "./ask.js";
 import { registerCalibrateCommand } from "./calibrate.js";
@@ -44,8 +44,10 @@ registerEvalCommand(program);
 registerCalibrateCommand(program);
 registerRenderCommand(program);
 
+// What a command's action throws: a flag or argument it refuses (`InvalidArgumentError`) is a
+// usage error, anything else a failure.
 program.parseAsync(process.argv).catch((error: unknown) => {
   const message = error instanceof Error ? error.message : String(error);
   process.stderr.write(`decisiond: ${message.split("\n").map(printable).join("\n")}\n`);
-  process.exit(1);
+  process.exit(error instanceof InvalidArgumentError ? EXIT_USAGE : 1);
 });

@@ -356,16 +356,19 @@ export function isLoopbackHost(host: string): boolean {
   return isLoopbackName(host);
 }
 
-/** @throws Error for `--auth off` on a host that is not loopback, or with `--cors-origin *`. */
+/**
+ * @throws `InvalidArgumentError` (a usage error: exit 2) for `--auth off` on a host that is not
+ *   loopback, or with `--cors-origin *`
+ */
 export function checkAuthHost(flags: Pick<ServeFlags, "auth" | "host" | "corsOrigin">): void {
   if (flags.auth === "off" && !isLoopbackHost(flags.host))
-    throw new Error(
+    throw new InvalidArgumentError(
       `--auth off is only allowed on a loopback address (127.0.0.1, ::1, localhost), not --host ${flags.host}: ` +
         "anyone who can reach the port could use the service without a key",
     );
   // Without keys, the Host check is what keeps other sites' pages from using a loopback server.
   if (flags.auth === "off" && flags.corsOrigin.includes("*"))
-    throw new Error(
+    throw new InvalidArgumentError(
       "--cors-origin * is not allowed with --auth off: any web page the browser opens could use " +
         "the service without a key; name the origins that may (e.g. http://localhost:5173)",
     );

@@ -27,8 +27,8 @@ export function registerServeCommand(program: Command): void {
 
 /** What {@link drainOnSignals} does to the process; tests pass their own. */
 export interface ProcessControl {
-  /** Calls `listener` on the first `signal`. */
-  once(signal: "SIGINT" | "SIGTERM", listener: () => void): void;
+  /** Calls `listener` on every `signal` (the process is then not ended by it). */
+  on(signal: "SIGINT" | "SIGTERM", listener: () => void): void;
   /** Ends the process with `code`. */
   exit(code: number): void;
   /** Writes a line where `serve` reports (stderr). */
@@ -36,7 +36,7 @@ export interface ProcessControl {
 }
 
 const PROCESS: ProcessControl = {
-  once: (signal, listener) => void process.once(signal, listener),
+  on: (signal, listener) => void process.on(signal, listener),
   exit: (code) => process.exit(code),
   log: (line) => void process.stderr.write(line + "\n"),
 };
@@ -58,7 +58,7 @@ export function cutReserveMs(drainTimeoutMs: number): number {
  * in the ledger), the service is closed, and the process exits 1; at the bound it exits 1
  * whatever is still running (a Kubernetes grace period ends the same way, less politely). A
  * second signal during the drain cuts what is in flight at once, as its end would, and the
- * process exits 1 once the service is closed.
+ * process exits 1 once the service is closed; later signals are logged and change nothing.
  * Why: docs/decisions/086-store-faults-and-one-sqlite-server.md
  */
 export function drainOnSignals(
@@ -68,17 +68,21 @@ export function drainOnSignals(
 ): void {
   let stopping = false;
   let forced = false;
+  let drainEnded = false;
   const stop = (signal: "SIGINT" | "SIGTERM") => {
     if (stopping) {
-      // A second signal: what is in flight is cut now (answered 503 and recorded), then the exit.
-      if (forced) return;
+      // A second signal while requests drain: what is in flight is cut now (answered 503 and
+      // recorded), then the exit. Any later signal changes nothing: the service is closing.
+      if (forced || drainEnded) {
+        control.log(`decisiond: ${signal}: already stopping`);
+        return;
+      }
       forced = true;
-      control.log(`decisiond: ${signal} again: cutting what is in flight now`);
+      control.log(`decisiond: ${signal} during the drain: cutting what is in flight now`);
       void service.cut(cutReserveMs(drainTimeoutMs));
       return;
     }
     stopping = true;
-    control.once(signal, () => stop(signal));
     control.log(`decisiond: ${signal}: draining (up to ${drainTimeoutMs} ms)`);
     const deadline = setTimeout(() => {
       control.log(`decisiond: drain timed out after ${drainTimeoutMs} ms; exiting`);
@@ -87,6 +91,7 @@ export function drainOnSignals(
     const reserve = cutReserveMs(drainTimeoutMs);
     const run = async () => {
       const drained = await service.drain(drainTimeoutMs - reserve);
+      drainEnded = true;
       if (!drained) {
         control.log(
           `decisiond: requests still in flight after ${drainTimeoutMs - reserve} ms; cutting them (503 shutting_down)`,
@@ -104,6 +109,6 @@ export function drainOnSignals(
       control.exit(1);
     });
   };
-  control.once("SIGINT", () => stop("SIGINT"));
-  control.once("SIGTERM", () => stop("SIGTERM"));
+  control.on("SIGINT", () => stop("SIGINT"));
+  control.on("SIGTERM", () => stop("SIGTERM"));
 }

@@ -13,20 +13,27 @@ export const JSONRPC_PARSE_ERROR = -32700;
 export const JSONRPC_INVALID_REQUEST = -32600;
 export const JSONRPC_INVALID_PARAMS = -32602;
 
+/** Bytes kept of each end of a line too long to read, to find its id in. */
+const ENDS_KEPT = 1024;
+
+/** A JSON-RPC id as a message sends it: a string or a number. */
+type Id = string | number;
+
 /**
- * MCP's stdio transport (one JSON-RPC message a line) that answers every line it cannot use. The
- * SDK's `StdioServerTransport` drops a line that is not JSON or not a message without a word (a
- * client waits for ever), ends the session at a line over 10 MiB, and hands on a message whose
+ * MCP's stdio transport (one JSON-RPC message a line) that answers the requests it cannot use.
+ * The SDK's `StdioServerTransport` drops a line that is not JSON or not a message without a word
+ * (a client waits for ever), ends the session at a line over 10 MiB, and hands on a message whose
  * object names a member twice with one of them lost; decisiond takes bodies of 16 MiB and refuses
- * duplicate names on HTTP. Here:
+ * duplicate names on HTTP. Here, as JSON-RPC 2.0 says:
  * - a line that is not JSON is answered −32700 (id null);
- * - a line past {@link JsonBodyScanner}'s bounds, or one naming a member twice, −32600 or −32602
- *   with the message's id when it has one;
- * - a line that is not one JSON-RPC message (a batch, no method, a fractional id) −32600 with its
- *   id as sent, so that the client can match it;
- * - a line over `maxBytes` is dropped as it arrives and answered −32600 (with its id when its first
- *   bytes name one before any nested value, else null), and the session goes on.
- * Each refusal is also reported to `onerror`.
+ * - a line over `maxBytes` is dropped as it arrives and answered −32600;
+ * - a line past {@link JsonBodyScanner}'s bounds, or one naming a member twice, is refused before
+ *   it is parsed: −32600, or −32602 when the name is inside `params`;
+ * - a line that is not one JSON-RPC message (a batch, no method, a fractional id) −32600.
+ * The answer carries the request's id, found at the top level at either end of the line when the
+ * line is not parsed; null when there is none. A notification (no id) or a client's response is
+ * never answered: each refusal goes to `onerror`, answered or not. An exception thrown by
+ * `onmessage` goes to `onerror` too, and the next line is read.
  * @example
  * ```ts
  * await server.connect(new LineStdioTransport()); // process.stdin and process.stdout
@@ -39,10 +46,9 @@ export class LineStdioTransport implements Transport {
   /** The line being read, as it arrived. */
   private parts: Buffer[] = [];
   private bytes = 0;
-  /** Whether the line being read went past `maxBytes` (the rest of it is dropped). */
-  private tooLong = false;
-  /** Of a line dropped: its id, when its first bytes name one before any nested value. */
-  private droppedId: string | number | null = null;
+  /** Of a line past `maxBytes`: its first and last bytes (the rest is dropped); else undefined. */
+  private dropped: { head: Buffer; tail: Buffer } | undefined;
+  private started = false;
   private closed = false;
 
   /**
@@ -56,17 +62,24 @@ export class LineStdioTransport implements Transport {
     private readonly maxBytes = MAX_MESSAGE_BYTES,
   ) {}
 
+  /** @throws when started before (as the SDK's transports do) */
   async start(): Promise<void> {
+    if (this.started) throw new Error("LineStdioTransport already started");
+    this.started = true;
     this.input.on("data", this.onData);
-    this.input.on("error", this.onInputError);
+    this.input.on("error", this.onStreamError);
     this.input.on("end", this.onEnd);
+    this.output.on("error", this.onOutputError);
   }
 
-  /** Writes one message as a line; resolves once the output took it. */
+  /** Writes one message as a line; resolves once the output took it, or closed. */
   send(message: JSONRPCMessage): Promise<void> {
     return new Promise((resolve) => {
-      if (this.output.write(JSON.stringify(message) + "\n")) resolve();
-      else this.output.once("drain", resolve);
+      if (this.closed || this.output.write(JSON.stringify(message) + "\n")) resolve();
+      else {
+        this.output.once("drain", resolve);
+        this.output.once("close", resolve);
+      }
     });
   }
 
@@ -74,9 +87,13 @@ export class LineStdioTransport implements Transport {
     if (this.closed) return;
     this.closed = true;
     this.input.off("data", this.onData);
-    this.input.off("error", this.onInputError);
+    this.input.off("error", this.onStreamError);
     this.input.off("end", this.onEnd);
+    this.output.off("error", this.onOutputError);
+    // Nothing else reads the input: stop it flowing, as the SDK's transport does.
+    if (this.input.listenerCount("data") === 0) this.input.pause();
     this.parts = [];
+    this.dropped = undefined;
     this.onclose?.();
   }
 
@@ -92,44 +109,73 @@ export class LineStdioTransport implements Transport {
     }
   };
 
-  private readonly onInputError = (error: Error): void => this.onerror?.(error);
+  private readonly onStreamError = (error: Error): void => this.onerror?.(error);
 
-  private readonly onEnd = (): void => void this.close();
+  /** The output failed (the client went, EPIPE): nothing more can be answered. */
+  private readonly onOutputError = (error: Error): void => {
+    this.onerror?.(error);
+    void this.close();
+  };
+
+  /** The input ended: a last line without its newline is read, then the session closes. */
+  private readonly onEnd = (): void => {
+    if (this.bytes > 0 || this.dropped) this.endLine();
+    void this.close();
+  };
 
   private keep(part: Buffer): void {
-    if (this.tooLong || part.length === 0) return;
-    if (this.bytes + part.length > this.maxBytes) {
-      this.tooLong = true;
-      this.droppedId = leadingId(Buffer.concat([...this.parts, part]).subarray(0, 1024));
-      this.parts = [];
-      this.bytes = 0;
+    if (part.length === 0) return;
+    if (this.dropped) {
+      this.dropped.tail = lastBytes([this.dropped.tail, part]);
       return;
     }
-    this.parts.push(part);
-    this.bytes += part.length;
-  }
-
-  private endLine(): void {
-    const parts = this.parts;
+    if (this.bytes + part.length <= this.maxBytes) {
+      this.parts.push(part);
+      this.bytes += part.length;
+      return;
+    }
+    const parts = [...this.parts, part];
+    this.dropped = { head: firstBytes(parts), tail: lastBytes(parts) };
     this.parts = [];
     this.bytes = 0;
-    if (this.tooLong) {
-      this.tooLong = false;
-      this.refuse(
-        this.droppedId,
-        JSONRPC_INVALID_REQUEST,
-        `Invalid request: a message of more than ${this.maxBytes} bytes was dropped (an image or video over about 16 MiB as base64 is more than decisiond takes)`,
-      );
-      return;
+  }
+
+  /** Reads the line kept, or answers it; nothing it does throws. */
+  private endLine(): void {
+    const parts = this.parts;
+    const dropped = this.dropped;
+    this.parts = [];
+    this.bytes = 0;
+    this.dropped = undefined;
+    try {
+      if (dropped) {
+        this.refuse(
+          idAtEnds(dropped.head, dropped.tail),
+          JSONRPC_INVALID_REQUEST,
+          `Invalid request: a message of more than ${this.maxBytes} bytes was dropped (an image or video over about 16 MiB as base64 is more than decisiond takes)`,
+        );
+        return;
+      }
+      this.read(Buffer.concat(parts));
+    } catch (error) {
+      this.onerror?.(error instanceof Error ? error : new Error(String(error)));
     }
-    const line = Buffer.concat(parts);
+  }
+
+  private read(line: Buffer): void {
     const text = line.toString("utf8").replace(/\r$/, "");
     if (text.trim() === "") return;
     const scanned = new JsonBodyScanner(MAX_JSON_VALUES, MAX_SCANNED_DEPTH).push(line);
-    const [issue] = (scanned?.body as { detail?: { msg: string; type: string }[] })?.detail ?? [];
-    // Past the bounds: not parsed at all.
-    if (issue && issue.type !== "duplicate_key") {
-      this.refuse(null, JSONRPC_INVALID_REQUEST, `Invalid request: ${issue.msg}`);
+    const [issue] =
+      (scanned?.body as { detail?: { loc: unknown[]; msg: string; type: string }[] })?.detail ?? [];
+    // Past the bounds, or a name given twice (the scanner stops there, so the rest is uncounted):
+    // not parsed at all.
+    if (issue) {
+      const inParams = issue.type === "duplicate_key" && issue.loc[1] === "params";
+      const code = inParams ? JSONRPC_INVALID_PARAMS : JSONRPC_INVALID_REQUEST;
+      const what = inParams ? "Invalid params" : "Invalid request";
+      const ends = [line.subarray(0, ENDS_KEPT), line.subarray(-ENDS_KEPT)] as const;
+      this.refuse(idAtEnds(...ends), code, `${what}: ${issue.msg}`);
       return;
     }
     let value: unknown;
@@ -139,45 +185,100 @@ export class LineStdioTransport implements Transport {
       this.refuse(null, JSONRPC_PARSE_ERROR, `Parse error: ${(error as Error).message}`);
       return;
     }
-    const id = idOf(value);
-    if (issue) {
-      this.refuse(id, JSONRPC_INVALID_PARAMS, `Invalid params: ${issue.msg}`);
-      return;
-    }
     const message = JSONRPCMessageSchema.safeParse(value);
     if (!message.success) {
       const what = Array.isArray(value)
         ? "a batch (an array) of messages, which MCP does not take; send one a line"
         : 'not one JSON-RPC 2.0 message (a jsonrpc of "2.0", a method, an id that is a string or an integer)';
-      this.refuse(id, JSONRPC_INVALID_REQUEST, `Invalid request: ${what}`);
+      this.refuse(answerableId(value), JSONRPC_INVALID_REQUEST, `Invalid request: ${what}`, value);
       return;
     }
-    this.onmessage?.(message.data);
+    try {
+      this.onmessage?.(message.data);
+    } catch (error) {
+      this.onerror?.(error instanceof Error ? error : new Error(String(error)));
+    }
   }
 
-  /** Answers a line it cannot use with a JSON-RPC error, and reports it. */
-  private refuse(id: string | number | null, code: number, message: string): void {
+  /**
+   * Reports a line it cannot use, and answers it with a JSON-RPC error unless it is a
+   * notification or a client's response (`value`, when parsed), which are never answered.
+   */
+  private refuse(id: Id | null, code: number, message: string, value?: unknown): void {
     this.onerror?.(new Error(message));
-    const answer = { jsonrpc: "2.0", id, error: { code, message } };
-    this.output.write(JSON.stringify(answer) + "\n");
+    if (value !== undefined && !answerable(value)) return;
+    if (this.closed) return;
+    this.output.write(JSON.stringify({ jsonrpc: "2.0", id, error: { code, message } }) + "\n");
   }
 }
 
 /**
- * The id a message's first bytes name at its top level, before any nested object or array (as
- * `{"jsonrpc":"2.0","id":12,"method":…` does); null when they do not.
+ * Whether a parsed line that is not a valid message is answered: a request (a method and an id)
+ * or something unreadable as any message; not a notification (a method, no id), nor a response
+ * (a result or an error, whose id is the client's own request's, not one of the server's).
  */
-function leadingId(head: Buffer): string | number | null {
-  const match =
-    /^\s*\{[^{[]*?"id"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)\s*[,}]/.exec(
-      head.toString("utf8"),
-    );
-  return match ? (JSON.parse(match[1]!) as string | number) : null;
+function answerable(value: unknown): boolean {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) return true;
+  const message = value as Record<string, unknown>;
+  if ("method" in message) return "id" in message;
+  return !("result" in message) && !("error" in message);
 }
 
-/** A message's id as sent, when it is a string or a number; else null. */
-function idOf(value: unknown): string | number | null {
+/** The id of a parsed line that is answered ({@link answerable}), as sent; else null. */
+function answerableId(value: unknown): Id | null {
   if (typeof value !== "object" || value === null || Array.isArray(value)) return null;
   const id = (value as { id?: unknown }).id;
   return typeof id === "string" || typeof id === "number" ? id : null;
+}
+
+/** A JSON-RPC id's text: a JSON string or number. */
+const ID_TEXT = String.raw`("(?:[^"\\\u0000-\u001f]|\\.)*"|-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?)`;
+/** An id its line's first bytes name at the top level, before any nested value. */
+const LEADING_ID = new RegExp(String.raw`^\s*\{[^{[]*?"id"\s*:\s*${ID_TEXT}\s*[,}]`);
+/** An id its line's last bytes name as the object's last member (the SDK's own clients' place). */
+const TRAILING_ID = new RegExp(String.raw`[{,]\s*"id"\s*:\s*${ID_TEXT}\s*\}\s*$`);
+
+/**
+ * The id a line names at its top level, read from its first and last bytes: before any nested
+ * value (`{"jsonrpc":"2.0","id":12,"method":…`), or as the last member (`…,"id":12}`); null when
+ * neither. A nested `"id"` is neither: it is followed by more than one closing bracket.
+ */
+function idAtEnds(head: Buffer, tail: Buffer): Id | null {
+  for (const [pattern, bytes] of [
+    [LEADING_ID, head],
+    [TRAILING_ID, tail],
+  ] as const) {
+    const match = pattern.exec(bytes.toString("utf8"));
+    if (!match) continue;
+    try {
+      return JSON.parse(match[1]!) as Id;
+    } catch {
+      // Not a JSON string or number after all: look on.
+    }
+  }
+  return null;
+}
+
+/** The first {@link ENDS_KEPT} bytes of `parts`, copied. */
+function firstBytes(parts: readonly Buffer[]): Buffer {
+  const head: Buffer[] = [];
+  let size = 0;
+  for (const part of parts) {
+    if (size >= ENDS_KEPT) break;
+    head.push(part.subarray(0, ENDS_KEPT - size));
+    size += Math.min(part.length, ENDS_KEPT - size);
+  }
+  return Buffer.concat(head);
+}
+
+/** The last {@link ENDS_KEPT} bytes of `parts`, copied. */
+function lastBytes(parts: readonly Buffer[]): Buffer {
+  const tail: Buffer[] = [];
+  let size = 0;
+  for (let i = parts.length - 1; i >= 0 && size < ENDS_KEPT; i--) {
+    const part = parts[i]!;
+    tail.unshift(part.subarray(Math.max(0, part.length - (ENDS_KEPT - size))));
+    size += Math.min(part.length, ENDS_KEPT - size);
+  }
+  return Buffer.concat(tail);
 }

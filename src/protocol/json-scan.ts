@@ -20,7 +20,7 @@ export const MAX_JSON_VALUES = 100_000;
 
 /**
  * Deepest nesting the scanner lets through to the parser. Bodies between {@link MAX_JSON_DEPTH}
- * and this are parsed and refused by the shape check (./json-shape.ts), which names where; deeper
+ * and this are parsed and refused by the shape check (src/api/json-shape.ts), which names where; deeper
  * ones are refused while they arrive.
  */
 export const MAX_SCANNED_DEPTH = 16_384;

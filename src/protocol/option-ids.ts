@@ -17,24 +17,30 @@
 const INVISIBLE =
   // eslint-disable-next-line no-control-regex -- control characters are among what it finds
   /\u034f|[\u0000-\u0008\u000e-\u001f\u007f-\u009f\u00ad\u061c\u200b\u200e\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]/gu;
-/** Letters and digits of the scripts where a joiner between two of them changes nothing drawn. */
-const UNJOINED = String.raw`[\p{Script=Latin}\p{Script=Greek}\p{Script=Cyrillic}\p{Nd}]`;
 /**
- * A joiner (ZWJ, ZWNJ) that joins nothing: between two Latin, Greek or Cyrillic letters or
- * digits (`"bill\u200ding"` draws as `"billing"`), between one of them and either end of the
- * text, or alone. (After a Devanagari virama, at the end, it makes a half form: kept.)
+ * Characters beside which a joiner changes nothing drawn: Latin, Greek and Cyrillic letters,
+ * digits, white space and punctuation.
+ */
+const UNJOINED = String.raw`[\p{Script=Latin}\p{Script=Greek}\p{Script=Cyrillic}\p{Nd}\s\p{P}]`;
+/**
+ * A joiner (ZWJ, ZWNJ) that joins nothing: between two of {@link UNJOINED} (the first with its
+ * combining marks: `"bill\u200ding"` draws as `"billing"`), between one of them and either end of
+ * the text, or alone. Beside an emoji, or an Indic or Arabic letter, it makes another glyph
+ * (a family, a half form): kept.
  */
 const IDLE_JOINER = new RegExp(
-  String.raw`(?<=${UNJOINED}|^)[\u200c\u200d]+(?=${UNJOINED}|$)`,
+  String.raw`(?<=${UNJOINED}\p{M}*|^)[\u200c\u200d]+(?=${UNJOINED}|$)`,
   "gu",
 );
 /** The joiners, escaped in a message wherever they stand. */
 const JOINER = /[\u200c\u200d]/gu;
-/** Control characters other than white space: they draw nothing, or garble a terminal. */
+/** Control characters other than tab, LF, VT, FF and CR: they draw nothing, or garble a terminal. */
 // eslint-disable-next-line no-control-regex -- control characters are what it finds
 const CONTROL = /[\u0000-\u0008\u000e-\u001f\u007f-\u009f]/u;
-/** Direction overrides, embeddings and isolates: they reorder how the text around them shows. */
-const REORDERING = /[\u202a-\u202e\u2066-\u2069]/u;
+/** Direction overrides and embeddings: they reorder how the text after them shows. */
+const REORDERING = /[\u202a-\u202e]/u;
+/** Direction isolates: LRI, RLI, FSI open one, PDI closes it. */
+const ISOLATE = /[\u2066-\u2069]/gu;
 /** Runs of white space (Unicode's, no-break spaces included). */
 const SPACES = /\s+/gu;
 /** White space other than the plain space, written as an escape in a message. */
@@ -105,8 +111,9 @@ const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[
  *   Unicode text: UTF-8 cannot carry it, and strict JSON parsers refuse an answer that echoes it;
  * - a control character other than white space draws nothing, or garbles the terminal it is
  *   printed to;
- * - a direction override, embedding or isolate reorders the text shown around it (the "Trojan
- *   Source" spoof);
+ * - a direction override or embedding, or an isolate left open or closed unopened, reorders the
+ *   text shown around it (the "Trojan Source" spoof); isolates that close (Fluent puts its
+ *   placeables in them) are taken;
  * - text of only spaces and invisible characters shows nothing.
  * @example
  * ```ts
@@ -124,12 +131,22 @@ export function notTextReason(text: string): string | undefined {
   const control = CONTROL.exec(text);
   if (control)
     return `it holds a control character (${at(control)}), which draws nothing or garbles a terminal; leave it out`;
-  const reordering = REORDERING.exec(text);
+  const reordering = REORDERING.exec(text) ?? unbalancedIsolate(text);
   if (reordering)
-    return `it holds a direction override, embedding or isolate (${at(reordering)}), which reorders how the text around it shows; leave it out`;
+    return `it holds a direction override, embedding or unclosed isolate (${at(reordering)}), which reorders how the text around it shows; leave it out`;
   if (text.length > 0 && sameTextKey(text) === "")
     return "it shows nothing: it holds only spaces or invisible characters; give it a visible name";
   return undefined;
+}
+
+/** The first isolate of `text` that is not closed, or closes none; `null` when they pair up. */
+function unbalancedIsolate(text: string): RegExpExecArray | null {
+  const open: RegExpExecArray[] = [];
+  for (const isolate of text.matchAll(ISOLATE)) {
+    if (isolate[0] !== "\u2069") open.push(isolate);
+    else if (!open.pop()) return isolate;
+  }
+  return open[0] ?? null;
 }
 
 /**
