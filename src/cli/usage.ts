@@ -138,28 +138,28 @@ export function registerUsageCommands(program: Command): void {
       (
         name: string,
         flags: { tokens?: number; period?: AllowancePeriod; none?: boolean; store?: string },
-      ) =>
-        withStore(flags.store, async (store) => {
+      ) => {
+        // The flags first: a usage error says so before the store is looked for.
+        if (flags.none && (flags.tokens !== undefined || flags.period !== undefined))
+          throw new InvalidArgumentError("--none takes neither --tokens nor --period");
+        if (!flags.none && (flags.tokens === undefined || flags.period === undefined))
+          throw new InvalidArgumentError("give --tokens N and --period day|month|total, or --none");
+        return withStore(flags.store, async (store) => {
           if (flags.none) {
-            if (flags.tokens !== undefined || flags.period !== undefined)
-              throw new InvalidArgumentError("--none takes neither --tokens nor --period");
             await store.setAllowance(name, undefined);
             err(`account "${name}" has no allowance now (no limit)`);
             return;
           }
-          if (flags.tokens === undefined || flags.period === undefined)
-            throw new InvalidArgumentError(
-              "give --tokens N and --period day|month|total, or --none",
-            );
           const account = await store.setAllowance(name, {
-            tokens: flags.tokens,
-            period: flags.period,
+            tokens: flags.tokens!,
+            period: flags.period!,
           });
           const state = (await store.allowanceState(account))!;
           err(
             `account "${name}": ${allowanceText(state)}; used ${state.used}, left ${state.remaining}`,
           );
-        }),
+        });
+      },
     );
 }
 
