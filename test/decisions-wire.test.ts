@@ -663,6 +663,13 @@ describe("errors in OpenAI's shape on /v1/decisions only", () => {
         msg: expect.stringMatching(/read the same \(they differ only in Unicode form, spacing/),
       }),
     ]);
+    // Question ids key the answers: two that read the same are refused too.
+    expect(await detailsOf({ questions: { q: noul, "q\u200b": noul } })).toEqual([
+      expect.objectContaining({
+        loc: ["body", "questions", "q\u200b"],
+        msg: expect.stringContaining('Question ids "q" and "q\\u200b" read the same'),
+      }),
+    ]);
     const spaced = { type: "choice", criteria: { Billing: null, " Billing\u200e": null } };
     expect(await detailsOf({ questions: { c: spaced } })).toEqual([
       expect.objectContaining({

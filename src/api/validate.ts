@@ -100,13 +100,27 @@ export function validateRequest(
 
 /**
  * @throws {@link HttpError} 422 when a question id or a choice's option id, which the answer
- *   echoes, is not Unicode text, or a choice has two option ids that are the same text
+ *   echoes, is not Unicode text, or two question ids, or two option ids of a choice, are the same
+ *   text
  */
 function optionIdProblems(body: SystemOneRequest): void {
   const notText = (loc: string[], what: string, id: string) => {
     const problem = echoProblem(id);
     if (problem) throw validationError([{ loc, msg: `${what} ${problem}`, type: "value_error" }]);
   };
+  // The answers are keyed by question id: two that read the same would come back alike.
+  const questionIds = Object.keys(body.questions);
+  const sameQuestions = sameTextIds(questionIds);
+  if (sameQuestions) {
+    const [earlier, later] = sameQuestions.map((i) => questionIds[i]!);
+    throw validationError([
+      {
+        loc: ["body", "questions", later!],
+        msg: `Question ids ${quoteId(earlier!)} and ${quoteId(later!)} read the same (${SAME_TEXT_REASON}); use one of them`,
+        type: "value_error",
+      },
+    ]);
+  }
   for (const [id, question] of Object.entries(body.questions)) {
     notText(["body", "questions", id], "Question id", id);
     if (question.type !== "choice") continue;
