@@ -19,6 +19,7 @@ const ENDS_KEPT = 1024;
 /** A JSON-RPC id as a message sends it: a string or a number. */
 type Id = string | number;
 
+// Why a transport of our own: docs/decisions/114-an-mcp-stdio-transport-that-answers.md
 /**
  * MCP's stdio transport (one JSON-RPC message a line) that answers the requests it cannot use.
  * The SDK's `StdioServerTransport` drops a line that is not JSON or not a message without a word
