@@ -9,7 +9,7 @@
 /**
  * Code points that draw nothing and change no glyph: zero-width space, word joiner and its kin,
  * byte order mark, soft hyphen, combining grapheme joiner, the direction marks, embeddings and
- * isolates, and the control characters other than white space. Not the joiners (ZWJ, ZWNJ),
+ * isolates, and the control characters other than tab, LF, VT, FF and CR. Not the joiners (ZWJ, ZWNJ),
  * variation selectors or tag characters: those make another glyph (a family emoji, a flag of a
  * country's region, an ideographic variant, a ligature of Arabic or Indic letters); but see
  * {@link IDLE_JOINER}.
@@ -48,7 +48,8 @@ const OTHER_SPACE = /[^\S ]/gu;
 
 /**
  * The key under which option ids that read the same meet: the id with its invisible code points
- * dropped, in Unicode normalization form C, runs of white space made one space, and trimmed.
+ * and its joiners that join nothing ({@link IDLE_JOINER}) dropped, in Unicode normalization form
+ * C, runs of white space made one space, and trimmed.
  * @example
  * ```ts
  * sameTextKey(" Yes\u200b  please "); // → "Yes please"
