@@ -307,6 +307,7 @@ describe("decisiond ask without a model", () => {
     for (const args of [
       ["keys"],
       ["keys", "create"],
+      ["keys", "create", "--account", "a b"],
       ["keys", "revoke", "nosuch"],
       ["usage", "--bogus"],
       ["serve", "--port", "abc"],

@@ -1,6 +1,7 @@
 import { InvalidArgumentError, type Command } from "commander";
 import Table from "cli-table3";
 import { openNamedStore, parseStoreUrl } from "../accounts/open.js";
+import { checkAccountName } from "../accounts/rows.js";
 import type { AccountStore } from "../accounts/store.js";
 import { KeyLabel, UNPRINTABLE } from "../console/schemas.js";
 import { keyView } from "../console/views.js";
@@ -23,7 +24,7 @@ export function registerKeysCommand(program: Command): void {
     .description(
       "create an API key for an account (created when missing); the key is printed once, on stdout",
     )
-    .requiredOption("--account <name>", "the account the key belongs to")
+    .requiredOption("--account <name>", "the account the key belongs to", accountName)
     .option("--label <label>", "a note to tell keys apart, e.g. who holds it", keyLabel)
     .option("--json", "print {id, account, prefix, label, created_at, key} as JSON")
     .addOption(storeOption())
@@ -188,6 +189,20 @@ export function table(head: string[], rows: (string | number)[][]): string {
     .split("\n")
     .map((line) => line.trimEnd())
     .join("\n");
+}
+
+/**
+ * Checks `--account` as the store will (`checkAccountName`), so that a bad name is a usage error
+ * said before the store is opened.
+ * @throws `InvalidArgumentError` saying what is wrong with it
+ */
+function accountName(value: string): string {
+  try {
+    checkAccountName(value);
+  } catch (error) {
+    throw new InvalidArgumentError((error as Error).message);
+  }
+  return value;
 }
 
 /**
