@@ -39,7 +39,8 @@ export function huggingFaceUrl(source: HuggingFaceSource, endpoint: string): str
  * (`createModelDownloader`, on ipull): it retries broken connections, and resumes, within this
  * pull and on the next one, from the last whole 5 MiB chunk kept in `<part>.ipull`. The part is
  * then hashed; a mismatch deletes it, and when the download had started from an earlier run's
- * leftovers it is fetched once more from zero.
+ * leftovers it is fetched once more from zero. A part of another size than the catalogue's is
+ * deleted and fetched once more from zero too.
  *
  * @param job - the pull; the file lands at `job.partPath`
  * @param access - hub endpoint and token
@@ -59,7 +60,15 @@ export async function fromHuggingFace(
   await checkRemote(job, url, headers, access.token !== undefined);
   for (let fromZero = false; ; fromZero = true) {
     const leftovers = (await exists(job.partPath)) || (await exists(`${job.partPath}.ipull`));
-    await transfer(job, url, headers);
+    const size = await transfer(job, url, headers);
+    if (size !== job.entry.sizeBytes) {
+      // The downloader wrote more or less than the file (seen under load): once more from zero.
+      await removePart(job);
+      const got = `got ${size} bytes, the catalogue expects ${job.entry.sizeBytes}`;
+      if (fromZero) throw new Error(`GET ${url}: ${got}`);
+      job.log(`${job.entry.file}: ${got}; starting over`);
+      continue;
+    }
     const actual = await sha256File(job.partPath, job.signal);
     if (actual === job.entry.sha256) return actual;
     await removePart(job);
@@ -108,8 +117,15 @@ async function checkRemote(
   }
 }
 
-/** Runs node-llama-cpp's downloader into `job.partPath`, bounded by `job.timeoutMs` of silence. */
-async function transfer(job: PullJob, url: string, headers: Record<string, string>): Promise<void> {
+/**
+ * Runs node-llama-cpp's downloader into `job.partPath`, bounded by `job.timeoutMs` of silence.
+ * @returns the part's size in bytes once the downloader is done
+ */
+async function transfer(
+  job: PullJob,
+  url: string,
+  headers: Record<string, string>,
+): Promise<number> {
   const { createModelDownloader } = await import("node-llama-cpp");
   const guard = silenceGuard(job);
   // Set once the downloader says how much an earlier run left; updated from its progress events.
@@ -150,11 +166,7 @@ async function transfer(job: PullJob, url: string, headers: Record<string, strin
     progress.stop();
     guard.dispose();
   }
-  const size = (await stat(job.partPath)).size;
-  if (size !== job.entry.sizeBytes) {
-    await removePart(job);
-    throw new Error(`GET ${url}: got ${size} bytes, the catalogue expects ${job.entry.sizeBytes}`);
-  }
+  return (await stat(job.partPath)).size;
 }
 
 /**
