@@ -1,5 +1,6 @@
 import { z } from "zod";
 import {
+  countBoundError,
   MAX_CHOICE_OPTIONS,
   MAX_SCORE_LEVELS,
   MIN_CHOICE_OPTIONS,
@@ -30,10 +31,6 @@ export const IMAGE_DATA_URL = /^data:[a-z0-9.+-]+\/[a-z0-9.+-]+;base64,/i;
 
 /** An http(s) URL, which the upstream API fetches and this service does not. */
 const REMOTE_URL = /^https?:\/\//i;
-
-/** A count bound's message with the count the caller sent: `A choice needs 2 to 255 choices, got 256`. */
-const countError = (message: string) => (issue: { input?: unknown }) =>
-  Array.isArray(issue.input) ? `${message}, got ${issue.input.length}` : message;
 
 /** `"Field required"` for a missing value, else `message`. */
 const required = (message: string) => (issue: { input?: unknown }) =>
@@ -257,8 +254,8 @@ const ChoiceQuestion = z.object({
     .array(z.object({ value: ChoiceValue, description }), {
       error: required("Input should be an array of choices"),
     })
-    .min(MIN_CHOICE_OPTIONS, { error: countError(CHOICE_COUNT) })
-    .max(MAX_CHOICE_OPTIONS, { error: countError(CHOICE_COUNT) }),
+    .min(MIN_CHOICE_OPTIONS, { error: countBoundError(CHOICE_COUNT) })
+    .max(MAX_CHOICE_OPTIONS, { error: countBoundError(CHOICE_COUNT) }),
 });
 
 const ScoreQuestion = z.object({
@@ -275,8 +272,8 @@ const ScoreQuestion = z.object({
       }),
       { error: required("Input should be an array of levels") },
     )
-    .min(MIN_SCORE_LEVELS, { error: countError(LEVEL_COUNT) })
-    .max(MAX_SCORE_LEVELS, { error: countError(LEVEL_COUNT) }),
+    .min(MIN_SCORE_LEVELS, { error: countBoundError(LEVEL_COUNT) })
+    .max(MAX_SCORE_LEVELS, { error: countBoundError(LEVEL_COUNT) }),
 });
 
 /** One question, by `type`. */
@@ -297,8 +294,8 @@ export const DecisionsRequestSchema = z.object({
   ),
   questions: z
     .array(DecisionQuestionSchema, { error: required("Input should be an array of questions") })
-    .min(1, { error: countError(QUESTION_COUNT) })
-    .max(MAX_DECISION_QUESTIONS, { error: countError(QUESTION_COUNT) }),
+    .min(1, { error: countBoundError(QUESTION_COUNT) })
+    .max(MAX_DECISION_QUESTIONS, { error: countBoundError(QUESTION_COUNT) }),
   prompt_cache_key: z.string().nullable().optional(),
   prompt_cache_options: z
     .object({

@@ -22,3 +22,12 @@ export const MAX_JSON_DEPTH = 64;
 
 /** Default largest request body, in bytes (16 MiB), after decompression. */
 export const DEFAULT_BODY_LIMIT = 16 * 1024 * 1024;
+
+/**
+ * A zod error message for a count bound that names the count sent, for both wires' schemas.
+ * @param message - the bound, e.g. "A choice needs 2 to 255 choices"
+ * @returns a zod `error` function: `message, got N` for an array input, else `message`
+ * @example `z.array(x).max(255, { error: countBoundError("A choice needs 2 to 255 choices") })`
+ */
+export const countBoundError = (message: string) => (issue: { input?: unknown }) =>
+  Array.isArray(issue.input) ? `${message}, got ${issue.input.length}` : message;

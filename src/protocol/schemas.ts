@@ -1,5 +1,6 @@
 import { z } from "zod";
 import {
+  countBoundError,
   MAX_CHOICE_OPTIONS,
   MAX_QUESTIONS,
   MAX_SCORE_LEVELS,
@@ -131,9 +132,9 @@ const NoulQuestionSchema = withExtra(
 );
 
 /** The level bound's message with the count sent: `A score needs 2 to 10 levels, got 11`. */
-const levelCount = (issue: { input?: unknown }) =>
-  `A score needs ${MIN_SCORE_LEVELS} to ${MAX_SCORE_LEVELS} levels` +
-  (Array.isArray(issue.input) ? `, got ${issue.input.length}` : "");
+const levelCount = countBoundError(
+  `A score needs ${MIN_SCORE_LEVELS} to ${MAX_SCORE_LEVELS} levels`,
+);
 
 const ScoreQuestionSchema = z.object({
   type: z.literal("score"),
