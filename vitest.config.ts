@@ -26,6 +26,7 @@ const unit = [
   "test/eval-metrics.test.ts",
   "test/eval-runner.test.ts",
   "test/fuzz.test.ts",
+  "test/json-body.test.ts",
   "test/kernel-split.test.ts",
   "test/lead-windows.test.ts",
   "test/mcp-transport.test.ts",

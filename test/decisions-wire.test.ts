@@ -48,7 +48,7 @@ const post = (app: FastifyInstance, url: string, body: unknown, headers = {}) =>
     method: "POST",
     url,
     headers: { "content-type": "application/json", ...headers },
-    payload: typeof body === "string" ? body : JSON.stringify(body),
+    payload: typeof body === "string" || Buffer.isBuffer(body) ? body : JSON.stringify(body),
   });
 
 const TICKET = "I was charged twice for my March invoice. Please refund one charge today.";
@@ -455,6 +455,12 @@ describe("errors in OpenAI's shape on /v1/decisions only", () => {
       param: null,
       code: "json_invalid",
       message: expect.stringMatching(/end of the body \(character 15/),
+    });
+    const latin1 = Buffer.from(JSON.stringify({ ...valid, input: "caf\u00e9" }), "latin1");
+    expect(await errorOf(latin1, 400)).toMatchObject({
+      param: null,
+      code: "json_invalid",
+      message: expect.stringMatching(/not valid UTF-8: byte \d+ \(0xE9\)/),
     });
     expect(await errorOf({}, 400)).toMatchObject({
       param: "model",

@@ -320,6 +320,25 @@ describe("content types and encodings found by the fuzz suite", () => {
     expect(bom.status).toBe(200);
   });
 
+  it("bytes that are not UTF-8 get 422 json_invalid naming the byte, not U+FFFD", async () => {
+    await start();
+    const text = JSON.stringify({ ...REQUEST, state: "caf#" });
+    const at = Buffer.byteLength(text.slice(0, text.indexOf("#")));
+    const bytes = Buffer.from(text, "utf8");
+    bytes[at] = 0xff;
+    const reply = await post(bytes, { "content-type": "application/json" });
+    expect(reply.status).toBe(422);
+    expect(reply.body.detail).toEqual([
+      { loc: ["body"], msg: expect.stringContaining(`byte ${at} (0xFF)`), type: "json_invalid" },
+    ]);
+    expect(model.entered).toBe(0);
+    // The same text in UTF-8, an accent included, is answered.
+    const ok = await post(Buffer.from(text.replace("#", "\u00e9"), "utf8"), {
+      "content-type": "application/json",
+    });
+    expect(ok.status).toBe(200);
+  });
+
   it("a corrupt compressed body with a content type no route parses gets 415, and the server stays up", async () => {
     await start();
     for (const encoding of ["gzip", "zstd", "br", "deflate"]) {

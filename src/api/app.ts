@@ -17,7 +17,7 @@ import { boundSilentConnections } from "./silent-connections.js";
 import { capConnections } from "./connection-cap.js";
 import { requestLogFields } from "./request-log.js";
 import { declareRequestState } from "./request-state.js";
-import { JSON_CONTENT_TYPE, parseJsonBody, unacceptableCharset } from "./json.js";
+import { decodeJsonBytes, JSON_CONTENT_TYPE, parseJsonBody, unacceptableCharset } from "./json.js";
 import { Lifecycle } from "./lifecycle.js";
 import { createMetrics } from "./metrics.js";
 import { DEFAULT_REQUEST_TIMEOUT_MS, type AppOptions, type ServedModel } from "./options.js";
@@ -124,12 +124,12 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   app.removeAllContentTypeParsers();
   app.addContentTypeParser(
     JSON_CONTENT_TYPE,
-    { parseAs: "string", bodyLimit },
+    { parseAs: "buffer", bodyLimit },
     (request, body, done) => {
       try {
         const charset = unacceptableCharset(request.headers["content-type"]);
         if (charset !== undefined) throw new ApiError(Errors.unsupportedCharset, [charset]);
-        done(null, parseJsonBody(String(body)));
+        done(null, parseJsonBody(decodeJsonBytes(body as Buffer)));
       } catch (error) {
         done(error as Error, undefined);
       }

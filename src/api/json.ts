@@ -1,3 +1,4 @@
+import { isUtf8 } from "node:buffer";
 import { validationError } from "../protocol/errors.js";
 
 /**
@@ -57,6 +58,71 @@ export function parseJsonBody(body: string): unknown {
       },
     ]);
   }
+}
+
+/**
+ * A JSON body's bytes as text. JSON exchanged between systems is UTF-8 (RFC 8259 §8.1), and bytes
+ * that are not are refused rather than replaced with U+FFFD, which would change an id or a label
+ * without a word.
+ * @param bytes - the body as received (after any Content-Encoding is undone)
+ * @returns the decoded text, a byte order mark included
+ * @throws {@link HttpError} 422 with `detail[]`: `type: "json_invalid"` at `loc: ["body"]`, whose
+ *   `msg` names the offset (in bytes) and value of the first byte that begins no UTF-8 character
+ * @example `decodeJsonBytes(Buffer.from([0x22, 0xff, 0x22]))` throws: byte 1 (0xFF) begins no character
+ */
+export function decodeJsonBytes(bytes: Buffer): string {
+  if (isUtf8(bytes)) return bytes.toString("utf8");
+  const offset = firstInvalidUtf8(bytes);
+  const value = bytes[offset]?.toString(16).toUpperCase().padStart(2, "0") ?? "";
+  throw validationError([
+    {
+      loc: ["body"],
+      msg: `JSON decode error: the body is not valid UTF-8: byte ${offset} (0x${value}) begins no character; send JSON encoded as UTF-8`,
+      type: "json_invalid",
+    },
+  ]);
+}
+
+/**
+ * Offset of the first byte that begins no well-formed UTF-8 sequence (The Unicode Standard,
+ * Table 3-7: no overlong forms, no surrogates, nothing past U+10FFFF), or `bytes.length` when
+ * every sequence is whole.
+ */
+export function firstInvalidUtf8(bytes: Uint8Array): number {
+  let i = 0;
+  while (i < bytes.length) {
+    const lead = bytes[i]!;
+    if (lead < 0x80) {
+      i += 1;
+      continue;
+    }
+    // [length, lowest and highest second byte] of the sequence this lead byte begins.
+    const [length, low, high] =
+      lead >= 0xc2 && lead <= 0xdf
+        ? [2, 0x80, 0xbf]
+        : lead === 0xe0
+          ? [3, 0xa0, 0xbf]
+          : lead === 0xed
+            ? [3, 0x80, 0x9f]
+            : lead >= 0xe1 && lead <= 0xef
+              ? [3, 0x80, 0xbf]
+              : lead === 0xf0
+                ? [4, 0x90, 0xbf]
+                : lead === 0xf4
+                  ? [4, 0x80, 0x8f]
+                  : lead >= 0xf1 && lead <= 0xf3
+                    ? [4, 0x80, 0xbf]
+                    : [0, 0, 0];
+    if (length === 0 || i + length > bytes.length) return i;
+    const second = bytes[i + 1]!;
+    if (second < low || second > high) return i;
+    for (let k = 2; k < length; k++) {
+      const next = bytes[i + k]!;
+      if (next < 0x80 || next > 0xbf) return i;
+    }
+    i += length;
+  }
+  return i;
 }
 
 /** The 422 of an empty body. */
