@@ -1,6 +1,16 @@
 import { createHash, randomBytes } from "node:crypto";
 import { createWriteStream } from "node:fs";
-import { mkdir, mkdtemp, readFile, readdir, rm, stat, utimes, writeFile } from "node:fs/promises";
+import {
+  appendFile,
+  mkdir,
+  mkdtemp,
+  readFile,
+  readdir,
+  rm,
+  stat,
+  utimes,
+  writeFile,
+} from "node:fs/promises";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -26,6 +36,35 @@ import {
   UnknownModelError,
   type PipDownload,
 } from "../src/models/pull.js";
+
+/**
+ * Bytes to append to the part after the next downloads, in order: node-llama-cpp's downloader
+ * once left a part 63 bytes long under load (a fresh-clone CI), which no fake hub reproduces.
+ */
+const padParts = vi.hoisted(() => [] as number[]);
+vi.mock("node-llama-cpp", async (importOriginal) => {
+  const real = await importOriginal<typeof import("node-llama-cpp")>();
+  return {
+    ...real,
+    createModelDownloader: async (
+      options: Parameters<typeof real.createModelDownloader>[0] & {
+        dirPath: string;
+        fileName: string;
+      },
+    ) => {
+      const downloader = await real.createModelDownloader(options);
+      const pad = padParts.shift();
+      if (pad === undefined) return downloader;
+      const download = downloader.download.bind(downloader);
+      downloader.download = async (...args: Parameters<typeof download>) => {
+        const path = await download(...args);
+        await appendFile(join(options.dirPath, options.fileName), Buffer.alloc(pad));
+        return path;
+      };
+      return downloader;
+    },
+  };
+});
 
 const sha256 = (b: Buffer) => createHash("sha256").update(b).digest("hex");
 
@@ -315,6 +354,26 @@ describe("pull from Hugging Face", () => {
     const path = await pullEntry(entry(), { hfEndpoint: endpoint, log });
     expect(hub.transfers().length).toBeGreaterThanOrEqual(2);
     expect((await readFile(path)).equals(CONTENT)).toBe(true);
+  });
+
+  it("fetches a part of the wrong size once more from zero, and fails on a second", async () => {
+    padParts.push(63);
+    const path = await pullEntry(entry(), { hfEndpoint: endpoint, log });
+    expect((await readFile(path)).equals(CONTENT)).toBe(true);
+    expect(hub.transfers()).toHaveLength(2);
+    expect(lines).toContain(
+      `tiny.Q4.gguf: got ${CONTENT.length + 63} bytes, the catalogue expects ${CONTENT.length}; starting over`,
+    );
+    await rm(path);
+    await rm(`${path}.verified.json`);
+    padParts.push(63, 1);
+    const err = await pullEntry(entry(), { hfEndpoint: endpoint, log }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(PullError);
+    expect((err as Error).message).toContain(
+      `got ${CONTENT.length + 1} bytes, the catalogue expects ${CONTENT.length}`,
+    );
+    expect(padParts).toEqual([]);
+    expect(await readdir(join(home, "models"))).toEqual([]);
   });
 
   it("verifies a complete .part without downloading it again", async () => {
