@@ -16,7 +16,8 @@ import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { servedModelFile } from "./workload.mjs";
-const { parseSequenceState, StateWriter } = await import("../dist/engine/llama/sequence-state.js");
+const { parseSequenceState } = await import("../dist/engine/llama/sequence-state.js");
+const { StateWriter } = await import("../dist/engine/llama/state-writer.js");
 const { ropeShiftOf } = await import("../dist/engine/llama/windowed-lead.js");
 const args = Object.fromEntries(process.argv.slice(2).map((a) => a.split("=")));
 const MODEL = args.model ?? (await servedModelFile());
@@ -92,16 +93,16 @@ async function putBlock(prefix, chunks) {
       await helpers[i].saveStateToFile(path);
       const st = parseSequenceState(readFileSync(path));
       if (!writer) {
-        writer = new StateWriter(st, tokens, rotate);
-        writer.place(st, 0, P, 0, 0);
+        writer = await StateWriter.create(`${dir}/merged.bin`, st, tokens, rotate);
+        await writer.place(st, 0, P, 0, 0);
       }
-      writer.place(st, P, P + round[i].length, offset, offset - P);
+      await writer.place(st, P, P + round[i].length, offset, offset - P);
       offset += round[i].length;
     }
   }
   T.eval += performance.now() - T0;
   const T1 = performance.now();
-  writeFileSync(`${dir}/merged.bin`, writer.finish());
+  await writer.finish();
   await seq0.loadStateFromFile(`${dir}/merged.bin`, { acceptRisk: true });
   T.merge += performance.now() - T1;
 }

@@ -1,4 +1,7 @@
-import { describe, expect, it } from "vitest";
+import { mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { LIST_WINDOW_TOKENS, listWindows } from "../src/decision/list-windows.js";
 import { leadWindows, windowsAgree } from "../src/engine/decode/lead-windows.js";
 import { ropeShiftOf } from "../src/engine/llama/windowed-lead.js";
@@ -7,9 +10,12 @@ import { floatToHalf } from "../src/models/requantize.js";
 import {
   parseSequenceState,
   ropeShift,
+  StateFile,
   StateFormatError,
-  StateWriter,
+  type RopeShift,
+  type SequenceState,
 } from "../src/engine/llama/sequence-state.js";
+import { StateWriter } from "../src/engine/llama/state-writer.js";
 import { cellsOf } from "./support/state-cells.js";
 
 /**
@@ -133,7 +139,31 @@ function stateFile(
 }
 
 describe("sequence-state files", () => {
-  it("reads a state and writes it back byte for byte, in any stream", () => {
+  let folder: string;
+  let made = 0;
+  beforeAll(async () => {
+    folder = await mkdtemp(join(tmpdir(), "decisiond-state-"));
+  });
+  afterAll(async () => {
+    await rm(folder, { recursive: true, force: true });
+  });
+
+  /** A writer of a new file in the test's folder. */
+  const writerOf = (header: SequenceState, tokens: readonly number[], rotate: RopeShift) =>
+    StateWriter.create(join(folder, `merged-${++made}`), header, tokens, rotate);
+  /** The file `writer` wrote, once finished. */
+  const written = async (writer: StateWriter) => {
+    await writer.finish();
+    return readFile(writer.path);
+  };
+  /** `buffer` as a file, opened in place. */
+  const opened = async (buffer: Buffer) => {
+    const path = join(folder, `source-${++made}`);
+    await writeFile(path, buffer);
+    return StateFile.open(path);
+  };
+
+  it("reads a state and writes it back byte for byte, in any stream", async () => {
     for (const [stream, streams] of [
       [0, 1],
       [0, 2],
@@ -144,18 +174,42 @@ describe("sequence-state files", () => {
       const state = parseSequenceState(buffer);
       expect(state.positions).toEqual(Int32Array.from([0, 1, 2, 3, 4]));
       expect(state.stream).toBe(stream);
-      const writer = new StateWriter(state, state.tokens, () => {});
-      writer.place(state, 0, 5, 0, 0);
-      expect(writer.finish().equals(buffer)).toBe(true);
+      const writer = await writerOf(state, state.tokens, () => {});
+      await writer.place(state, 0, 5, 0, 0);
+      expect((await written(writer)).equals(buffer)).toBe(true);
+      // The same from the file, read in place.
+      const file = await opened(buffer);
+      const fromFile = await writerOf(state, state.tokens, () => {});
+      await fromFile.place(file, 0, 5, 0, 0);
+      await file.close();
+      expect((await written(fromFile)).equals(buffer)).toBe(true);
     }
   });
 
-  it("writes cells stored out of order in position order, rows with them", () => {
+  it("reads a file's layout in place, and its rows block by block", async () => {
+    const buffer = stateFile(6, 0, { order: [2, 0, 1, 5, 4, 3] });
+    const state = parseSequenceState(buffer);
+    const file = await opened(buffer);
+    try {
+      expect(file.positions).toEqual(state.positions);
+      expect(file.tokens).toEqual(state.tokens);
+      expect(file.rows).toEqual(state.rows);
+      for (let k = 0; k < 4; k++)
+        expect(await file.rowsOf(k, 1, 4)).toEqual(await state.rowsOf(k, 1, 4));
+    } finally {
+      await file.close();
+    }
+    await expect(opened(buffer.subarray(0, 100))).rejects.toThrow(/ends early/);
+    await expect(opened(Buffer.concat([buffer, Buffer.alloc(4)]))).rejects.toThrow(/left over/);
+    await expect(opened(stateFile(3, 0, { transposed: 1 }))).rejects.toThrow(/transposed/);
+  });
+
+  it("writes cells stored out of order in position order, rows with them", async () => {
     const shuffled = parseSequenceState(stateFile(5, 0, { order: [2, 0, 1, 4, 3] }));
     const sorted = parseSequenceState(stateFile(5));
-    const writer = new StateWriter(shuffled, sorted.tokens, () => {});
-    writer.place(shuffled, 0, 5, 0, 0);
-    const state = parseSequenceState(writer.finish());
+    const writer = await writerOf(shuffled, sorted.tokens, () => {});
+    await writer.place(shuffled, 0, 5, 0, 0);
+    const state = parseSequenceState(await written(writer));
     expect([...state.positions]).toEqual([0, 1, 2, 3, 4]);
     for (let layer = 0; layer < 2; layer++) {
       expect(state.keys[layer]!.data).toEqual(sorted.keys[layer]!.data);
@@ -172,54 +226,58 @@ describe("sequence-state files", () => {
     );
   });
 
-  it("merges cells in place, moving and turning only the keys of those shifted", () => {
+  it("merges cells in place, moving and turning only the keys of those shifted", async () => {
     const a = parseSequenceState(stateFile(4));
     const b = parseSequenceState(stateFile(3, 4));
     const turned: number[] = [];
-    const writer = new StateWriter(a, [1, 2, 3, 4, 5, 6, 7], (row, shift) => {
+    const writer = await writerOf(a, [1, 2, 3, 4, 5, 6, 7], (row, shift) => {
       turned.push(shift);
       row.fill(0);
     });
-    writer.place(a, 0, 4, 0, 0);
-    writer.place(b, 4, 7, 4, 10);
-    const state = parseSequenceState(writer.finish());
+    await writer.place(a, 0, 4, 0, 0);
+    await writer.place(b, 4, 7, 4, 10);
+    const state = parseSequenceState(await written(writer));
     expect(state.tokens).toEqual([1, 2, 3, 4, 5, 6, 7]);
     expect([...state.positions]).toEqual([0, 1, 2, 3, 14, 15, 16]);
     // Three keys turned in each of the two layers; the values moved as they were.
     expect(turned).toEqual([10, 10, 10, 10, 10, 10]);
     expect(state.keys[0]!.data.subarray(32).every((byte) => byte === 0)).toBe(true);
     expect(state.values[1]!.data.subarray(32)).toEqual(b.values[1]!.data);
-    expect(() => cellsOf(a, 2, 6)).toThrow(/missing/);
+    await expect(cellsOf(a, 2, 6)).rejects.toThrow(/missing/);
   });
 
-  it("writes windows in place as they come, and refuses a cell written twice or left out", () => {
+  it("writes windows in place as they come, and refuses a cell written twice or left out", async () => {
     const a = parseSequenceState(stateFile(6));
     const b = parseSequenceState(stateFile(6));
-    const writer = new StateWriter(a, [1, 2, 3, 4, 5, 6, 7, 8], (row) => row.fill(0));
+    const writer = await writerOf(a, [1, 2, 3, 4, 5, 6, 7, 8], (row) => row.fill(0));
     // A prefix of 2 cells, then two windows of 3 each evaluated right after it.
-    writer.place(a, 0, 2, 0, 0);
-    writer.place(a, 2, 5, 2, 0);
-    expect(() => writer.finish()).toThrow(/cell 5 not written/);
-    expect(() => writer.place(b, 2, 5, 4, 3)).toThrow(/written twice/);
+    await writer.place(a, 0, 2, 0, 0);
+    await writer.place(a, 2, 5, 2, 0);
+    await expect(writer.finish()).rejects.toThrow(/cell 5 not written/);
+    await expect(writer.place(b, 2, 5, 4, 3)).rejects.toThrow(/written twice/);
+    // Discarded, the file is gone.
+    await writer.discard();
+    await expect(stat(writer.path)).rejects.toThrow(/ENOENT/);
     // A place that fails part way leaves its cells unwritten: the file is refused, not garbage.
-    const failing = new StateWriter(a, [1, 2], () => {
+    const failing = await writerOf(a, [1, 2], () => {
       throw new Error("no turn");
     });
-    failing.place(a, 0, 1, 0, 0);
-    expect(() => failing.place(a, 1, 2, 1, 5)).toThrow("no turn");
-    expect(() => failing.finish()).toThrow(/cell 1 not written/);
-    const writer2 = new StateWriter(a, [1, 2, 3, 4, 5, 6, 7, 8], (row) => row.fill(0));
-    writer2.place(a, 0, 2, 0, 0);
-    writer2.place(a, 2, 5, 2, 0);
-    writer2.place(b, 2, 5, 5, 3);
-    const state = parseSequenceState(writer2.finish());
+    await failing.place(a, 0, 1, 0, 0);
+    await expect(failing.place(a, 1, 2, 1, 5)).rejects.toThrow("no turn");
+    await expect(failing.finish()).rejects.toThrow(/cell 1 not written/);
+    await failing.discard();
+    const writer2 = await writerOf(a, [1, 2, 3, 4, 5, 6, 7, 8], (row) => row.fill(0));
+    await writer2.place(a, 0, 2, 0, 0);
+    await writer2.place(a, 2, 5, 2, 0);
+    await writer2.place(b, 2, 5, 5, 3);
+    const state = parseSequenceState(await written(writer2));
     expect([...state.positions]).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
     expect(state.tokens).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
     // The second window's keys turned (here: zeroed), its values as evaluated.
     expect(state.keys[1]!.data.subarray(5 * 8).every((byte) => byte === 0)).toBe(true);
     expect(state.keys[1]!.data.subarray(0, 5 * 8)).toEqual(a.keys[1]!.data.subarray(0, 5 * 8));
     expect(state.values[0]!.data.subarray(5 * 8)).toEqual(b.values[0]!.data.subarray(2 * 8, 5 * 8));
-    expect(() => writer2.place(a, 4, 7, 0, 0)).toThrow(/missing/);
+    await expect(writer2.place(a, 4, 7, 0, 0)).rejects.toThrow(/missing/);
   });
 
   it("turns keys by RoPE: two shifts make their sum, and back is where they were", () => {

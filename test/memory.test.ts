@@ -131,7 +131,7 @@ describe("item 4: memory at idle", () => {
     expect((await idleRss()).rss).toBeLessThanOrEqual(LIMIT_MIB);
   }, 600_000);
 
-  // The state its windows were written into (about 120 MB here) is freed at the next collection.
+  // The state its windows are written into (about 120 MB here) is a file, removed once loaded.
   it(`after a long option list read in windows: back at ≤ ${LIMIT_MIB} MiB within 30 s`, async () => {
     const { timing, pid } = await idleRss({}, QUEUES);
     expect(Number(/windows;desc=(\d+)/.exec(timing)?.[1])).toBeGreaterThan(1);

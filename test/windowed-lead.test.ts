@@ -1,5 +1,5 @@
 import type { LlamaContextSequence, LlamaModel } from "node-llama-cpp";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
@@ -188,8 +188,14 @@ describe("a lead evaluated in windows", () => {
       };
       await expect(fresh.score(request, controller.signal)).rejects.toThrow("cancelled");
       expect(saves).toBe(1);
+      // Nothing of its windows is left on disk (in /dev/shm: memory), nor of the next request's.
+      const folder = (fresh as any).prefixCache.directory as string;
+      const windowFiles = () => readdirSync(folder).filter((f) => f.startsWith("windows.kv"));
+      expect(windowFiles()).toEqual([]);
       const next = await fresh.score(request);
       expect(next.branches).toEqual(alone.branches);
+      expect(next.leadWindows).toBeGreaterThan(1);
+      expect(windowFiles()).toEqual([]);
     } finally {
       await fresh.close();
     }
@@ -270,12 +276,18 @@ describe("keys turned to another position", () => {
       };
       await sequence.evaluateWithoutGeneratingNewTokens([...a, ...b]);
       // b's cells moved 40 positions back by the engine's own writer, its keys turned.
-      const moved = cellsOf(await saved("before"), a.length, a.length + b.length, -40, rotate);
+      const moved = await cellsOf(
+        await saved("before"),
+        a.length,
+        a.length + b.length,
+        -40,
+        rotate,
+      );
       // Erasing 40 tokens before b moves b 40 positions back: llama.cpp turns its keys itself.
       await sequence.eraseContextTokenRanges([{ start: a.length - 40, end: a.length }]);
       await sequence.evaluateWithoutGeneratingNewTokens(model.tokenize(" end"));
       const start = a.length - 40;
-      const after = cellsOf(await saved("after"), start, start + b.length);
+      const after = await cellsOf(await saved("after"), start, start + b.length);
       expect(moved.positions).toEqual(after.positions);
       let worst = 0;
       for (let layer = 0; layer < moved.keys.length; layer++) {

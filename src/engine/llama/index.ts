@@ -15,7 +15,7 @@ import { DEFAULT_PREFIX_CACHE_BYTES, usableLlama, type LlamaEngineOptions } from
 import { commonPrefixLength, PrefixSnapshotCache } from "./prefix-cache.js";
 import { runLeadTurn } from "./lead-turn.js";
 import { PrefixSequence } from "./prefix-sequence.js";
-import { LeadWindowsRunner, ropeShiftOf } from "./windowed-lead.js";
+import { discardWindows, LeadWindowsRunner, ropeShiftOf } from "./windowed-lead.js";
 import { SnapshotWriteBehind } from "./write-behind.js";
 import {
   countPrefixTurn,
@@ -235,8 +235,10 @@ export class LlamaEngine implements Engine {
         rank = progress.workLeft!;
       }
     } finally {
-      // A request that failed (cancelled, past its deadline) leaves nothing parked.
+      // A request that failed (cancelled, past its deadline) leaves nothing parked, and no state
+      // of its windows half written.
       dropParked(progress, this.prefixCache);
+      await discardWindows(progress.windows);
     }
   }
 

@@ -2,7 +2,7 @@ import type { LlamaContextSequence } from "node-llama-cpp";
 import { leadCallsFrom, leadWindows, type DecodePlan } from "../decode/index.js";
 import { countBranchTokens, evaluateCalls, type DecodeTally } from "./lanes.js";
 import { workLeft, YIELDED, type Progress, type TurnOptions } from "./turns.js";
-import type { LeadWindowsRunner } from "./windowed-lead.js";
+import { discardWindows, type LeadWindowsRunner } from "./windowed-lead.js";
 import type { ScoreRequest } from "../types.js";
 
 /**
@@ -85,6 +85,7 @@ export async function runLeadTurn(
     }
   } else {
     // Windows turned off (another request's failed) while this one was parked: what it wrote goes.
+    await discardWindows(progress.windows);
     progress.windows = undefined;
   }
   progress.leadHeld = at;

@@ -1,3 +1,4 @@
+import { open, type FileHandle } from "node:fs/promises";
 import { halfToFloat } from "../../models/dequantize.js";
 import { floatToHalf } from "../../models/requantize.js";
 
@@ -19,16 +20,15 @@ import { floatToHalf } from "../../models/requantize.js";
 /** A state file this engine does not know how to merge; windows are then not used. */
 export class StateFormatError extends Error {}
 
-/** One layer's keys or values: a row of `rowBytes` a cell, cells in file order. */
-export interface StateRows {
+/** One layer's keys or values in a state file: a row of `rowBytes` a cell, cells in file order. */
+export interface RowsLayout {
   /** ggml type of the rows: 1 (`GGML_TYPE_F16`) for keys. */
   readonly type: number;
   readonly rowBytes: number;
-  readonly data: Buffer;
 }
 
-/** A parsed sequence-state file. */
-export interface SequenceState {
+/** Where a state file's parts lie, and what its header says. */
+export interface StateLayout {
   readonly magic: number;
   readonly version: number;
   readonly tokens: readonly number[];
@@ -39,6 +39,28 @@ export interface SequenceState {
   readonly positions: Int32Array;
   /** Each cell's sequence id (the same for all). */
   readonly sequenceId: number;
+  /** Per layer the keys, then per layer the values. */
+  readonly rows: readonly RowsLayout[];
+  /** Layers (`rows.length / 2`). */
+  readonly layers: number;
+}
+
+/** The cells of a state, to copy from: read whole into memory, or from its file. */
+export interface StateCells extends StateLayout {
+  /**
+   * Rows `k` (of {@link StateLayout.rows}) of the cells `[from, to)` in file order, `rowBytes`
+   * each. The buffer is only valid until the next call.
+   */
+  rowsOf(k: number, from: number, to: number): Promise<Buffer>;
+}
+
+/** One layer's keys or values read into memory. */
+export interface StateRows extends RowsLayout {
+  readonly data: Buffer;
+}
+
+/** A sequence-state file read whole into memory. */
+export interface SequenceState extends StateCells {
   /** Per layer. */
   readonly keys: readonly StateRows[];
   readonly values: readonly StateRows[];
@@ -47,206 +69,191 @@ export interface SequenceState {
 /** The ggml type of f16 rows. */
 const GGML_TYPE_F16 = 1;
 
+/** A read the layout parser asks for: `[offset, bytes]`; it is given those bytes back. */
+type Read = readonly [offset: number, bytes: number];
+
 /**
- * Parses a sequence-state file.
+ * The layout of a state file, parsed from the reads it asks for (so that one parser serves a
+ * buffer and a file): returns the layout, each rows block's offset, and the file's length.
  * @throws {@link StateFormatError} for any layout but the one described above
  */
-export function parseSequenceState(buffer: Buffer): SequenceState {
+function* layoutOf(): Generator<
+  Read,
+  { layout: StateLayout; offsets: number[]; length: number },
+  Buffer
+> {
   let at = 0;
-  const need = (bytes: number) => {
-    if (at + bytes > buffer.length) throw new StateFormatError("the state file ends early");
+  const read = function* (bytes: number): Generator<Read, Buffer, Buffer> {
+    const buffer = yield [at, bytes];
+    at += bytes;
+    return buffer;
   };
-  const u32 = () => (need(4), (at += 4), buffer.readUInt32LE(at - 4));
-  const i32 = () => (need(4), (at += 4), buffer.readInt32LE(at - 4));
-  const magic = u32();
-  const version = u32();
+  const u32 = function* () {
+    return (yield* read(4)).readUInt32LE(0);
+  };
+  const magic = yield* u32();
+  const version = yield* u32();
   if (version !== 3) throw new StateFormatError(`state format version ${version}, not 3`);
-  const tokenCount = u32();
-  need(4 * tokenCount);
-  const tokens = Array.from({ length: tokenCount }, () => i32());
-  const streams = u32();
-  let found: Omit<SequenceState, "magic" | "version" | "tokens" | "streams"> | undefined;
+  const tokenCount = yield* u32();
+  const tokenBytes = yield* read(4 * tokenCount);
+  const tokens = Array.from({ length: tokenCount }, (_, i) => tokenBytes.readInt32LE(4 * i));
+  const streams = yield* u32();
+  let found: Omit<StateLayout, "magic" | "version" | "tokens" | "streams"> | undefined;
+  const offsets: number[] = [];
   for (let stream = 0; stream < streams; stream++) {
-    const cells = u32();
+    const cells = yield* u32();
     if (cells === 0) continue;
     if (found) throw new StateFormatError("cells in two KV streams");
+    const cellBytes = yield* read(12 * cells);
     const positions = new Int32Array(cells);
     let sequenceId = -1;
     for (let c = 0; c < cells; c++) {
-      positions[c] = i32();
-      if (u32() !== 1) throw new StateFormatError("a cell in several sequences");
-      const id = i32();
+      positions[c] = cellBytes.readInt32LE(12 * c);
+      if (cellBytes.readUInt32LE(12 * c + 4) !== 1)
+        throw new StateFormatError("a cell in several sequences");
+      const id = cellBytes.readInt32LE(12 * c + 8);
       if (c > 0 && id !== sequenceId) throw new StateFormatError("cells of two sequences");
       sequenceId = id;
     }
-    if (u32() !== 0) throw new StateFormatError("transposed values (flash attention off)");
-    const layers = u32();
-    const rows = (): StateRows[] =>
-      Array.from({ length: layers }, () => {
-        const type = i32();
-        need(8);
-        const rowBytes = Number(buffer.readBigUInt64LE(at));
-        at += 8;
-        need(rowBytes * cells);
-        const data = buffer.subarray(at, at + rowBytes * cells);
-        at += rowBytes * cells;
-        return { type, rowBytes, data };
-      });
-    const keys = rows();
-    const values = rows();
-    if (keys.some((k) => k.type !== GGML_TYPE_F16)) throw new StateFormatError("keys not f16");
-    found = { stream, positions, sequenceId, keys, values };
+    if ((yield* u32()) !== 0) throw new StateFormatError("transposed values (flash attention off)");
+    const layers = yield* u32();
+    const rows: RowsLayout[] = [];
+    for (let k = 0; k < 2 * layers; k++) {
+      const head = yield* read(12);
+      const rowBytes = Number(head.readBigUInt64LE(4));
+      rows.push({ type: head.readInt32LE(0), rowBytes });
+      offsets.push(at);
+      at += rowBytes * cells;
+    }
+    if (rows.slice(0, layers).some((k) => k.type !== GGML_TYPE_F16))
+      throw new StateFormatError("keys not f16");
+    found = { stream, positions, sequenceId, rows, layers };
   }
   if (!found) throw new StateFormatError("no cells");
-  if (at !== buffer.length) throw new StateFormatError(`${buffer.length - at} bytes left over`);
-  return { magic, version, tokens, streams, ...found };
+  return { layout: { magic, version, tokens, streams, ...found }, offsets, length: at };
 }
 
 /**
- * The cell holding each position of `[from, to)` in `state`, in position order.
- * @throws {@link StateFormatError} when a position in the range is missing or held twice
+ * Parses a sequence-state file read whole into memory.
+ * @throws {@link StateFormatError} for any layout but the one described above
  */
-function cellsAt(state: SequenceState, from: number, to: number): Int32Array {
-  const slot = new Int32Array(Math.max(0, to - from)).fill(-1);
-  state.positions.forEach((position, cell) => {
-    if (position < from || position >= to) return;
-    if (slot[position - from] !== -1) throw new StateFormatError(`two cells at ${position}`);
-    slot[position - from] = cell;
-  });
-  if (slot.includes(-1)) throw new StateFormatError(`a position in [${from}, ${to}) is missing`);
-  return slot;
+export function parseSequenceState(buffer: Buffer): SequenceState {
+  const parser = layoutOf();
+  let step = parser.next(Buffer.alloc(0));
+  while (!step.done) {
+    const [at, bytes] = step.value;
+    if (at + bytes > buffer.length) throw new StateFormatError("the state file ends early");
+    step = parser.next(buffer.subarray(at, at + bytes));
+  }
+  const { layout, offsets, length } = step.value;
+  if (length > buffer.length) throw new StateFormatError("the state file ends early");
+  if (length < buffer.length)
+    throw new StateFormatError(`${buffer.length - length} bytes left over`);
+  const cells = layout.positions.length;
+  const rows = layout.rows.map((r, k) => ({
+    ...r,
+    data: buffer.subarray(offsets[k], offsets[k]! + r.rowBytes * cells),
+  }));
+  return {
+    ...layout,
+    keys: rows.slice(0, layout.layers),
+    values: rows.slice(layout.layers),
+    rowsOf: async (k, from, to) =>
+      rows[k]!.data.subarray(from * rows[k]!.rowBytes, to * rows[k]!.rowBytes),
+  };
+}
+
+/**
+ * A sequence-state file read in place: its layout first, then each rows block as it is copied,
+ * so that no more than one block of rows (a window's cells of one layer) is in memory at a time.
+ * @example
+ * ```ts
+ * const state = await StateFile.open(path);
+ * try { await writer.place(state, 0, prefixLength, 0, 0); } finally { await state.close(); }
+ * ```
+ */
+export class StateFile implements StateCells {
+  readonly magic: number;
+  readonly version: number;
+  readonly tokens: readonly number[];
+  readonly streams: number;
+  readonly stream: number;
+  readonly positions: Int32Array;
+  readonly sequenceId: number;
+  readonly rows: readonly RowsLayout[];
+  readonly layers: number;
+  private scratch = Buffer.alloc(0);
+
+  private constructor(
+    private readonly file: FileHandle,
+    layout: StateLayout,
+    private readonly offsets: readonly number[],
+  ) {
+    ({
+      magic: this.magic,
+      version: this.version,
+      tokens: this.tokens,
+      streams: this.streams,
+      stream: this.stream,
+      positions: this.positions,
+      sequenceId: this.sequenceId,
+      rows: this.rows,
+      layers: this.layers,
+    } = layout);
+  }
+
+  /**
+   * Opens a state file and reads its layout.
+   * @throws {@link StateFormatError} for any layout but the one described above, or a file of
+   *   another length than it says; what `open` throws
+   */
+  static async open(path: string): Promise<StateFile> {
+    const file = await open(path, "r");
+    try {
+      const { size } = await file.stat();
+      const parser = layoutOf();
+      let step = parser.next(Buffer.alloc(0));
+      while (!step.done) {
+        const [at, bytes] = step.value;
+        if (at + bytes > size) throw new StateFormatError("the state file ends early");
+        const buffer = Buffer.alloc(bytes);
+        await file.read(buffer, 0, bytes, at);
+        step = parser.next(buffer);
+      }
+      const { layout, offsets, length } = step.value;
+      if (length !== size)
+        throw new StateFormatError(
+          length > size ? "the state file ends early" : `${size - length} bytes left over`,
+        );
+      return new StateFile(file, layout, offsets);
+    } catch (error) {
+      await file.close();
+      throw error;
+    }
+  }
+
+  async rowsOf(k: number, from: number, to: number): Promise<Buffer> {
+    const { rowBytes } = this.rows[k]!;
+    const bytes = (to - from) * rowBytes;
+    if (this.scratch.length < bytes) this.scratch = Buffer.alloc(bytes);
+    const { bytesRead } = await this.file.read(
+      this.scratch,
+      0,
+      bytes,
+      this.offsets[k]! + from * rowBytes,
+    );
+    if (bytesRead !== bytes) throw new StateFormatError("the state file ends early");
+    return this.scratch.subarray(0, bytes);
+  }
+
+  /** Closes the file. */
+  async close(): Promise<void> {
+    await this.file.close();
+  }
 }
 
 /** Rotates one f16 key row in place from position p to p + shift. */
 export type RopeShift = (row: Uint16Array, shift: number) => void;
-
-/**
- * One sequence-state file written in place, cell range by cell range, so that the windows of a
- * lead go into it as each is evaluated and no copy of them is kept apart (the buffer is allocated
- * once, whole: one cell a token).
- * @example
- * ```ts
- * const writer = new StateWriter(state, tokens, rotate);
- * writer.place(state, 0, prefixLength, 0, 0); // the prefix's cells, where they are
- * writer.place(window, prefixLength, prefixLength + 512, prefixLength + 512, 512); // moved and turned
- * await writeFile(path, writer.finish());
- * ```
- */
-export class StateWriter {
-  private readonly out: Buffer;
-  /** Byte offset of the first cell's position. */
-  private readonly cellsOffset: number;
-  /** Byte offset of each layer's key rows, then each layer's value rows. */
-  private readonly rowsOffset: number[] = [];
-  private readonly rowBytes: number[];
-  private readonly filled: Uint8Array;
-
-  /**
-   * @param header - a state of the layout to write (magic, version, streams, sequence id, rows)
-   * @param tokens - the file's tokens: one cell each, in order
-   * @param rotate - turns a key row from one position to another (`ropeShift`)
-   */
-  constructor(
-    private readonly header: SequenceState,
-    tokens: readonly number[],
-    private readonly rotate: RopeShift,
-  ) {
-    const cells = tokens.length;
-    const rows = [...header.keys, ...header.values];
-    this.rowBytes = rows.map((r) => r.rowBytes);
-    const rowsBytes = rows.reduce((n, r) => n + 12 + r.rowBytes * cells, 0);
-    // Magic, version, token count, tokens, stream count, a cell count a stream, cells, values
-    // transposed and layer count, rows.
-    const size = 16 + 4 * cells + 4 * header.streams + 12 * cells + 8 + rowsBytes;
-    // Zeroed: a cell never written holds zeros, not what the process had in that memory.
-    const out = (this.out = Buffer.alloc(size));
-    this.filled = new Uint8Array(cells);
-    let at = 0;
-    const u32 = (v: number) => (at = out.writeUInt32LE(v, at));
-    u32(header.magic);
-    u32(header.version);
-    u32(cells);
-    for (const token of tokens) at = out.writeInt32LE(token, at);
-    u32(header.streams);
-    for (let stream = 0; stream < header.stream; stream++) u32(0);
-    u32(cells);
-    this.cellsOffset = at;
-    at += 12 * cells;
-    u32(0);
-    u32(header.keys.length);
-    for (const r of rows) {
-      at = out.writeInt32LE(r.type, at);
-      at = out.writeBigUInt64LE(BigInt(r.rowBytes), at);
-      this.rowsOffset.push(at);
-      at += r.rowBytes * cells;
-    }
-    for (let stream = header.stream + 1; stream < header.streams; stream++) u32(0);
-    if (at !== size) throw new RangeError(`laid out ${at} of ${size} bytes`);
-  }
-
-  /**
-   * Copies the cells of `state` at positions `[from, to)`, in position order, to cells `at`, `at + 1`,
-   * …, at their positions plus `shift`, their keys turned by as much.
-   * Cells count as written only once their rows are in: a call that throws leaves its cells
-   * unwritten, and {@link finish} refuses the file.
-   * @throws {@link StateFormatError} when a position in the range is missing or held twice, when
-   *   the rows differ in layout from the header's, or when one of the cells is written already;
-   *   `RangeError` for cells past the file's; what `rotate` throws
-   */
-  place(state: SequenceState, from: number, to: number, at: number, shift: number): void {
-    const count = Math.max(0, to - from);
-    if (at < 0 || at + count > this.filled.length)
-      throw new RangeError(`cells [${at}, ${at + count}) of ${this.filled.length}`);
-    const rows = [...state.keys, ...state.values];
-    if (
-      rows.length !== this.rowBytes.length ||
-      rows.some((r, i) => r.rowBytes !== this.rowBytes[i] || r.type !== this.typeOf(i))
-    )
-      throw new StateFormatError("rows of two layouts");
-    if (rows.some((r) => r.data.length !== r.rowBytes * state.positions.length))
-      throw new StateFormatError("rows not one a cell");
-    const slot = cellsAt(state, from, to);
-    const taken = this.filled.subarray(at, at + count).indexOf(1);
-    if (taken !== -1) throw new StateFormatError(`cell ${at + taken} written twice`);
-    for (let i = 0; i < count; i++) {
-      let cellAt = this.cellsOffset + 12 * (at + i);
-      cellAt = this.out.writeInt32LE(from + i + shift, cellAt);
-      cellAt = this.out.writeUInt32LE(1, cellAt);
-      this.out.writeInt32LE(this.header.sequenceId, cellAt);
-    }
-    const keys = state.keys.length;
-    rows.forEach((r, k) => {
-      const bytes = r.rowBytes;
-      const base = this.rowsOffset[k]! + at * bytes;
-      slot.forEach((cell, i) =>
-        r.data.copy(this.out, base + i * bytes, cell * bytes, (cell + 1) * bytes),
-      );
-      if (k < keys && shift !== 0)
-        for (let i = 0; i < count; i++)
-          this.rotate(
-            new Uint16Array(this.out.buffer, this.out.byteOffset + base + i * bytes, bytes / 2),
-            shift,
-          );
-    });
-    this.filled.fill(1, at, at + count);
-  }
-
-  /**
-   * The file, once every cell is written.
-   * @throws {@link StateFormatError} naming the first cell not written
-   */
-  finish(): Buffer {
-    const missing = this.filled.indexOf(0);
-    if (missing !== -1) throw new StateFormatError(`cell ${missing} not written`);
-    return this.out;
-  }
-
-  /** The ggml type of rows `i` (keys, then values) in the header. */
-  private typeOf(i: number): number {
-    const keys = this.header.keys.length;
-    return (i < keys ? this.header.keys[i] : this.header.values[i - keys])!.type;
-  }
-}
 
 /**
  * The key rotation of llama.cpp's `LLAMA_ROPE_TYPE_NORM` (LLaMA's RoPE): in each head of

@@ -1,15 +1,9 @@
-import { readFile, unlink, writeFile } from "node:fs/promises";
+import { unlink } from "node:fs/promises";
 import type { LlamaContextSequence, LlamaModel, Token as LlamaToken } from "node-llama-cpp";
 import type { CallPace } from "./call-pace.js";
 import { countBranchTokens, type DecodeTally } from "./lanes.js";
-import {
-  parseSequenceState,
-  ropeShift,
-  StateFormatError,
-  StateWriter,
-  type RopeShift,
-  type SequenceState,
-} from "./sequence-state.js";
+import { ropeShift, StateFile, StateFormatError, type RopeShift } from "./sequence-state.js";
+import { StateWriter } from "./state-writer.js";
 import type { Token } from "../types.js";
 
 // Why, and what it costs: docs/decisions/113-option-lines-in-windows.md
@@ -19,9 +13,11 @@ import type { Token } from "../types.js";
  * next inside one sequence. Each window is evaluated into sequence 0 right after the prefix,
  * its cells saved (llama.cpp's sequence-state file, sequence-state.ts) and erased, and copied at
  * once, its keys turned by RoPE to its place in the list, into one state that holds the prefix and
- * every window (a {@link StateWriter}); that state is loaded back when the last is in. Between two
- * windows the request may give the model up; the state being written is kept in memory
- * ({@link WindowsDone}) for its next turn.
+ * every window (a {@link StateWriter}, a file beside the prefix cache's snapshots, in `/dev/shm`
+ * where there is one); that state is loaded back when the last is in, and removed. Between two
+ * windows the request may give the model up; the state being written is kept
+ * ({@link WindowsDone}) for its next turn, and {@link discardWindows} removes it when the request
+ * ends otherwise.
  */
 
 /** What a request's turns have evaluated of its windows. */
@@ -29,10 +25,19 @@ export interface WindowsDone {
   /** How many of the windows, from the first, are in {@link writer}. */
   evaluated: number;
   /**
-   * The state the prefix and those windows are written into, sized for the prefix and every
+   * The state file the prefix and those windows are written into, sized for the prefix and every
    * window from the first (about 23 KB a token with SmolLM2-135M); absent before the first.
    */
   writer?: StateWriter;
+}
+
+/** Removes what `done` wrote, if anything: for a request that ends between two windows. */
+export async function discardWindows(done: WindowsDone | undefined): Promise<void> {
+  const writer = done?.writer;
+  if (!writer) return;
+  delete done.writer;
+  done.evaluated = 0;
+  await writer.discard();
 }
 
 /** How {@link LeadWindowsRunner.run} ended. */
@@ -78,11 +83,14 @@ export class LeadWindowsRunner {
    * before without them.
    */
   private usable = true;
+  /** Merged states made so far, to name their files. */
+  private merges = 0;
 
   /**
    * @param sequence - sequence 0
    * @param rotate - the model's key rotation ({@link ropeShiftOf})
-   * @param file - a scratch file path, written and removed by each run
+   * @param file - a scratch file path, written and removed by each run; the merged states are
+   *   written beside it (`<file>.<n>`)
    */
   constructor(
     private readonly sequence: LlamaContextSequence,
@@ -125,53 +133,63 @@ export class LeadWindowsRunner {
           countBranchTokens(tally, calls);
         }
         const state = await this.saved();
-        if (!done.writer) {
-          const prefix = this.sequence.contextTokens.slice(0, prefixLength);
-          if (prefix.length !== prefixLength)
-            throw new StateFormatError(`${prefix.length} prefix tokens of ${prefixLength}`);
-          const tokens = [...prefix, ...lead.slice(0, ends.at(-1))];
-          done.writer = new StateWriter(state, tokens, this.rotate);
-          done.writer.place(state, 0, prefixLength, 0, 0);
+        try {
+          if (!done.writer) {
+            const prefix = this.sequence.contextTokens.slice(0, prefixLength);
+            if (prefix.length !== prefixLength)
+              throw new StateFormatError(`${prefix.length} prefix tokens of ${prefixLength}`);
+            const tokens = [...prefix, ...lead.slice(0, ends.at(-1))];
+            const path = `${this.file}.${++this.merges}`;
+            done.writer = await StateWriter.create(path, state, tokens, this.rotate);
+            await done.writer.place(state, 0, prefixLength, 0, 0);
+          }
+          const at = prefixLength + start;
+          await done.writer.place(state, prefixLength, prefixLength + size, at, start);
+        } finally {
+          await state.close();
         }
-        done.writer.place(state, prefixLength, prefixLength + size, prefixLength + start, start);
         done.evaluated++;
         await this.cutBackTo(prefixLength);
       }
-      await this.load(done.writer!, cells);
+      await this.load(done, cells);
       return "whole";
     } catch (error) {
       if (signal?.aborted) throw error;
       this.usable = false;
+      await discardWindows(done);
       await this.cutBackTo(prefixLength);
       // A load that failed part way may leave the sequence without its prefix: that fails the turn.
       if (this.sequence.nextTokenIndex !== prefixLength) throw error;
-      done.evaluated = 0;
-      delete done.writer;
       return "failed";
     }
   }
 
-  /** Saves sequence 0's state and reads it back. */
-  private async saved(): Promise<SequenceState> {
+  /** Saves sequence 0's state and opens it; its file is removed at once (the handle keeps it). */
+  private async saved(): Promise<StateFile> {
     try {
       await this.sequence.saveStateToFile(this.file);
-      return parseSequenceState(await readFile(this.file));
+      return await StateFile.open(this.file);
     } finally {
       await unlink(this.file).catch(() => undefined);
     }
   }
 
-  /** Loads the state holding the prefix and every window, `cells` of them, into sequence 0. */
-  private async load(writer: StateWriter, cells: number) {
-    const merged = writer.finish();
-    // llama.cpp aborts the process on a state that ends early: read it back first.
-    if (parseSequenceState(merged).positions.length !== cells)
-      throw new StateFormatError("the merged state lost cells");
+  /**
+   * Loads the state holding the prefix and every window, `cells` of them, into sequence 0, and
+   * removes its file.
+   */
+  private async load(done: WindowsDone, cells: number) {
+    const writer = done.writer!;
     try {
-      await writeFile(this.file, merged);
-      await this.sequence.loadStateFromFile(this.file, { acceptRisk: true });
+      await writer.finish();
+      // llama.cpp aborts the process on a state that ends early: read its layout back first.
+      const merged = await StateFile.open(writer.path);
+      await merged.close();
+      if (merged.positions.length !== cells)
+        throw new StateFormatError("the merged state lost cells");
+      await this.sequence.loadStateFromFile(writer.path, { acceptRisk: true });
     } finally {
-      await unlink(this.file).catch(() => undefined);
+      await discardWindows(done);
     }
     if (this.sequence.nextTokenIndex !== cells)
       throw new StateFormatError(`${this.sequence.nextTokenIndex} tokens loaded of ${cells}`);
