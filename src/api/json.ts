@@ -73,11 +73,12 @@ export function parseJsonBody(body: string): unknown {
 export function decodeJsonBytes(bytes: Buffer): string {
   if (isUtf8(bytes)) return bytes.toString("utf8");
   const offset = firstInvalidUtf8(bytes);
-  const value = bytes[offset]?.toString(16).toUpperCase().padStart(2, "0") ?? "";
+  const value = bytes[offset]?.toString(16).toUpperCase().padStart(2, "0");
+  const where = value === undefined ? "" : `: byte ${offset} (0x${value}) begins no character`;
   throw validationError([
     {
       loc: ["body"],
-      msg: `JSON decode error: the body is not valid UTF-8: byte ${offset} (0x${value}) begins no character; send JSON encoded as UTF-8`,
+      msg: `JSON decode error: the body is not valid UTF-8${where}; send JSON encoded as UTF-8`,
       type: "json_invalid",
     },
   ]);

@@ -79,6 +79,17 @@ export async function fromHuggingFace(
   }
 }
 
+/** A response's status, with a hint about HF_TOKEN when access was refused. */
+function statusOf(res: Response, tokenSent: boolean): string {
+  const hint =
+    res.status === 401 || res.status === 403
+      ? tokenSent
+        ? " (HF_TOKEN was sent; does it have access to this repository?)"
+        : " (set HF_TOKEN for gated or private repositories)"
+      : "";
+  return `HTTP ${res.status} ${res.statusText}${hint}`;
+}
+
 /**
  * Fails fast, with the status, when the hub does not serve the file at the catalogue's size, or
  * says it serves byte ranges and does not.
@@ -98,15 +109,7 @@ async function checkRemote(
     } catch (err) {
       throw new Error(`HEAD ${url}: ${describeError(guard.reason() ?? err)}`);
     }
-    if (!res.ok) {
-      const hint =
-        res.status === 401 || res.status === 403
-          ? tokenSent
-            ? " (HF_TOKEN was sent; does it have access to this repository?)"
-            : " (set HF_TOKEN for gated or private repositories)"
-          : "";
-      throw new Error(`HEAD ${url}: HTTP ${res.status} ${res.statusText}${hint}`);
-    }
+    if (!res.ok) throw new Error(`HEAD ${url}: ${statusOf(res, tokenSent)}`);
     // Content-Length counts encoded bytes; only compare it when the body would be sent as is.
     const encoded = (res.headers.get("content-encoding") ?? "identity") !== "identity";
     const length = Number(res.headers.get("content-length") ?? NaN);
@@ -119,7 +122,8 @@ async function checkRemote(
     // them. A hub or proxy that says so but answers a range with the whole file fails it with a
     // rejection nobody handles, which ends the process before the next source is tried: ask for
     // one byte first.
-    if (/\bbytes\b/i.test(res.headers.get("accept-ranges") ?? "")) {
+    const ranges = /\bbytes\b/i.test(res.headers.get("accept-ranges") ?? "");
+    if (ranges && job.entry.sizeBytes > 1) {
       guard.arm("no response");
       let ranged: Response;
       try {
@@ -129,10 +133,12 @@ async function checkRemote(
         throw new Error(`GET ${url} (bytes 0-0): ${describeError(guard.reason() ?? err)}`);
       }
       await ranged.body?.cancel().catch(() => undefined);
-      if (ranged.status !== 206)
+      if (ranged.status === 200)
         throw new Error(
-          `GET ${url} (bytes 0-0): HTTP ${ranged.status} ${ranged.statusText}, not 206: the hub says it serves byte ranges (Accept-Ranges: bytes) but does not, and the downloader needs them`,
+          `GET ${url} (bytes 0-0): HTTP 200, not 206: the hub says it serves byte ranges (Accept-Ranges: bytes) but answers with the whole file, and the downloader needs ranges`,
         );
+      if (ranged.status !== 206)
+        throw new Error(`GET ${url} (bytes 0-0): ${statusOf(ranged, tokenSent)}`);
     }
   } finally {
     guard.dispose();

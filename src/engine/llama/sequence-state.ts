@@ -205,7 +205,7 @@ export class StateFile implements StateCells {
   /**
    * Opens a state file and reads its layout.
    * @throws {@link StateFormatError} for any layout but the one described above, or a file of
-   *   another length than it says; what `open` throws
+   *   another length than it says; what opening, `stat` and reading the file throw
    */
   static async open(path: string): Promise<StateFile> {
     const file = await open(path, "r");
@@ -217,7 +217,7 @@ export class StateFile implements StateCells {
         const [at, bytes] = step.value;
         if (at + bytes > size) throw new StateFormatError("the state file ends early");
         const buffer = Buffer.alloc(bytes);
-        await file.read(buffer, 0, bytes, at);
+        await readFully(file, buffer, at);
         step = parser.next(buffer);
       }
       const { layout, offsets, length } = step.value;
@@ -227,28 +227,36 @@ export class StateFile implements StateCells {
         );
       return new StateFile(file, layout, offsets);
     } catch (error) {
-      await file.close();
+      await file.close().catch(() => undefined);
       throw error;
     }
   }
 
+  /** @throws {@link StateFormatError} when the file ends early; what reading it throws */
   async rowsOf(k: number, from: number, to: number): Promise<Buffer> {
     const { rowBytes } = this.rows[k]!;
     const bytes = (to - from) * rowBytes;
     if (this.scratch.length < bytes) this.scratch = Buffer.alloc(bytes);
-    const { bytesRead } = await this.file.read(
-      this.scratch,
-      0,
-      bytes,
-      this.offsets[k]! + from * rowBytes,
-    );
-    if (bytesRead !== bytes) throw new StateFormatError("the state file ends early");
-    return this.scratch.subarray(0, bytes);
+    const block = this.scratch.subarray(0, bytes);
+    await readFully(this.file, block, this.offsets[k]! + from * rowBytes);
+    return block;
   }
 
   /** Closes the file. */
   async close(): Promise<void> {
     await this.file.close();
+  }
+}
+
+/**
+ * Fills `buffer` from `file` at `position`, read after read.
+ * @throws {@link StateFormatError} when the file ends first; what reading it throws
+ */
+async function readFully(file: FileHandle, buffer: Buffer, position: number): Promise<void> {
+  for (let done = 0; done < buffer.length;) {
+    const { bytesRead } = await file.read(buffer, done, buffer.length - done, position + done);
+    if (bytesRead === 0) throw new StateFormatError("the state file ends early");
+    done += bytesRead;
   }
 }
 

@@ -6,6 +6,12 @@ import {
   type StateLayout,
 } from "./sequence-state.js";
 
+/** What a {@link StateWriter} writes of a state's header. */
+type StateHeader = Pick<
+  StateLayout,
+  "magic" | "version" | "streams" | "stream" | "sequenceId" | "rows" | "layers"
+>;
+
 /**
  * The cell holding each position of `[from, to)` in `state`, in position order.
  * @throws {@link StateFormatError} when a position in the range is missing or held twice
@@ -51,7 +57,7 @@ export class StateWriter {
     /** The file written. */
     readonly path: string,
     private readonly file: FileHandle,
-    private readonly header: StateLayout,
+    private readonly header: StateHeader,
     cells: number,
     private readonly rotate: RopeShift,
   ) {
@@ -79,8 +85,12 @@ export class StateWriter {
     tokens: readonly number[],
     rotate: RopeShift,
   ): Promise<StateWriter> {
+    // A copy of what is written of the header: nothing of the state it comes from is kept.
+    const { magic, version, streams, stream, sequenceId, layers } = header;
+    const rows = header.rows.map(({ type, rowBytes }) => ({ type, rowBytes }));
+    const layout = { magic, version, streams, stream, sequenceId, layers, rows };
     const file = await open(path, "w+");
-    const writer = new StateWriter(path, file, header, tokens.length, rotate);
+    const writer = new StateWriter(path, file, layout, tokens.length, rotate);
     try {
       await writer.layOut(tokens);
       return writer;
@@ -155,8 +165,12 @@ export class StateWriter {
     }
     await this.write(cellBytes, this.cellsOffset + 12 * at);
     // The rows of the cells between the first and the last one the range takes, in file order.
-    const first = Math.min(...slot);
-    const last = Math.max(...slot) + 1;
+    let first = Infinity;
+    let last = 0;
+    for (const cell of slot) {
+      first = Math.min(first, cell);
+      last = Math.max(last, cell + 1);
+    }
     for (const [k, r] of rows.entries()) {
       const bytes = r.rowBytes;
       const block = await state.rowsOf(k, first, last);

@@ -106,7 +106,9 @@ export class LeadWindowsRunner {
   /**
    * Evaluates the windows `done` does not hold yet, one decode call or more each, right after the
    * prefix in sequence 0 (which is first cut back to the prefix), then puts them all in place.
-   * @param done - updated with each window evaluated
+   * @param done - updated with each window evaluated; after "whole" and "failed" it holds no
+   *   file, after "stopped" and a throw it may: the caller removes it ({@link discardWindows})
+   *   when the request ends before its windows are loaded
    * @returns how it ended ({@link WindowsRun})
    * @throws the signal's reason when aborted (checked before each decode call); what failed, when
    *   the sequence no longer holds the prefix after it
