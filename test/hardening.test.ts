@@ -332,6 +332,15 @@ describe("content types and encodings found by the fuzz suite", () => {
       { loc: ["body"], msg: expect.stringContaining(`byte ${at} (0xFF)`), type: "json_invalid" },
     ]);
     expect(model.entered).toBe(0);
+    // Two names that would both read U+FFFD are the same fault, not a name given twice.
+    const names = Buffer.from('{"model":"stub-1","state":{"#":1,"#":2}}', "latin1");
+    names[names.indexOf("#")] = 0xff;
+    names[names.lastIndexOf("#")] = 0xfe;
+    const twice = await post(names, { "content-type": "application/json" });
+    expect(twice.body.detail[0]).toMatchObject({
+      type: "json_invalid",
+      msg: expect.stringContaining("(0xFF) begins no character"),
+    });
     // The same text in UTF-8, an accent included, is answered.
     const ok = await post(Buffer.from(text.replace("#", "\u00e9"), "utf8"), {
       "content-type": "application/json",

@@ -556,6 +556,22 @@ describe("a third probe: an object that names a member twice is refused, not cut
     const fine = new JsonBodyScanner(MAX_JSON_VALUES, MAX_SCANNED_DEPTH);
     expect(fine.push(Buffer.from(`{"a":[{"a":1},{"a":2}],"b":"a","c":{"b":1}}`))).toBeUndefined();
   });
+
+  it("reads a character cut between two chunks as one, at every cut", () => {
+    // "aé" and "aè" differ only in the second byte of their last character.
+    const text = Buffer.from('{"state":{"a\u00e9":1,"a\u00e8":2,"x\u{1f600}y":3}}', "utf8");
+    for (let cut = 1; cut < text.length; cut++) {
+      const scanner = new JsonBodyScanner(MAX_JSON_VALUES, MAX_SCANNED_DEPTH);
+      const refusal = scanner.push(text.subarray(0, cut)) ?? scanner.push(text.subarray(cut));
+      expect({ cut, refusal }).toEqual({ cut, refusal: undefined });
+    }
+    const twice = new JsonBodyScanner(MAX_JSON_VALUES, MAX_SCANNED_DEPTH);
+    const both = Buffer.from('{"a\u00e9":1,"a\u00e9":2}', "utf8");
+    const at = both.indexOf(0xa9, 3); // inside the first "é"
+    expect(twice.push(both.subarray(0, at)) ?? twice.push(both.subarray(at))).toMatchObject({
+      statusCode: 422,
+    });
+  });
 });
 
 describe("item 10: what npm installs supports the Node the README promises", () => {

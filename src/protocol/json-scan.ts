@@ -1,3 +1,4 @@
+import { isUtf8 } from "node:buffer";
 import { createHash } from "node:crypto";
 import { validationError, type HttpError } from "./errors.js";
 import { MAX_JSON_DEPTH } from "./limits.js";
@@ -105,7 +106,7 @@ export class JsonBodyScanner {
         } else {
           this.inString = quote === n;
           if (!this.inString && this.name) {
-            const duplicate = this.endName(utf8(chunk, start, quote));
+            const duplicate = this.endName(chunk, start, quote);
             if (duplicate) return duplicate;
           }
           i = quote + 1;
@@ -143,15 +144,24 @@ export class JsonBodyScanner {
   }
 
   /**
-   * Ends the member name just read, given its text in the chunk it ends in: the 422 when its
-   * object already has it, else notes it.
+   * Ends the member name just read, given where its bytes end in the chunk it ends in
+   * (`chunk[from, to)`): the 422 when its object already has it, else notes it. A name begun in
+   * an earlier chunk is decoded whole, so that a character cut between two chunks stays one; a
+   * name that is not UTF-8 is left to the parser.
    */
-  private endName(last: string): HttpError | undefined {
+  private endName(chunk: Uint8Array, from: number, to: number): HttpError | undefined {
     const parts = this.name!;
     this.name = undefined;
     const names = this.containers.at(-1);
     if (!names) return undefined;
-    const raw = parts.length === 0 ? last : Buffer.concat(parts).toString("utf8") + last;
+    const bytes =
+      parts.length === 0
+        ? chunk.subarray(from, to)
+        : Buffer.concat([...parts, chunk.subarray(from, to)]);
+    // Bytes that are not UTF-8 are the body's fault, which its parser names (api/json.ts); as
+    // U+FFFD here they would read as a name given twice.
+    if (!isUtf8(bytes)) return undefined;
+    const raw = utf8(bytes, 0, bytes.length);
     const name = raw.includes("\\") ? unescaped(raw) : raw;
     const key = nameKey(name);
     if (names.has(key)) return duplicateName([...this.path.slice(0, -1), name]);
