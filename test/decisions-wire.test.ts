@@ -860,7 +860,17 @@ describe("errors in OpenAI's shape on /v1/decisions only", () => {
         owned_by: "decisiond",
       },
     ]);
+    const one = await app.inject({ url: "/v1/models/stub-1" });
+    expect(one.json()).toEqual(models.data[0]);
+    const missing = await app.inject({ url: "/v1/models/gpt-4o" });
+    expect(missing.statusCode).toBe(404);
+    expect(missing.json().error).toMatchObject({
+      type: "invalid_request_error",
+      code: "model_not_found",
+      message: expect.stringContaining('"gpt-4o" is not served here; served: stub-1'),
+    });
     const doc = (await app.inject({ url: "/openapi.json" })).json();
+    expect(doc.paths["/v1/models/{model}"].get.operationId).toBe("retrieveModel");
     const op = doc.paths["/v1/decisions"].post;
     expect(op.requestBody.content["application/json"].schema.$ref).toBe(
       "#/components/schemas/DecisionsRequest",

@@ -202,6 +202,13 @@ describe("openai npm SDK 7.55", () => {
     const ids: string[] = [];
     for await (const model of client().models.list()) ids.push(model.id);
     expect(ids).toContain(DEFAULT_PUBLIC_NAME);
+    const one = await client().models.retrieve(DEFAULT_PUBLIC_NAME);
+    expect(one).toMatchObject({ id: DEFAULT_PUBLIC_NAME, object: "model", owned_by: "decisiond" });
+    const missing = await client()
+      .models.retrieve("no-such-model")
+      .catch((e: unknown) => e);
+    expect(missing).toBeInstanceOf(NotFoundError);
+    expect((missing as NotFoundError).code).toBe("model_not_found");
   });
 
   it("raises AuthenticationError, BadRequestError and NotFoundError with OpenAI's error fields", async () => {

@@ -253,6 +253,23 @@ export function openApiDocument(options: OpenApiOptions): Record<string, unknown
           },
         },
       },
+      "/v1/models/{model}": {
+        get: {
+          operationId: "retrieveModel",
+          summary: "One model served, as the OpenAI SDKs' `models.retrieve` reads it",
+          security: [],
+          parameters: [{ name: "model", in: "path", required: true, schema: { type: "string" } }],
+          responses: {
+            "200": {
+              description: "The model",
+              content: {
+                "application/json": { schema: { $ref: REF_BASE + "OpenAiModel" } },
+              },
+            },
+            "404": openAiError("The model is not served here (`model_not_found`)"),
+          },
+        },
+      },
       "/healthz": {
         get: {
           operationId: "health",

@@ -1,4 +1,5 @@
 import type { FastifyInstance } from "fastify";
+import { decisionsError, DecisionsErrors } from "../protocol/decisions-errors.js";
 import type { OpenAiModel } from "../protocol/decisions-response.js";
 import type { ModelEntry } from "../protocol/schemas.js";
 import type { Lifecycle } from "./lifecycle.js";
@@ -27,8 +28,8 @@ export interface ServiceRoutesOptions {
 /**
  * Registers the routes around the decision: `GET /healthz` (alive), `GET /readyz` (every
  * dependency answers within 2 s, and not draining), `GET /metrics` (Prometheus text),
- * `GET /openapi.json` and `GET /v1/models` (System One's `models` and the OpenAI SDKs' `data`, in
- * one body).
+ * `GET /openapi.json`, `GET /v1/models` (System One's `models` and the OpenAI SDKs' `data`, in
+ * one body) and `GET /v1/models/{model}` (one entry of `data`, the OpenAI SDKs' `models.retrieve`).
  */
 export function registerServiceRoutes(app: FastifyInstance, options: ServiceRoutesOptions): void {
   const { models, lifecycle, metrics } = options;
@@ -75,6 +76,14 @@ export function registerServiceRoutes(app: FastifyInstance, options: ServiceRout
   app.get("/openapi.json", async () => openapi);
 
   // Both wires' clients read this list: System One's `models`, the OpenAI SDKs' `data`.
+  const openAiModels = models.flatMap((m) =>
+    m.names.map((id) => ({
+      id,
+      object: "model" as const,
+      created: Math.floor((Date.parse(m.releaseDate) || 0) / 1000),
+      owned_by: "decisiond",
+    })),
+  );
   app.get(
     "/v1/models",
     async (): Promise<{ models: ModelEntry[]; object: "list"; data: OpenAiModel[] }> => ({
@@ -82,15 +91,23 @@ export function registerServiceRoutes(app: FastifyInstance, options: ServiceRout
         m.names.map((name) => ({ name, description: m.description, release_date: m.releaseDate })),
       ),
       object: "list",
-      data: models.flatMap((m) =>
-        m.names.map((id) => ({
-          id,
-          object: "model" as const,
-          created: Math.floor((Date.parse(m.releaseDate) || 0) / 1000),
-          owned_by: "decisiond",
-        })),
-      ),
+      data: openAiModels,
     }),
+  );
+
+  // The OpenAI SDKs' `models.retrieve(id)`: one entry of `data`, or their 404.
+  app.get<{ Params: { model: string } }>(
+    "/v1/models/:model",
+    async (request): Promise<OpenAiModel> => {
+      const { model } = request.params;
+      const found = openAiModels.find((m) => m.id === model);
+      if (found) return found;
+      throw decisionsError(
+        DecisionsErrors.modelNotFound,
+        `The model ${JSON.stringify(model)} is not served here; served: ${openAiModels.map((m) => m.id).join(", ")}`,
+        null,
+      );
+    },
   );
 }
 
