@@ -348,6 +348,20 @@ describe("content types and encodings found by the fuzz suite", () => {
     expect(ok.status).toBe(200);
   });
 
+  it("an image given as a URL is refused saying that nothing is fetched", async () => {
+    await start();
+    for (const url of ["https://example.com/a.png", "file:///etc/passwd"]) {
+      const reply = await post({ ...REQUEST, images: [url] });
+      expect(reply.status).toBe(422);
+      expect(reply.body.detail[0]).toMatchObject({
+        loc: ["body", "images", 0],
+        msg: expect.stringContaining("decisiond fetches nothing"),
+      });
+    }
+    const other = await post({ ...REQUEST, images: ["iVBORw0KGgo="] });
+    expect(other.body.detail[0].msg).toMatch(/^Input should be a base64 data URL/);
+  });
+
   it("a corrupt compressed body with a content type no route parses gets 415, and the server stays up", async () => {
     await start();
     for (const encoding of ["gzip", "zstd", "br", "deflate"]) {

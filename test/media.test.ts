@@ -21,12 +21,19 @@ describe("data URLs", () => {
     const url = parseDataUrl("data:Image/PNG;base64," + Buffer.from("hello").toString("base64"));
     expect(url.mimeType).toBe("image/png");
     expect(url.bytes.toString()).toBe("hello");
+    // Wrapped in lines, as `base64` without -w0 and MIME encoders write it.
+    const text = "a longer payload, to be wrapped across several lines".repeat(3);
+    const wrapped = Buffer.from(text).toString("base64").replace(/.{20}/g, "$&\r\n");
+    expect(parseDataUrl(`data:image/png;base64,${wrapped}`).bytes.toString()).toBe(text);
+    expect(parseDataUrl("data:image/png;base64, aGVs bG8=\t").bytes.toString()).toBe("hello");
   });
 
   it("says what is wrong with a bad one", () => {
     expect(() => parseDataUrl("data:image/png,abc")).toThrow(/not a base64 data URL/);
     expect(() => parseDataUrl("data:image/png;base64,")).toThrow(/holds no data/);
     expect(() => parseDataUrl("data:image/png;base64,ab$c")).toThrow(/not valid base64/);
+    expect(() => parseDataUrl("data:image/png;base64, \n ")).toThrow(/holds no data/);
+    expect(() => parseDataUrl("data:image/png;base64,aGVs\u00a0bG8=")).toThrow(/not valid base64/);
   });
 });
 

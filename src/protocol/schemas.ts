@@ -170,7 +170,10 @@ export const QuestionSchema = withExtra(
  */
 const DataUrl = withExtra(
   z.string().regex(/^data:[a-z0-9.+-]+\/[a-z0-9.+-]+;base64,/i, {
-    message: "Input should be a base64 data URL (data:<mime>;base64,...)",
+    error: (issue) =>
+      typeof issue.input === "string" && /^(https?|file|ftp):/i.test(issue.input)
+        ? "decisiond fetches nothing: send the image or video inline as a base64 data URL (data:image/png;base64,...), not a URL"
+        : "Input should be a base64 data URL (data:<mime>;base64,...)",
   }),
   { pattern: "^[Dd][Aa][Tt][Aa]:[A-Za-z0-9.+-]+/[A-Za-z0-9.+-]+;[Bb][Aa][Ss][Ee]64," },
 );
