@@ -397,13 +397,19 @@ describe("item 5: overload, deadlines and hang-ups", () => {
     const first = post();
     const second = postJson(`${url}/v1/systemone`, REQUEST, { authorization: `Bearer ${keyB}` });
     await expect.poll(() => model.inFlight).toBe(2);
+    // Past a typical decision (1 s before any has been answered): about as long again as they ran.
+    await new Promise((resolve) => setTimeout(resolve, 2500));
     const keyC = (await store.createKey("team-c")).key;
     const third = await postJson(`${url}/v1/systemone`, REQUEST, {
       authorization: `Bearer ${keyC}`,
     });
     expect(third.status).toBe(503);
     expect(third.body.detail.error_type).toBe("overloaded");
-    expect(third.headers.get("retry-after")).toMatch(/^[1-9]\d*$/);
+    expect(third.body.detail.message).toMatch(
+      /at its limit of 2 requests in progress; retry in about [3-9] s/,
+    );
+    expect(third.headers.get("retry-after")).toMatch(/^[3-9]$/);
+    expect(Number(third.headers.get("retry-after-ms"))).toBeGreaterThanOrEqual(2500);
     expect(model.entered).toBe(2);
     release();
     expect((await first).status).toBe(200);

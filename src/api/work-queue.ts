@@ -61,6 +61,8 @@ export class WorkQueue {
   /** The signals of the decisions admitted (until their work lets go) and of {@link untilCut}. */
   private readonly controllers = new Set<AbortController>();
   private admitted = 0;
+  /** When each decision admitted started (`performance.now()`, one entry each), for Retry-After. */
+  private readonly running = new Set<{ readonly started: number }>();
   /** A running average of decision durations (ms), for Retry-After. */
   private typicalMs = 1000;
 
@@ -110,6 +112,8 @@ export class WorkQueue {
     if (this.admitted >= this.capacity) throw this.overloaded();
     this.admitted++;
     const started = performance.now();
+    const entry = { started };
+    this.running.add(entry);
     const controller = new AbortController();
     const timer =
       this.deadlineMs > 0
@@ -137,6 +141,7 @@ export class WorkQueue {
       // The slot is held until the work itself lets go, so abandoned work still counts.
       const release = () => {
         this.admitted--;
+        this.running.delete(entry);
         this.controllers.delete(controller);
       };
       void running.then(release, release);
@@ -162,8 +167,21 @@ export class WorkQueue {
     }
   }
 
+  /**
+   * The refusal of a full queue, with when to retry: when the first decision admitted is expected
+   * to let go, each expected to take a typical decision, or, once it has run longer, about as
+   * long again as it has run (at least 1 s, at most 60 s). A decision of 20 s was refused with
+   * 1 s before, and the SDKs' retries were spent within 2 s.
+   */
   private overloaded(): ApiError {
-    const ms = Math.round(Math.min(60_000, Math.max(1000, this.typicalMs * this.admitted)));
+    const now = performance.now();
+    let soonest = Infinity;
+    for (const { started } of this.running) {
+      const elapsed = now - started;
+      soonest = Math.min(soonest, this.typicalMs > elapsed ? this.typicalMs - elapsed : elapsed);
+    }
+    if (soonest === Infinity) soonest = this.typicalMs;
+    const ms = Math.round(Math.min(60_000, Math.max(1000, soonest)));
     return new ApiError(Errors.overloaded, [this.admitted, Math.ceil(ms / 1000)], {
       headers: { "retry-after": String(Math.ceil(ms / 1000)), "retry-after-ms": String(ms) },
     });

@@ -199,7 +199,7 @@ export const Errors = {
   overloaded: {
     status: 503,
     type: "overloaded",
-    message: "the server has %s requests waiting for the model, its limit; retry in about %s s",
+    message: "the server is at its limit of %s requests in progress; retry in about %s s",
   },
   deadlineExceeded: {
     status: 503,
