@@ -219,8 +219,16 @@ export async function composeService(
 ): Promise<{ service: PassThroughService; report: string[] }> {
   const common = { ...config.service, accounts: config, print };
   const origins = config.service.corsOrigins ?? [];
-  // The accounts store, and which pages may call the API from a browser (--cors-origin).
+  // The console, the accounts store, and which pages may call the API from a browser
+  // (--cors-origin): the same whatever serves the answers.
   const settingLines = (service: PassThroughService) => [
+    ...(config.console === "on"
+      ? [
+          `decisiond: console at ${service.url}/console/ (sign in with an API key${
+            config.adminToken !== undefined && service.store ? " or the admin token" : ""
+          })`,
+        ]
+      : []),
     ...(service.store ? [`decisiond: accounts store ${service.store.kind}`] : []),
     ...(origins.length > 0
       ? [`decisiond: CORS: pages of ${origins.join(", ")} may call the API from a browser`]
@@ -234,14 +242,10 @@ export async function composeService(
       ? `; images and MP4 videos, ${model.imageSize} px, ${model.imageTokens} positions per image`
       : "";
     const adapter = model.adapter ? ` with adapter ${model.adapter}` : "";
-    const admin = config.adminToken !== undefined && service.store ? " or the admin token" : "";
     return {
       service,
       report: [
         `decisiond: serving ${model.id}${adapter} at ${service.url}${SYSTEMONE_PATH} (context ${model.contextSize} tokens${vision})`,
-        ...(config.console === "on"
-          ? [`decisiond: console at ${service.url}/console/ (sign in with an API key${admin})`]
-          : []),
         ...(config.service.readout?.listWindows === false
           ? ["decisiond: long option lists are read whole, not in windows (--list-windows off)"]
           : []),

@@ -48,7 +48,8 @@ export function UsagePage() {
       <div class="page-head">
         <h1>Usage</h1>
         <p class="muted">
-          Requests to <code>/v1/systemone</code> and their tokens (input + output), per UTC day.
+          Requests to <code>/v1/systemone</code> and <code>/v1/decisions</code> and their tokens
+          (input + output), per UTC day.
         </p>
       </div>
       <div class="toolbar">
@@ -69,6 +70,12 @@ export function UsagePage() {
         </div>
       </div>
       {admin && accounts.data?.length === 0 && <p class="muted">No accounts yet.</p>}
+      {/* The admin's usage waits for the accounts: when they cannot be listed, say why. */}
+      {accounts.error && accounts.error.status !== 401 && (
+        <p class="error" role="alert">
+          {accounts.error.message}
+        </p>
+      )}
       {usage.error && usage.error.status !== 401 && (
         <p class="error" role="alert">
           {usage.error.message}
