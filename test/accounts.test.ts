@@ -273,6 +273,51 @@ describe("the busy account's retry hint", () => {
     await store.close();
   });
 
+  it("spreads the retries of calls refused together, a typical call apart", async () => {
+    let now = 0;
+    const store = SqliteStore.open(defaultStorePath(), { now: () => now });
+    const admission = new Admission(store, { now: () => now });
+    const { key } = await store.createKey("team-a");
+    // Calls of 100 tokens taking 200 ms.
+    for (let i = 0; i < 30; i++) {
+      const permit = await admission.admit(key);
+      await permit.reserve({ input_tokens: 99, output_tokens: 1 });
+      now += 200;
+      permit.settle({ input_tokens: 99, output_tokens: 1 });
+      await permit.finish({ status: 200, model: "m" });
+    }
+    const held = await admission.admit(key);
+    await held.reserve({ input_tokens: 99, output_tokens: 1 });
+    now += 50;
+    const hints: number[] = [];
+    for (let i = 0; i < 7; i++) {
+      const refusal = (await admission.admit(key).catch((e: unknown) => e)) as AdmissionError;
+      hints.push(refusal.retryAfterMs!);
+    }
+    // Seven parallel calls told one instant came back together and collided again; now the
+    // first is told when the call in flight ends (at least 250 ms), each next one 200 ms later.
+    const steps = hints.slice(1).map((ms, i) => ms - hints[i]!);
+    expect(steps.every((step) => step >= 195 && step <= 210)).toBe(true);
+    expect(hints[0]).toBeGreaterThanOrEqual(250);
+    expect(hints[0]).toBeLessThanOrEqual(260);
+    held.settle({ input_tokens: 99, output_tokens: 1 });
+    await held.finish({ status: 200, model: "m" });
+    // A call refused under the next holder is told to come after the seven, a typical call
+    // later (that call of 50 ms brought the typical call down to about 170 ms).
+    const next = await admission.admit(key);
+    const again = (await admission.admit(key).catch((e: unknown) => e)) as AdmissionError;
+    expect(again.retryAfterMs! - hints[6]!).toBeGreaterThanOrEqual(150);
+    expect(again.retryAfterMs! - hints[6]!).toBeLessThanOrEqual(210);
+    next.release();
+    // Once they are all past, a refusal is told the call in flight's time again.
+    now += 5000;
+    const third = await admission.admit(key);
+    const fresh = (await admission.admit(key).catch((e: unknown) => e)) as AdmissionError;
+    expect(fresh.retryAfterMs).toBeLessThanOrEqual(260);
+    third.release();
+    await store.close();
+  });
+
   it("holds for a long call on a busy server, where short calls wait behind others", async () => {
     let now = 0;
     const store = SqliteStore.open(defaultStorePath(), { now: () => now });
