@@ -1,5 +1,6 @@
 import { CodedError, type Errors, type MessageArgs } from "../protocol/errors.js";
 import { CallDurations } from "./call-durations.js";
+import { RetryTurns } from "./retry-turns.js";
 import {
   outagesAsErrors,
   RESERVATION_TTL_MS,
@@ -110,9 +111,6 @@ interface Slot {
   readonly waiters: Waiter[];
 }
 
-/** Accounts whose refusals' times are kept before those past are dropped. */
-const MAX_PROMISED = 1024;
-
 /** The shortest and longest retry delays suggested to a refused caller, in ms. */
 const RETRY_MIN_MS = 250;
 const RETRY_MAX_MS = 60_000;
@@ -129,11 +127,8 @@ export class Admission {
   private readonly onError: (error: unknown) => void;
   /** A running average of call durations, for Retry-After. */
   private typicalMs = 1000;
-  /**
-   * By account, when the last call refused while its slot was held was told to come back
-   * (`now()` ms): the next is told at least a typical call later, whoever holds the slot then.
-   */
-  private readonly promised = new Map<number, number>();
+  /** When refused calls were told to come back, by account, whoever holds its slot then. */
+  private readonly turns = new RetryTurns();
   /** How long a call takes by the tokens it evaluates (or reserved), for Retry-After. */
   private readonly durations = new CallDurations();
 
@@ -333,10 +328,8 @@ export class Admission {
   /**
    * The refusal of a call while the account's slot is held, with when to retry: what the call in
    * flight has left (from the tokens it evaluates, or the typical call), or, once it has run longer
-   * than expected, about as long again as it has run; then a typical call per waiter; then, so
-   * that calls refused together do not all come back at one instant and collide again (an
-   * outside probe: 7 of 8 parallel calls lost with the official SDKs' retries), at least a
-   * typical call after the time the call refused before it was told.
+   * than expected, about as long again as it has run; then a typical call per waiter; and at
+   * least a typical call after the call refused before it ({@link RetryTurns}).
    */
   private busyError(slot: Slot, account: Account): AdmissionError {
     const now = this.now();
@@ -344,10 +337,7 @@ export class Admission {
     const expected = slot.expectedMs ?? this.typicalMs;
     const left = expected > elapsed ? expected - elapsed : elapsed;
     const turn = Math.max(RETRY_MIN_MS, left + this.typicalMs * slot.waiters.length);
-    const at = Math.max(now + turn, (this.promised.get(account.id) ?? 0) + this.typicalMs);
-    if (this.promised.size >= MAX_PROMISED)
-      for (const [id, time] of this.promised) if (time < now) this.promised.delete(id);
-    this.promised.set(account.id, at);
+    const at = this.turns.next(account.id, now + turn, now, this.typicalMs);
     return this.concurrencyError(account, at - now);
   }
 
