@@ -140,6 +140,9 @@ describe("a lead evaluated in windows", () => {
       expect(order).toEqual(["short", "long"]);
       expect(long.branches).toEqual(alone.branches);
       expect(long.evaluatedTokens).toBe(alone.evaluatedTokens);
+      // The state its windows went into while it waited was loaded and removed.
+      const folder = (busy as any).prefixCache.directory as string;
+      expect(readdirSync(folder).filter((f) => f.startsWith("windows.kv"))).toEqual([]);
     } finally {
       await busy.close();
     }
