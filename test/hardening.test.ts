@@ -406,7 +406,7 @@ describe("item 5: overload, deadlines and hang-ups", () => {
     expect(third.status).toBe(503);
     expect(third.body.detail.error_type).toBe("overloaded");
     expect(third.body.detail.message).toMatch(
-      /at its limit of 2 requests in progress; retry in about [3-9] s/,
+      /at its limit of requests in progress \(2\); retry in about [3-9] s/,
     );
     expect(third.headers.get("retry-after")).toMatch(/^[3-9]$/);
     expect(Number(third.headers.get("retry-after-ms"))).toBeGreaterThanOrEqual(2500);

@@ -328,8 +328,7 @@ export class Admission {
   /**
    * The refusal of a call while the account's slot is held, with when to retry: what the call in
    * flight has left (from the tokens it evaluates, or the typical call), or, once it has run longer
-   * than expected, about as long again as it has run; then a typical call per waiter; and at
-   * least a typical call after the call refused before it ({@link RetryTurns}).
+   * than expected, about as long again as it has run; then a typical call per waiter.
    */
   private busyError(slot: Slot, account: Account): AdmissionError {
     const now = this.now();
@@ -337,19 +336,21 @@ export class Admission {
     const expected = slot.expectedMs ?? this.typicalMs;
     const left = expected > elapsed ? expected - elapsed : elapsed;
     const turn = Math.max(RETRY_MIN_MS, left + this.typicalMs * slot.waiters.length);
-    const at = this.turns.next(account.id, now + turn, now, this.typicalMs);
-    return this.concurrencyError(account, at - now);
+    return this.turnError(account, now + turn);
+  }
+
+  /** A busy account's refusal, told its turn from `earliest` ({@link RetryTurns}), ≤ 60 s. */
+  private turnError(account: Account, earliest: number): AdmissionError {
+    const now = this.now();
+    const at = this.turns.next(account.id, earliest, now, this.typicalMs, now + RETRY_MAX_MS);
+    const retryAfterMs = Math.round(Math.min(RETRY_MAX_MS, Math.max(RETRY_MIN_MS, at - now)));
+    const seconds = Math.max(1, Math.ceil(retryAfterMs / 1000));
+    return refuse("concurrencyLimit", [account.name, seconds], retryAfterMs);
   }
 
   /** The account's lock is held by another replica. */
   private busyElsewhereError(account: Account): AdmissionError {
-    return this.concurrencyError(account, this.typicalMs / 2);
-  }
-
-  private concurrencyError(account: Account, expectedMs: number): AdmissionError {
-    const retryAfterMs = Math.round(Math.min(RETRY_MAX_MS, Math.max(RETRY_MIN_MS, expectedMs)));
-    const seconds = Math.max(1, Math.ceil(retryAfterMs / 1000));
-    return refuse("concurrencyLimit", [account.name, seconds], retryAfterMs);
+    return this.turnError(account, this.now() + Math.max(RETRY_MIN_MS, this.typicalMs / 2));
   }
 
   /** Frees an account's slot, handing it to the longest-waiting call if any. */

@@ -9,8 +9,8 @@ const MAX_ACCOUNTS = 1024;
  * @example
  * ```ts
  * const turns = new RetryTurns();
- * turns.next(7, 1250, 1000, 200); // → 1250
- * turns.next(7, 1250, 1000, 200); // → 1450
+ * turns.next(7, 1250, 1000, 200, 61_000); // → 1250
+ * turns.next(7, 1250, 1000, 200, 61_000); // → 1450
  * ```
  */
 export class RetryTurns {
@@ -18,10 +18,12 @@ export class RetryTurns {
 
   /**
    * The time to tell a call of `account` refused at `now` to come back: `earliest`, or a gap after
-   * the time the call refused before it was told, whichever is later (all ms on one clock).
+   * the time the call refused before it was told, whichever is later, and at most `latest` (all
+   * ms on one clock), so that a burst of refusals does not push the next ones past what a client
+   * is told.
    */
-  next(account: number, earliest: number, now: number, gapMs: number): number {
-    const at = Math.max(earliest, (this.told.get(account) ?? -Infinity) + gapMs);
+  next(account: number, earliest: number, now: number, gapMs: number, latest: number): number {
+    const at = Math.min(latest, Math.max(earliest, (this.told.get(account) ?? -Infinity) + gapMs));
     if (this.told.size >= MAX_ACCOUNTS)
       for (const [id, time] of this.told) if (time < now) this.told.delete(id);
     this.told.set(account, at);

@@ -128,7 +128,8 @@ export class WorkQueue {
     const onAbort = () => aborted(controller.signal.reason);
     if (controller.signal.aborted) onAbort();
     else controller.signal.addEventListener("abort", onAbort, { once: true });
-    const running = work(controller.signal);
+    // A `work` that throws at once is a rejection like any other: the slot is released below.
+    const running = Promise.resolve().then(() => work(controller.signal));
     letGo?.(running.catch(() => undefined));
     try {
       const result = await Promise.race([running, whenAborted]);

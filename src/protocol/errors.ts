@@ -169,7 +169,7 @@ export const Errors = {
     status: 429,
     type: "concurrency_limit",
     message:
-      'account "%s" already has a request in flight; decisiond answers one request at a time per account: retry when it is done (in about %s s)',
+      'account "%s" already has a request in flight; decisiond answers one request at a time per account: retry in about %s s',
   },
   /** The account's allowance for the period is used up. */
   allowanceExhausted: {
@@ -199,7 +199,7 @@ export const Errors = {
   overloaded: {
     status: 503,
     type: "overloaded",
-    message: "the server is at its limit of %s requests in progress; retry in about %s s",
+    message: "the server is at its limit of requests in progress (%s); retry in about %s s",
   },
   deadlineExceeded: {
     status: 503,
