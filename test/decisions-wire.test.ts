@@ -862,6 +862,14 @@ describe("errors in OpenAI's shape on /v1/decisions only", () => {
     ]);
     const one = await app.inject({ url: "/v1/models/stub-1" });
     expect(one.json()).toEqual(models.data[0]);
+    for (const url of ["/v1/models/org/name", "/v1/models/org%2Fname", "/v1/models/"]) {
+      const reply = await app.inject({ url });
+      expect({ url, status: reply.statusCode, code: reply.json().error?.code }).toEqual({
+        url,
+        status: 404,
+        code: "model_not_found",
+      });
+    }
     const missing = await app.inject({ url: "/v1/models/gpt-4o" });
     expect(missing.statusCode).toBe(404);
     expect(missing.json().error).toMatchObject({

@@ -95,20 +95,21 @@ export function registerServiceRoutes(app: FastifyInstance, options: ServiceRout
     }),
   );
 
-  // The OpenAI SDKs' `models.retrieve(id)`: one entry of `data`, or their 404.
-  app.get<{ Params: { model: string } }>(
-    "/v1/models/:model",
-    async (request): Promise<OpenAiModel> => {
-      const { model } = request.params;
-      const found = openAiModels.find((m) => m.id === model);
-      if (found) return found;
-      throw decisionsError(
-        DecisionsErrors.modelNotFound,
-        `The model ${JSON.stringify(model)} is not served here; served: ${openAiModels.map((m) => m.id).join(", ")}`,
-        null,
-      );
-    },
-  );
+  // The OpenAI SDKs' `models.retrieve(id)`: one entry of `data`, or their 404. A wildcard, for
+  // ids with a "/" (a vLLM engine's `org/name`), sent encoded by the SDKs and raw by others.
+  app.get<{ Params: { "*": string } }>("/v1/models/*", async (request): Promise<OpenAiModel> => {
+    const model = request.params["*"];
+    const found = openAiModels.find((m) => m.id === model);
+    if (found) return found;
+    const served = openAiModels.map((m) => m.id).join(", ");
+    throw decisionsError(
+      DecisionsErrors.modelNotFound,
+      model === ""
+        ? `Name a model after /v1/models/; served: ${served}`
+        : `The model ${JSON.stringify(model)} is not served here; served: ${served}`,
+      null,
+    );
+  });
 }
 
 /** `promise`, or a rejection with `message` after `ms` milliseconds. */

@@ -21,7 +21,8 @@ const WHITE_SPACE = /[\t\n\f\r ]/g;
 export function parseDataUrl(url: string): DataUrl {
   const head = DATA_URL.exec(url);
   if (!head) throw new Error("not a base64 data URL (data:<type>;base64,<data>)");
-  const payload = url.slice(head[0].length).replace(WHITE_SPACE, "");
+  const raw = url.slice(head[0].length);
+  const payload = /[\t\n\f\r ]/.test(raw) ? raw.replace(WHITE_SPACE, "") : raw;
   if (payload.length === 0) throw new Error("the data URL holds no data");
   if (!/^[A-Za-z0-9+/_-]*={0,2}$/.test(payload) || payload.length % 4 === 1)
     throw new Error("the data URL's payload is not valid base64");

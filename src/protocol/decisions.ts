@@ -29,8 +29,8 @@ export const MAX_SAFETY_IDENTIFIER_LENGTH = 64;
 /** A base64 data URL, the only image source accepted. */
 export const IMAGE_DATA_URL = /^data:[a-z0-9.+-]+\/[a-z0-9.+-]+;base64,/i;
 
-/** An http(s) URL, which the upstream API fetches and this service does not. */
-const REMOTE_URL = /^https?:\/\//i;
+/** A URL (http(s), file, ftp), which the upstream API fetches (http(s)) and this service does not. */
+const REMOTE_URL = /^(https?|file|ftp):/i;
 
 /** `"Field required"` for a missing value, else `message`. */
 const required = (message: string) => (issue: { input?: unknown }) =>
@@ -56,7 +56,7 @@ const ImageUrl = z
       ctx.addIssue({
         code: "custom",
         message:
-          "decisiond fetches nothing: send the image inline as a base64 data URL (data:image/png;base64,...), not an http(s) URL",
+          "decisiond fetches nothing: send the image inline as a base64 data URL (data:image/png;base64,...), not a URL",
         params: { code: "image_url_not_supported" },
       });
     else if (!IMAGE_DATA_URL.test(url))

@@ -224,8 +224,10 @@ export async function composeService(
   const settingLines = (service: PassThroughService) => [
     ...(config.console === "on"
       ? [
-          `decisiond: console at ${service.url}/console/ (sign in with an API key${
-            config.adminToken !== undefined && service.store ? " or the admin token" : ""
+          `decisiond: console at ${service.url}/console/ (${
+            !service.store
+              ? "no sign-in: --auth off"
+              : `sign in with an API key${config.adminToken !== undefined ? " or the admin token" : ""}`
           })`,
         ]
       : []),
