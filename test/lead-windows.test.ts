@@ -8,9 +8,9 @@ import { ropeShiftOf } from "../src/engine/llama/windowed-lead.js";
 import { halfToFloat } from "../src/models/dequantize.js";
 import { floatToHalf } from "../src/models/requantize.js";
 import {
+  openStateFile,
   parseSequenceState,
   ropeShift,
-  StateFile,
   StateFormatError,
   type RopeShift,
   type SequenceState,
@@ -160,7 +160,7 @@ describe("sequence-state files", () => {
   const opened = async (buffer: Buffer) => {
     const path = join(folder, `source-${++made}`);
     await writeFile(path, buffer);
-    return StateFile.open(path);
+    return openStateFile(path);
   };
 
   it("reads a state and writes it back byte for byte, in any stream", async () => {

@@ -85,6 +85,22 @@ export function decodeJsonBytes(bytes: Buffer): string {
 }
 
 /**
+ * The well-formed UTF-8 sequences of more than one byte (The Unicode Standard, Table 3-7): lead
+ * bytes `[from, to]`, the sequence's length, and the lowest and highest second byte (every byte
+ * after the second is 0x80–0xBF).
+ */
+const UTF8_LEADS: readonly (readonly [number, number, number, number, number])[] = [
+  [0xc2, 0xdf, 2, 0x80, 0xbf],
+  [0xe0, 0xe0, 3, 0xa0, 0xbf],
+  [0xe1, 0xec, 3, 0x80, 0xbf],
+  [0xed, 0xed, 3, 0x80, 0x9f],
+  [0xee, 0xef, 3, 0x80, 0xbf],
+  [0xf0, 0xf0, 4, 0x90, 0xbf],
+  [0xf1, 0xf3, 4, 0x80, 0xbf],
+  [0xf4, 0xf4, 4, 0x80, 0x8f],
+];
+
+/**
  * Offset of the first byte that begins no well-formed UTF-8 sequence (The Unicode Standard,
  * Table 3-7: no overlong forms, no surrogates, nothing past U+10FFFF), or `bytes.length` when
  * every sequence is whole.
@@ -97,24 +113,9 @@ export function firstInvalidUtf8(bytes: Uint8Array): number {
       i += 1;
       continue;
     }
-    // [length, lowest and highest second byte] of the sequence this lead byte begins.
-    const [length, low, high] =
-      lead >= 0xc2 && lead <= 0xdf
-        ? [2, 0x80, 0xbf]
-        : lead === 0xe0
-          ? [3, 0xa0, 0xbf]
-          : lead === 0xed
-            ? [3, 0x80, 0x9f]
-            : lead >= 0xe1 && lead <= 0xef
-              ? [3, 0x80, 0xbf]
-              : lead === 0xf0
-                ? [4, 0x90, 0xbf]
-                : lead === 0xf4
-                  ? [4, 0x80, 0x8f]
-                  : lead >= 0xf1 && lead <= 0xf3
-                    ? [4, 0x80, 0xbf]
-                    : [0, 0, 0];
-    if (length === 0 || i + length > bytes.length) return i;
+    const sequence = UTF8_LEADS.find(([from, to]) => lead >= from && lead <= to);
+    if (!sequence || i + sequence[2] > bytes.length) return i;
+    const [, , length, low, high] = sequence;
     const second = bytes[i + 1]!;
     if (second < low || second > high) return i;
     for (let k = 2; k < length; k++) {

@@ -164,87 +164,59 @@ export function parseSequenceState(buffer: Buffer): SequenceState {
 }
 
 /**
- * A sequence-state file read in place: its layout first, then each rows block as it is copied,
+ * A sequence-state file read in place ({@link openStateFile}); its `rowsOf` throws a
+ * {@link StateFormatError} when the file ends early, and what reading it throws.
+ */
+export interface StateFile extends StateCells {
+  /** Closes the file. */
+  close(): Promise<void>;
+}
+
+/**
+ * Opens a state file and reads its layout; its rows are read block by block as they are copied,
  * so that no more than one block of rows (a window's cells of one layer) is in memory at a time.
+ * @throws {@link StateFormatError} for any layout but the one described above, or a file of
+ *   another length than it says; what opening, `stat` and reading the file throw
  * @example
  * ```ts
- * const state = await StateFile.open(path);
+ * const state = await openStateFile(path);
  * try { await writer.place(state, 0, prefixLength, 0, 0); } finally { await state.close(); }
  * ```
  */
-export class StateFile implements StateCells {
-  readonly magic: number;
-  readonly version: number;
-  readonly tokens: readonly number[];
-  readonly streams: number;
-  readonly stream: number;
-  readonly positions: Int32Array;
-  readonly sequenceId: number;
-  readonly rows: readonly RowsLayout[];
-  readonly layers: number;
-  private scratch = Buffer.alloc(0);
-
-  private constructor(
-    private readonly file: FileHandle,
-    layout: StateLayout,
-    private readonly offsets: readonly number[],
-  ) {
-    ({
-      magic: this.magic,
-      version: this.version,
-      tokens: this.tokens,
-      streams: this.streams,
-      stream: this.stream,
-      positions: this.positions,
-      sequenceId: this.sequenceId,
-      rows: this.rows,
-      layers: this.layers,
-    } = layout);
-  }
-
-  /**
-   * Opens a state file and reads its layout.
-   * @throws {@link StateFormatError} for any layout but the one described above, or a file of
-   *   another length than it says; what opening, `stat` and reading the file throw
-   */
-  static async open(path: string): Promise<StateFile> {
-    const file = await open(path, "r");
-    try {
-      const { size } = await file.stat();
-      const parser = layoutOf();
-      let step = parser.next(Buffer.alloc(0));
-      while (!step.done) {
-        const [at, bytes] = step.value;
-        if (at + bytes > size) throw new StateFormatError("the state file ends early");
-        const buffer = Buffer.alloc(bytes);
-        await readFully(file, buffer, at);
-        step = parser.next(buffer);
-      }
-      const { layout, offsets, length } = step.value;
-      if (length !== size)
-        throw new StateFormatError(
-          length > size ? "the state file ends early" : `${size - length} bytes left over`,
-        );
-      return new StateFile(file, layout, offsets);
-    } catch (error) {
-      await file.close().catch(() => undefined);
-      throw error;
+export async function openStateFile(path: string): Promise<StateFile> {
+  const file = await open(path, "r");
+  try {
+    const { size } = await file.stat();
+    const parser = layoutOf();
+    let step = parser.next(Buffer.alloc(0));
+    while (!step.done) {
+      const [at, bytes] = step.value;
+      if (at + bytes > size) throw new StateFormatError("the state file ends early");
+      const buffer = Buffer.alloc(bytes);
+      await readFully(file, buffer, at);
+      step = parser.next(buffer);
     }
-  }
-
-  /** @throws {@link StateFormatError} when the file ends early; what reading it throws */
-  async rowsOf(k: number, from: number, to: number): Promise<Buffer> {
-    const { rowBytes } = this.rows[k]!;
-    const bytes = (to - from) * rowBytes;
-    if (this.scratch.length < bytes) this.scratch = Buffer.alloc(bytes);
-    const block = this.scratch.subarray(0, bytes);
-    await readFully(this.file, block, this.offsets[k]! + from * rowBytes);
-    return block;
-  }
-
-  /** Closes the file. */
-  async close(): Promise<void> {
-    await this.file.close();
+    const { layout, offsets, length } = step.value;
+    if (length !== size)
+      throw new StateFormatError(
+        length > size ? "the state file ends early" : `${size - length} bytes left over`,
+      );
+    let scratch = Buffer.alloc(0);
+    return {
+      ...layout,
+      rowsOf: async (k, from, to) => {
+        const { rowBytes } = layout.rows[k]!;
+        const bytes = (to - from) * rowBytes;
+        if (scratch.length < bytes) scratch = Buffer.alloc(bytes);
+        const block = scratch.subarray(0, bytes);
+        await readFully(file, block, offsets[k]! + from * rowBytes);
+        return block;
+      },
+      close: () => file.close(),
+    };
+  } catch (error) {
+    await file.close().catch(() => undefined);
+    throw error;
   }
 }
 

@@ -2,7 +2,13 @@ import { unlink } from "node:fs/promises";
 import type { LlamaContextSequence, LlamaModel, Token as LlamaToken } from "node-llama-cpp";
 import type { CallPace } from "./call-pace.js";
 import { countBranchTokens, type DecodeTally } from "./lanes.js";
-import { ropeShift, StateFile, StateFormatError, type RopeShift } from "./sequence-state.js";
+import {
+  openStateFile,
+  ropeShift,
+  StateFormatError,
+  type RopeShift,
+  type StateFile,
+} from "./sequence-state.js";
 import { StateWriter } from "./state-writer.js";
 import type { Token } from "../types.js";
 
@@ -170,7 +176,7 @@ export class LeadWindowsRunner {
   private async saved(): Promise<StateFile> {
     try {
       await this.sequence.saveStateToFile(this.file);
-      return await StateFile.open(this.file);
+      return await openStateFile(this.file);
     } finally {
       await unlink(this.file).catch(() => undefined);
     }
@@ -185,7 +191,7 @@ export class LeadWindowsRunner {
     try {
       await writer.finish();
       // llama.cpp aborts the process on a state that ends early: read its layout back first.
-      const merged = await StateFile.open(writer.path);
+      const merged = await openStateFile(writer.path);
       await merged.close();
       if (merged.positions.length !== cells)
         throw new StateFormatError("the merged state lost cells");
