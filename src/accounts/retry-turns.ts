@@ -4,8 +4,8 @@ const MAX_ACCOUNTS = 1024;
 /**
  * The times calls refused for a busy account were told to come back, by account, so that calls
  * refused together are told times a typical call apart and do not all come back at one instant
- * to collide again (an outside probe: with the official SDKs' retries, 8 parallel calls of one
- * account, 3 answered when each was told the same time).
+ * to collide again. Measured with the official SDKs: docs/OPERATIONS.md (one request in flight
+ * per account).
  * @example
  * ```ts
  * const turns = new RetryTurns();

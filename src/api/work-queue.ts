@@ -171,8 +171,7 @@ export class WorkQueue {
   /**
    * The refusal of a full queue, with when to retry: when the first decision admitted is expected
    * to let go, each expected to take a typical decision, or, once it has run longer, about as
-   * long again as it has run (at least 1 s, at most 60 s). A decision of 20 s was refused with
-   * 1 s before, and the SDKs' retries were spent within 2 s.
+   * long again as it has run (at least 1 s, at most 60 s). Why: docs/decisions/035-overload-and-deadlines.md
    */
   private overloaded(): ApiError {
     const now = performance.now();
