@@ -862,6 +862,13 @@ describe("errors in OpenAI's shape on /v1/decisions only", () => {
     ]);
     const one = await app.inject({ url: "/v1/models/stub-1" });
     expect(one.json()).toEqual(models.data[0]);
+    // The clients' default name is accepted in requests, so it is retrieved too, under the name
+    // its responses report.
+    const alias = await app.inject({ url: "/v1/models/jev-latest" });
+    expect({ status: alias.statusCode, body: alias.json() }).toEqual({
+      status: 200,
+      body: models.data[0],
+    });
     for (const url of ["/v1/models/org/name", "/v1/models/org%2Fname", "/v1/models/"]) {
       const reply = await app.inject({ url });
       expect({ url, status: reply.statusCode, code: reply.json().error?.code }).toEqual({

@@ -76,14 +76,13 @@ export function registerServiceRoutes(app: FastifyInstance, options: ServiceRout
   app.get("/openapi.json", async () => openapi);
 
   // Both wires' clients read this list: System One's `models`, the OpenAI SDKs' `data`.
-  const openAiModels = models.flatMap((m) =>
-    m.names.map((id) => ({
-      id,
-      object: "model" as const,
-      created: Math.floor((Date.parse(m.releaseDate) || 0) / 1000),
-      owned_by: "decisiond",
-    })),
-  );
+  const entry = (m: ServedModel, id: string): OpenAiModel => ({
+    id,
+    object: "model",
+    created: Math.floor((Date.parse(m.releaseDate) || 0) / 1000),
+    owned_by: "decisiond",
+  });
+  const openAiModels = models.flatMap((m) => m.names.map((id) => entry(m, id)));
   app.get(
     "/v1/models",
     async (): Promise<{ models: ModelEntry[]; object: "list"; data: OpenAiModel[] }> => ({
@@ -95,11 +94,18 @@ export function registerServiceRoutes(app: FastifyInstance, options: ServiceRout
     }),
   );
 
+  // Names accepted in requests but not listed (`jev-latest`) retrieve the model they name, under
+  // its first name, as its responses report it.
+  const aliased = new Map(
+    models.flatMap((m) =>
+      (m.aliases ?? []).map((alias) => [alias, entry(m, m.names[0] ?? alias)] as const),
+    ),
+  );
   // The OpenAI SDKs' `models.retrieve(id)`: one entry of `data`, or their 404. A wildcard, for
   // ids with a "/" (a vLLM engine's `org/name`), sent encoded by the SDKs and raw by others.
   app.get<{ Params: { "*": string } }>("/v1/models/*", async (request): Promise<OpenAiModel> => {
     const model = request.params["*"];
-    const found = openAiModels.find((m) => m.id === model);
+    const found = openAiModels.find((m) => m.id === model) ?? aliased.get(model);
     if (found) return found;
     const served = openAiModels.map((m) => m.id).join(", ");
     throw decisionsError(
