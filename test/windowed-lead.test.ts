@@ -1,8 +1,8 @@
 import type { LlamaContextSequence, LlamaModel } from "node-llama-cpp";
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, inject, it, vi } from "vitest";
 import { Decider } from "../src/decision/decide.js";
 import { scoreRequestOf } from "../src/decision/plan.js";
 import { LIST_WINDOWS_FROM_TOKENS } from "../src/decision/list-windows.js";
@@ -11,7 +11,7 @@ import type { DecisionRequest } from "../src/decision/types.js";
 import { planDecode } from "../src/engine/decode/index.js";
 import { openLlamaEngine, type LlamaEngine } from "../src/engine/llama/index.js";
 import { parseSequenceState, type SequenceState } from "../src/engine/llama/sequence-state.js";
-import { ropeShiftOf } from "../src/engine/llama/windowed-lead.js";
+import { ropeShiftOf, WINDOWS_RETRY_MS } from "../src/engine/llama/windowed-lead.js";
 import { halfToFloat } from "../src/models/dequantize.js";
 import type { ScoreRequest, ScoreResult } from "../src/engine/types.js";
 import { cellsOf } from "./support/state-cells.js";
@@ -148,7 +148,7 @@ describe("a lead evaluated in windows", () => {
     }
   });
 
-  it("evaluates the list whole when a window's state cannot be written, and from then on", async () => {
+  it("evaluates the list whole for a minute when a window's state cannot be written", async () => {
     const fresh = await engineOf();
     try {
       const sequence = (fresh as any).prefixSequence as { saveStateToFile: (path: string) => any };
@@ -162,7 +162,8 @@ describe("a lead evaluated in windows", () => {
       const fellBack = await fresh.score(request);
       expect(fellBack.branches).toEqual(whole.branches);
       expect(fellBack.leadWindows).toBeUndefined();
-      expect(fellBack.windowsOff).toBe(true);
+      expect(fellBack.windowsOff).toBeGreaterThan(WINDOWS_RETRY_MS - 10_000);
+      expect(fellBack.windowsOff).toBeLessThanOrEqual(WINDOWS_RETRY_MS);
       expect(fresh.evaluatesWindows).toBe(false);
       expect(failed).toBe(1);
       const decider = new Decider(fresh, { contentFree: false });
@@ -172,6 +173,41 @@ describe("a lead evaluated in windows", () => {
       expect(next.leadWindows).toBeUndefined();
       expect(next.windowsOff).toBeUndefined();
       expect(failed).toBe(1);
+      // A minute later (a full /dev/shm is often freed) windows are tried again.
+      const start = Date.now();
+      const clock = vi.spyOn(Date, "now").mockImplementation(() => start + WINDOWS_RETRY_MS);
+      try {
+        expect(fresh.evaluatesWindows).toBe(true);
+        const again = await fresh.score(other);
+        expect(again.leadWindows).toBeGreaterThan(1);
+        expect(again.windowsOff).toBeUndefined();
+      } finally {
+        clock.mockRestore();
+      }
+    } finally {
+      await fresh.close();
+    }
+  });
+
+  it("evaluates the list whole from then on when a window's state has another layout", async () => {
+    const fresh = await engineOf();
+    try {
+      const sequence = (fresh as any).prefixSequence as { saveStateToFile: (path: string) => any };
+      const save = sequence.saveStateToFile.bind(sequence);
+      // A state file that is not llama.cpp's layout, as another build could write.
+      sequence.saveStateToFile = async (path) => {
+        await save(path);
+        if (path.endsWith("windows.kv")) writeFileSync(path, "GGSQ and nothing else");
+      };
+      const fellBack = await fresh.score(request);
+      expect(fellBack.branches).toEqual(whole.branches);
+      expect(fellBack.windowsOff).toBe(Infinity);
+      const clock = vi.spyOn(Date, "now").mockImplementation(() => 8.64e15);
+      try {
+        expect(fresh.evaluatesWindows).toBe(false);
+      } finally {
+        clock.mockRestore();
+      }
     } finally {
       await fresh.close();
     }

@@ -138,17 +138,19 @@ export class Call {
     }
   }
 
-  /** Counts a windowed plan's reading; says so when the engine turned windows off for good. */
+  /** Counts a windowed plan's reading; says so when the engine turned windows off. */
   private countWindows(
     windows: NonNullable<DecisionResult["stats"]["listWindows"]>,
     reply: FastifyReply,
   ): void {
     this.metrics.listWindows.inc({ read: windows.read > 0 ? "windows" : "whole" });
-    if (windows.off)
-      reply.log.warn(
-        { listWindows: windows },
-        "long option lists are read whole from now on: the engine could not merge a state of windows (docs/decisions/113-option-lines-in-windows.md)",
-      );
+    const { off } = windows;
+    if (off === undefined) return;
+    const until = off === "for good" ? "from now on" : `for the next ${Math.ceil(off / 1000)} s`;
+    reply.log.warn(
+      { listWindows: windows },
+      `long option lists are read whole ${until}: the engine could not merge a state of windows (docs/decisions/113-option-lines-in-windows.md)`,
+    );
   }
 
   /**

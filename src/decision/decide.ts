@@ -163,5 +163,7 @@ function listWindowsOf(
   result: ScoreResult,
 ): NonNullable<DecisionResult["stats"]["listWindows"]> {
   const read = { planned: planned.length, read: result.leadWindows ?? 0 };
-  return result.windowsOff ? { ...read, off: true } : read;
+  const off = result.windowsOff;
+  if (off === undefined) return read;
+  return { ...read, off: off === Infinity ? "for good" : off };
 }

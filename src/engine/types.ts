@@ -141,8 +141,11 @@ export interface ScoreResult {
    * or kept from an earlier request; absent: it was read whole, as one list.
    */
   readonly leadWindows?: number;
-  /** Set when this request's windows could not be merged, and the engine stopped using windows. */
-  readonly windowsOff?: true;
+  /**
+   * Set when this request's windows could not be merged, and the engine stopped using windows:
+   * for how long, ms (`Infinity`: for good).
+   */
+  readonly windowsOff?: number;
 }
 
 /** Cumulative work counters of an engine since it was opened (for tests and diagnostics). */

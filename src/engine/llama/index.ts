@@ -352,7 +352,7 @@ export class LlamaEngine implements Engine {
         evaluatedTokens: progress.evaluatedTokens,
         cachedPrefixTokens: progress.cachedPrefixTokens!,
         ...(progress.leadLayout ? { leadWindows: progress.leadLayout.length } : {}),
-        ...(progress.windowsOff ? { windowsOff: true as const } : {}),
+        ...(progress.windowsOff !== undefined ? { windowsOff: progress.windowsOff } : {}),
       };
     } finally {
       // Sequence 0 holds exactly the prefix again, and the tiled part of the lead this turn holds

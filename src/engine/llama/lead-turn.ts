@@ -78,7 +78,7 @@ export async function runLeadTurn(
       if (run === "stopped" && (await parked(0, ends[done.evaluated - 1] ?? 0))) return YIELDED;
       if (run === "stopped") continue;
       progress.windows = undefined;
-      if (run === "failed") progress.windowsOff = true;
+      if (run === "failed") progress.windowsOff = options.windows!.offMs;
       at = run === "whole" ? end : 0;
       progress.leadLayout = run === "whole" ? ends : undefined;
       break;

@@ -72,8 +72,11 @@ export interface Progress {
    * `undefined`: none. Kept with the lead for the next request.
    */
   leadLayout?: readonly number[] | undefined;
-  /** Set when this request's windows could not be merged, which turned windows off for good. */
-  windowsOff?: true;
+  /**
+   * Set when this request's windows could not be merged, which turned windows off: for how long,
+   * ms (`Infinity`: for good).
+   */
+  windowsOff?: number;
 }
 
 /** What a turn returns when it gave the model up before the request was done. */

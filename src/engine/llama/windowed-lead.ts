@@ -26,6 +26,12 @@ import type { Token } from "../types.js";
  * ends otherwise.
  */
 
+/**
+ * How long windows stay off after a state file could not be written or read, ms: a full
+ * `/dev/shm` is often freed again (the prefix cache evicts, another program ends).
+ */
+export const WINDOWS_RETRY_MS = 60_000;
+
 /** What a request's turns have evaluated of its windows. */
 export interface WindowsDone {
   /** How many of the windows, from the first, are in {@link writer}. */
@@ -84,11 +90,11 @@ export interface WindowsTurn {
  */
 export class LeadWindowsRunner {
   /**
-   * Whether windows are still tried: a state of another layout, or a state file that could not
-   * be written or read (a full `/dev/shm`), turns them off for good; the engine is as fast as
-   * before without them.
+   * Until when windows are not tried (ms, on `now`'s clock): a state of another layout turns them
+   * off for good (`Infinity`), a state file that could not be written or read (a full
+   * `/dev/shm`) for {@link WINDOWS_RETRY_MS}; the engine is as fast as before without them.
    */
-  private usable = true;
+  private offUntil = -Infinity;
   /** Merged states made so far, to name their files. */
   private merges = 0;
 
@@ -97,16 +103,23 @@ export class LeadWindowsRunner {
    * @param rotate - the model's key rotation ({@link ropeShiftOf})
    * @param file - a scratch file path, written and removed by each run; the merged states are
    *   written beside it (`<file>.<n>`)
+   * @param now - the clock, ms
    */
   constructor(
     private readonly sequence: LlamaContextSequence,
     private readonly rotate: RopeShift,
     private readonly file: string,
+    private readonly now: () => number = () => Date.now(),
   ) {}
 
-  /** Whether requests' windows are evaluated as windows (false once a run failed). */
+  /** Whether requests' windows are evaluated as windows (false for a while after a run failed). */
   get enabled(): boolean {
-    return this.usable;
+    return this.now() >= this.offUntil;
+  }
+
+  /** How long until windows are tried again, ms: 0 while on, `Infinity` when off for good. */
+  get offMs(): number {
+    return Math.max(0, this.offUntil - this.now());
   }
 
   /**
@@ -163,7 +176,9 @@ export class LeadWindowsRunner {
       return "whole";
     } catch (error) {
       if (signal?.aborted) throw error;
-      this.usable = false;
+      // A system error (ENOSPC, EIO: it has a `code`) may pass; anything else is the state's.
+      const passing = typeof (error as { code?: unknown } | undefined)?.code === "string";
+      this.offUntil = passing ? this.now() + WINDOWS_RETRY_MS : Infinity;
       await discardWindows(done);
       await this.cutBackTo(prefixLength);
       // A load that failed part way may leave the sequence without its prefix: that fails the turn.
