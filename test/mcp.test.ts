@@ -304,6 +304,26 @@ describe("decisiond mcp against a fake server", () => {
     }
   });
 
+  it("refuses an image URL, saying decisiond fetches nothing, without a request", async () => {
+    requests = 0;
+    const session = await openSession(env);
+    try {
+      const call = session.client.callTool({
+        name: "decide",
+        arguments: { state: "x", questions, image: "https://example.com/cat.png" },
+      });
+      // The SDK answers a tool's invalid arguments as an error result or a thrown McpError.
+      const said = await call.then(
+        (result) => ((result as CallToolResult).isError ? text(result as CallToolResult) : ""),
+        (error: Error) => error.message,
+      );
+      expect(said).toContain("decisiond fetches nothing: send the image inline");
+      expect(requests).toBe(0);
+    } finally {
+      await session.close();
+    }
+  });
+
   it("refuses a key file with mode 0644, saying how to fix it, without a request", async () => {
     requests = 0;
     const keyFile = join(home, ".config", "decisiond", "api_key");

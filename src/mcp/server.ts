@@ -19,12 +19,12 @@ import { LineStdioTransport } from "./stdio-transport.js";
 export const MCP_SERVER_NAME = "decisiond";
 
 const DataUrl = (what: string) =>
-  z
-    .string()
-    .regex(
-      /^data:[a-z0-9.+-]+\/[a-z0-9.+-]+;base64,/i,
-      `${what} should be a base64 data URL (data:<mime>;base64,...)`,
-    );
+  z.string().regex(/^data:[a-z0-9.+-]+\/[a-z0-9.+-]+;base64,/i, {
+    error: (issue) =>
+      typeof issue.input === "string" && /^(https?|file|ftp):/i.test(issue.input)
+        ? `decisiond fetches nothing: send the ${what} inline as a base64 data URL (data:<mime>;base64,...), not a URL`
+        : `${what} should be a base64 data URL (data:<mime>;base64,...)`,
+  });
 
 /** The input of the `decide` tool. */
 export const decideInputShape = {
