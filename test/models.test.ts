@@ -429,6 +429,24 @@ describe("pull from Hugging Face", () => {
     expect((err as Error).message).toContain("no response within 300 ms");
   });
 
+  it("fails the source, not the process, when the hub serves byte 0 as a range and the rest whole", async () => {
+    // A proxy that passes the one-byte probe: ipull fails one chunk and leaves the others'
+    // rejections unhandled, which ended the process. Several 5 MiB chunks make it fetch in parallel.
+    const big = randomBytes(12 * 1_048_576);
+    const source: HuggingFaceSource = { ...HF, path: "ranges.gguf" };
+    hub.put(source, big);
+    const bigEntry = entry({ sources: [source], sha256: sha256(big), sizeBytes: big.length });
+    hub.script = Array.from({ length: 8 }, () => "whole" as const);
+    const err = await pullEntry(bigEntry, { hfEndpoint: endpoint, log, timeoutMs: 5_000 }).catch(
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(PullError);
+    expect((err as Error).message).toMatch(/huggingface .*: GET .*Expected \d+ bytes/);
+    expect(hub.transfers().length).toBeGreaterThan(0);
+    // Nothing rejects unhandled once it has failed.
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  });
+
   it("reports an HTTP error with its status", async () => {
     const missing = entry({ sources: [{ ...HF, path: "missing.gguf" }] });
     const err = await pullEntry(missing, { hfEndpoint: endpoint, log }).catch((e: unknown) => e);

@@ -155,6 +155,7 @@ async function transfer(
   headers: Record<string, string>,
 ): Promise<number> {
   const { createModelDownloader } = await import("node-llama-cpp");
+  letIpullStraysPass();
   const guard = silenceGuard(job);
   // Set once the downloader says how much an earlier run left; updated from its progress events.
   const shown: { progress?: Progress } = {};
@@ -195,6 +196,25 @@ async function transfer(
     guard.dispose();
   }
   return (await stat(job.partPath)).size;
+}
+
+/** Whether {@link letIpullStraysPass} has set its listener. */
+let straysPass = false;
+
+/**
+ * When one chunk of a transfer fails (a hub or proxy that answers a later byte range with the
+ * whole file), ipull rejects the transfer, which {@link transfer} handles, and leaves the other
+ * chunks' rejections unhandled, which would end the process before the next source is tried.
+ * From the first transfer on, a rejection nobody handles that was raised inside ipull is let
+ * pass; any other still ends the process, as Node's default does.
+ */
+function letIpullStraysPass(): void {
+  if (straysPass) return;
+  straysPass = true;
+  process.on("unhandledRejection", (reason) => {
+    if (reason instanceof Error && /[\\/]ipull[\\/]/.test(reason.stack ?? "")) return;
+    throw reason;
+  });
 }
 
 /**
