@@ -80,6 +80,11 @@ export function readoutOptions(command: Command): Command {
       oneOf<"numbers" | "levels">("numbers", "levels"),
     )
     .option(
+      "--scale-orientation <on|off>",
+      "score scales asked which way they run, a falling one asked reversed (default: on with an adapter; docs/decisions/115)",
+      onOff,
+    )
+    .option(
       "--content-free <on|off>",
       "contextual calibration against content-free states (default: the Decider's, on)",
       onOff,

@@ -258,6 +258,7 @@ async function runEvalCommand(flags: EvalFlags, command: string): Promise<void> 
         debias,
         labels: flags.labels ?? null,
         scoreLabels: flags.scoreLabels ?? null,
+        scaleOrientation: flags.scaleOrientation ?? null,
         contentFree: flags.contentFree ?? null,
         examples: flags.examples ?? null,
         questionContrast: flags.questionContrast ?? null,

@@ -87,6 +87,7 @@ export interface ReadoutFlags {
   readout?: "tuned" | "default";
   labels?: "words" | "fixed";
   scoreLabels?: "numbers" | "levels";
+  scaleOrientation?: "on" | "off";
   contentFree?: "on" | "off";
   examples?: "on" | "off";
   questionContrast?: "on" | "off";
@@ -97,7 +98,8 @@ export interface ReadoutFlags {
 }
 
 /**
- * The Decider's readout settings from `--labels`, `--score-labels`, `--content-free on|off`,
+ * The Decider's readout settings from `--labels`, `--score-labels`, `--scale-orientation on|off`,
+ * `--content-free on|off`,
  * `--examples on|off`, `--question-contrast on|off`, `--layout`, `--label-chain`,
  * `--trie-tolerance` and `--list-windows on|off`.
  * @returns only the settings whose flag was given: an absent one must leave the Decider's
@@ -108,6 +110,7 @@ export function readoutOf(flags: ReadoutFlags): ReadoutSettings {
   const settings: ReadoutSettings = {
     labels: flags.labels,
     scoreLabels: flags.scoreLabels,
+    scaleOrientation: onOrOff(flags.scaleOrientation),
     contentFree: onOrOff(flags.contentFree),
     examples: onOrOff(flags.examples),
     questionContrast: onOrOff(flags.questionContrast),
@@ -179,6 +182,12 @@ export function readoutServeOptions(): Option[] {
       "score labels: levels (the level texts after an Answer: cue) or numbers (default numbers)",
       "DECISIOND_SCORE_LABELS",
       oneOf<"numbers" | "levels">("numbers", "levels"),
+    ),
+    envOption(
+      "--scale-orientation <on|off>",
+      "score scales answered with level numbers asked which way they run, once per question, and a falling one asked reversed (default on with an adapter; docs/decisions/115)",
+      "DECISIOND_SCALE_ORIENTATION",
+      onOff,
     ),
     envOption(
       "--content-free <on|off>",

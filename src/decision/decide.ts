@@ -4,9 +4,16 @@ import { LabelTokenizer } from "./label-style.js";
 import { DEFAULT_TRIE_TOLERANCE, type DeciderOptions } from "./options.js";
 import { planRequest, scoreRequestOf, usageOf, type Plan } from "./plan.js";
 import { preparePrompt, untilAborted, type PreparedPrompt } from "./prepare.js";
+import { softmax } from "./math.js";
+import {
+  answersInCallerOrder,
+  reverseScales,
+  ScaleOrientations,
+  type ScaleProbe,
+} from "./orientation.js";
 import { PriorCache } from "./priors.js";
 import { readout } from "./readout.js";
-import { stateTokens } from "./state.js";
+import { RequestTooLargeError, StateTooLongError, stateTokens } from "./state.js";
 import type { DecisionRequest, DecisionResult, Json, Usage } from "./types.js";
 
 // The decision layer's public names, from the modules that own them.
@@ -52,6 +59,7 @@ export interface DecideHooks {
 export class Decider {
   private readonly labels: LabelTokenizer;
   private readonly priors = new PriorCache();
+  private readonly scales = new ScaleOrientations();
   /** The shared preparation, once started; reset when it fails so the next request retries. */
   private preparing: Promise<PreparedPrompt> | undefined;
 
@@ -112,7 +120,7 @@ export class Decider {
     hooks?: DecideHooks,
   ): Promise<DecisionResult> {
     const prepared = await this.prepare(signal);
-    const plan = await this.planWith(prepared, request, signal);
+    let plan = await this.planWith(prepared, request, signal);
     const refused = plan.refused ? { refused: plan.refused } : {};
     // Every question refused (unfit: "refuse"): nothing for the model to do, nothing to charge.
     if (plan.questions.length === 0)
@@ -125,6 +133,10 @@ export class Decider {
     const usage = usageOf(plan);
     // The request's usage is known from its plan: the caller may refuse it before the model runs.
     await hooks?.beforeScore?.(usage, this.engine.workOf?.(scoreRequestOf(plan)));
+    // Scales the model reads as falling are asked reversed (the same tokens, in another order).
+    const falling = await this.fallingScales(prepared, request, signal);
+    if (falling.size > 0)
+      plan = await this.planWith(prepared, reverseScales(request, falling), signal);
     // Priors first, so the engine's last prefix is this request's state (a repeat reuses it).
     const priors =
       this.options.contentFree === false
@@ -134,8 +146,9 @@ export class Decider {
     // probability could be one whose prior is smaller still.
     const tolerance = priors ? 0 : (this.options.trieTolerance ?? DEFAULT_TRIE_TOLERANCE);
     const result = await this.engine.score(scoreRequestOf(plan, tolerance), signal);
+    const answers = answer(plan, readout(plan, result, priors), this.options.calibration);
     return {
-      answers: answer(plan, readout(plan, result, priors), this.options.calibration),
+      answers: answersInCallerOrder(request, falling, answers),
       usage,
       stats: {
         evaluatedTokens: result.evaluatedTokens,
@@ -145,6 +158,33 @@ export class Decider {
       },
       ...refused,
     };
+  }
+
+  /**
+   * The ids of the request's score questions asked reversed ({@link ScaleOrientations}): none
+   * unless `scaleOrientation` is on and scores are answered with level numbers.
+   */
+  private fallingScales(
+    prepared: PreparedPrompt,
+    request: DecisionRequest,
+    signal?: AbortSignal,
+  ): Promise<ReadonlySet<string>> {
+    const { scaleOrientation, scoreLabels, labels } = this.options;
+    if (!scaleOrientation || (scoreLabels === "levels" && labels !== "fixed"))
+      return Promise.resolve(new Set());
+    const probe: ScaleProbe = async (state, question) => {
+      let plan: Plan;
+      try {
+        plan = await this.planWith(prepared, { state, questions: [["scale", question]] }, signal);
+      } catch (error) {
+        if (error instanceof StateTooLongError || error instanceof RequestTooLargeError)
+          return undefined;
+        throw error;
+      }
+      const result = await this.engine.score(scoreRequestOf(plan), signal);
+      return softmax(readout(plan, result)[0]!);
+    };
+    return this.scales.falling(request, probe);
   }
 
   private planWith(

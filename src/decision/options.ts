@@ -35,6 +35,15 @@ export interface DeciderOptions {
    * Ignored when `labels` is `fixed`.
    */
   readonly scoreLabels?: "numbers" | "levels";
+  // Why, and what it was measured to do: docs/decisions/115-scales-read-in-their-own-direction.md
+  /**
+   * Whether a score answered with level numbers is first asked which way its scale runs: its
+   * first and last level texts, each as the state, once per distinct question (an LRU of
+   * `ORIENTATION_CACHE_ENTRIES`; not counted in usage); a scale the model reads as falling is
+   * asked reversed and answered in the caller's order. Default off; on in {@link TUNED_READOUT}
+   * (the tuned model reads a level's number by its position on a rising scale).
+   */
+  readonly scaleOrientation?: boolean;
   /**
    * Contextual calibration (Zhao et al. 2021, "Calibrate Before Use", ICML): every question's
    * label probabilities are divided by the ones the model gives the same question about
@@ -118,6 +127,7 @@ export type ReadoutSettings = Pick<
   DeciderOptions,
   | "labels"
   | "scoreLabels"
+  | "scaleOrientation"
   | "contentFree"
   | "examples"
   | "questionContrast"
@@ -143,4 +153,5 @@ export const TUNED_READOUT: Readonly<ReadoutSettings> = {
   // Banking77's longest intent id is 17 tokens; the adapter names options, it does not point at numbers.
   maxWordLabelTokens: 24,
   layout: "state-first",
+  scaleOrientation: true,
 };

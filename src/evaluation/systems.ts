@@ -76,6 +76,7 @@ export function oursSystem(
       (debias === "off" ? "ours" : `ours/${debias}`) +
       (readout.labels ? `[${readout.labels}]` : "") +
       (readout.scoreLabels === "levels" ? "[levels]" : "") +
+      (readout.scaleOrientation === false ? "[no-orient]" : "") +
       (readout.contentFree === false ? "[no-cf]" : "") +
       (readout.examples === false ? "[no-examples]" : "") +
       (readout.questionContrast === false ? "[no-contrast]" : "") +

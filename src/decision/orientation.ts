@@ -1,0 +1,131 @@
+import { LRUCache } from "lru-cache";
+import { expectation } from "./math.js";
+import { renderText } from "./prompt.js";
+import type {
+  Answer,
+  DecisionRequest,
+  Json,
+  Question,
+  ScoreAnswer,
+  ScoreQuestion,
+} from "./types.js";
+
+// Why, and what it was measured to do: docs/decisions/115-scales-read-in-their-own-direction.md
+/**
+ * A score answered with level numbers is read by position: the tuned model learnt scales that
+ * rise with the quality asked about (sst5's very negative to very positive), and answers "How
+ * angry is the customer?" over `very angry, frustrated, calm` with the number of the most angry
+ * position whatever its text says. Each scale's direction is therefore asked of the model itself,
+ * once: its first and last level texts, each as the state, on the scale as given. A scale the
+ * model reads as falling (its first level placed higher than its last by more than
+ * {@link ORIENTATION_MARGIN} of the scale's span) is asked reversed, and its answer given back in
+ * the caller's order.
+ */
+
+/** The share of a scale's span (levels − 1) its first level must be placed above its last. */
+export const ORIENTATION_MARGIN = 0.1;
+
+/** Distinct score questions whose direction is kept. */
+export const ORIENTATION_CACHE_ENTRIES = 4096;
+
+/**
+ * The probabilities by level the model gives one score question about `state` (the question's
+ * levels in its own order), uncalibrated; `undefined` when the question cannot be asked about it
+ * (a level text longer than the context).
+ */
+export type ScaleProbe = (
+  state: Json,
+  question: ScoreQuestion,
+) => Promise<readonly number[] | undefined>;
+
+/**
+ * Directions of score scales, kept in an LRU of {@link ORIENTATION_CACHE_ENTRIES} keyed by the
+ * question (instructions and levels): a scale asked again costs nothing.
+ * @example
+ * ```ts
+ * const scales = new ScaleOrientations();
+ * const falling = await scales.falling(request, probe); // → Set { "anger" }
+ * const asked = reverseScales(request, falling);
+ * const answers = answersInCallerOrder(request, falling, (await decide(asked)).answers);
+ * ```
+ */
+export class ScaleOrientations {
+  private readonly reversed = new LRUCache<string, boolean>({ max: ORIENTATION_CACHE_ENTRIES });
+
+  /**
+   * The ids of the request's score questions whose scale the model reads as falling. A scale of
+   * fewer than two levels, or whose first or last level has no text, is taken as given.
+   * @param probe - asks the model one score question about a state; its evaluations are not
+   *   counted in the request's usage
+   * @throws what `probe` throws
+   */
+  async falling(request: DecisionRequest, probe: ScaleProbe): Promise<ReadonlySet<string>> {
+    const ids = new Set<string>();
+    for (const [id, question] of request.questions) {
+      if (question.type !== "score") continue;
+      const key = JSON.stringify([question.instructions ?? null, question.levels]);
+      let reversed = this.reversed.get(key);
+      if (reversed === undefined) {
+        reversed = await isFalling(question, probe);
+        this.reversed.set(key, reversed);
+      }
+      if (reversed) ids.add(id);
+    }
+    return ids;
+  }
+}
+
+/** Whether the model places the scale's first level text above its last by the margin. */
+async function isFalling(question: ScoreQuestion, probe: ScaleProbe): Promise<boolean> {
+  const { levels } = question;
+  const first = levels[0];
+  const last = levels.at(-1);
+  if (levels.length < 2 || first == null || last == null) return false;
+  const placedFirst = await probe(renderText(first), question);
+  const placedLast = placedFirst && (await probe(renderText(last), question));
+  if (!placedFirst || !placedLast) return false;
+  return (
+    expectation(placedFirst) - expectation(placedLast) > ORIENTATION_MARGIN * (levels.length - 1)
+  );
+}
+
+/** `request` with the scales of the questions named in `ids` reversed. */
+export function reverseScales(request: DecisionRequest, ids: ReadonlySet<string>): DecisionRequest {
+  if (ids.size === 0) return request;
+  const questions = request.questions.map(([id, question]): readonly [string, Question] =>
+    ids.has(id) && question.type === "score"
+      ? [id, { ...question, levels: [...question.levels].reverse() }]
+      : [id, question],
+  );
+  return { ...request, questions };
+}
+
+/**
+ * The answers of a request asked with the scales of `ids` reversed ({@link reverseScales}),
+ * given back on the caller's scales: probabilities by the caller's level, the legend of the
+ * caller's levels, the expected level counted from the caller's first.
+ */
+export function answersInCallerOrder(
+  request: DecisionRequest,
+  ids: ReadonlySet<string>,
+  answers: Readonly<Record<string, Answer>>,
+): Record<string, Answer> {
+  const out: Record<string, Answer> = { ...answers };
+  for (const [id, question] of request.questions) {
+    const asked = answers[id];
+    if (!ids.has(id) || question.type !== "score" || asked?.type !== "score") continue;
+    out[id] = inCallerOrder(question, asked);
+  }
+  return out;
+}
+
+function inCallerOrder(question: ScoreQuestion, asked: ScoreAnswer): ScoreAnswer {
+  const n = question.levels.length;
+  const probabilities: Record<string, number> = {};
+  const legend: Record<string, ScoreAnswer["legend"][string]> = {};
+  question.levels.forEach((level, i) => {
+    probabilities[String(i)] = asked.probabilities[String(n - 1 - i)]!;
+    legend[String(i)] = level ?? "";
+  });
+  return { ...asked, score: n - 1 - asked.score, legend, probabilities };
+}

@@ -1,0 +1,105 @@
+import { describe, expect, it } from "vitest";
+import {
+  answersInCallerOrder,
+  ORIENTATION_MARGIN,
+  reverseScales,
+  ScaleOrientations,
+  type ScaleProbe,
+} from "../src/decision/orientation.js";
+import { assemble } from "../src/decision/answer.js";
+import type { DecisionRequest, Json, ScoreAnswer, ScoreQuestion } from "../src/decision/types.js";
+
+/**
+ * Which way a score scale runs (docs/decisions/115): asked of the model with its first and last
+ * level texts as states, once per question; a falling scale is asked reversed and answered in
+ * the caller's order.
+ */
+
+const falling: ScoreQuestion = {
+  type: "score",
+  instructions: "How angry is the customer?",
+  levels: ["very angry", "frustrated", "calm"],
+};
+const rising: ScoreQuestion = { ...falling, levels: ["calm", "frustrated", "very angry"] };
+
+/**
+ * A model that reads a level's number by its position on a rising scale: it places "very angry"
+ * at the top position and "calm" at the bottom, whatever the scale's order. Records its calls.
+ */
+function angerModel(): { probe: ScaleProbe; calls: string[] } {
+  const calls: string[] = [];
+  const placed: Record<string, number[]> = {
+    "very angry": [0.1, 0.2, 0.7],
+    calm: [0.8, 0.15, 0.05],
+  };
+  const probe: ScaleProbe = async (state: Json, question: ScoreQuestion) => {
+    calls.push(`${String(state)} | ${question.levels.join(", ")}`);
+    return placed[String(state)] ?? [1 / 3, 1 / 3, 1 / 3];
+  };
+  return { probe, calls };
+}
+
+const request = (question: ScoreQuestion): DecisionRequest => ({
+  state: "I AM FURIOUS",
+  questions: [
+    ["anger", question],
+    ["refund", { type: "noul", instructions: "Is this a refund request?" }],
+  ],
+});
+
+describe("which way a score scale runs", () => {
+  it("finds a falling scale by its end levels' places, once per question", async () => {
+    const scales = new ScaleOrientations();
+    const model = angerModel();
+    expect([...(await scales.falling(request(falling), model.probe))]).toEqual(["anger"]);
+    expect([...(await scales.falling(request(rising), model.probe))]).toEqual([]);
+    expect(model.calls).toEqual([
+      "very angry | very angry, frustrated, calm",
+      "calm | very angry, frustrated, calm",
+      "calm | calm, frustrated, very angry",
+      "very angry | calm, frustrated, very angry",
+    ]);
+    // Asked again: from the cache.
+    await scales.falling(request(falling), model.probe);
+    await scales.falling(request(rising), model.probe);
+    expect(model.calls).toHaveLength(4);
+  });
+
+  it("takes a scale as given within the margin, without end texts, or when a level cannot be asked", async () => {
+    const span = 2;
+    // The first level placed above the last by just under the margin: not enough.
+    const near: ScaleProbe = async (state) =>
+      state === "very angry"
+        ? [0, 1 - 0.99 * ORIENTATION_MARGIN * span, 0.99 * ORIENTATION_MARGIN * span]
+        : [0, 1, 0];
+    expect((await new ScaleOrientations().falling(request(falling), near)).size).toBe(0);
+    const undescribed: ScoreQuestion = { ...falling, levels: ["very angry", "frustrated", null] };
+    const model = angerModel();
+    expect((await new ScaleOrientations().falling(request(undescribed), model.probe)).size).toBe(0);
+    expect(model.calls).toEqual([]);
+    const unaskable: ScaleProbe = async () => undefined;
+    expect((await new ScaleOrientations().falling(request(falling), unaskable)).size).toBe(0);
+  });
+
+  it("asks a falling scale reversed and answers on the caller's levels", () => {
+    const ids = new Set(["anger"]);
+    const asked = reverseScales(request(falling), ids);
+    expect(asked.questions[0]![1]).toEqual(rising);
+    expect(asked.questions[1]).toEqual(request(falling).questions[1]);
+    // The model, asked the rising scale, says "very angry" (its level 2) with 0.7.
+    const answers = {
+      anger: assemble(rising, [0.1, 0.2, 0.7]),
+      refund: assemble({ type: "noul" }, [0.6, 0.4]),
+    };
+    const given = answersInCallerOrder(request(falling), ids, answers);
+    const anger = given.anger as ScoreAnswer;
+    expect(anger.probabilities).toEqual({ "0": 0.7, "1": 0.2, "2": 0.1 });
+    expect(anger.legend).toEqual({ "0": "very angry", "1": "frustrated", "2": "calm" });
+    expect(anger.score).toBeCloseTo(0.4, 12);
+    expect(anger).toEqual({ ...assemble(falling, [0.7, 0.2, 0.1]), score: anger.score });
+    expect(given.refund).toBe(answers.refund);
+    // Nothing falling: the request and its answers as they are.
+    expect(reverseScales(request(falling), new Set())).toEqual(request(falling));
+    expect(answersInCallerOrder(request(falling), new Set(), answers)).toEqual(answers);
+  });
+});
