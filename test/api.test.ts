@@ -124,6 +124,7 @@ describe("POST /v1/systemone with the real model", () => {
     expect(models.models.map((m) => m.name)).toEqual([
       "decisiond-1.0-experimental",
       "smollm2-135m-instruct",
+      "jev-latest",
     ]);
   });
 

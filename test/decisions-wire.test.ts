@@ -844,30 +844,32 @@ describe("errors in OpenAI's shape on /v1/decisions only", () => {
 
   it("lists the models for both SDKs in one body, and documents the route", async () => {
     const models = (await app.inject({ url: "/v1/models" })).json();
+    // The clients' default name is accepted in requests, so it is listed, after the names.
     expect(models.models).toEqual([
       {
         name: "stub-1",
         description: "a stand-in model for HTTP tests",
         release_date: "2026-01-01",
       },
+      {
+        name: "jev-latest",
+        description:
+          "a stand-in model for HTTP tests; an alias of stub-1, answered under that name",
+        release_date: "2026-01-01",
+      },
     ]);
     expect(models.object).toBe("list");
+    const created = Date.UTC(2026, 0, 1) / 1000;
     expect(models.data).toEqual([
-      {
-        id: "stub-1",
-        object: "model",
-        created: Date.UTC(2026, 0, 1) / 1000,
-        owned_by: "decisiond",
-      },
+      { id: "stub-1", object: "model", created, owned_by: "decisiond" },
+      { id: "jev-latest", object: "model", created, owned_by: "decisiond" },
     ]);
     const one = await app.inject({ url: "/v1/models/stub-1" });
     expect(one.json()).toEqual(models.data[0]);
-    // The clients' default name is accepted in requests, so it is retrieved too, under the name
-    // its responses report.
     const alias = await app.inject({ url: "/v1/models/jev-latest" });
     expect({ status: alias.statusCode, body: alias.json() }).toEqual({
       status: 200,
-      body: models.data[0],
+      body: models.data[1],
     });
     for (const url of ["/v1/models/org/name", "/v1/models/org%2Fname", "/v1/models/"]) {
       const reply = await app.inject({ url });

@@ -75,37 +75,40 @@ export function registerServiceRoutes(app: FastifyInstance, options: ServiceRout
   });
   app.get("/openapi.json", async () => openapi);
 
-  // Both wires' clients read this list: System One's `models`, the OpenAI SDKs' `data`.
-  const entry = (m: ServedModel, id: string): OpenAiModel => ({
+  // Both wires' clients read this list: System One's `models`, the OpenAI SDKs' `data`. Aliases
+  // (`jev-latest`) are listed after the names, as System One lists a name or alias a request may
+  // give; a request that gives one is answered under the model's first name.
+  const listed = [
+    ...new Map(
+      models.flatMap((m) => [...m.names, ...(m.aliases ?? [])].map((id) => [id, m] as const)),
+    ),
+  ];
+  const openAiModels = listed.map(([id, m]): OpenAiModel => ({
     id,
     object: "model",
     created: Math.floor((Date.parse(m.releaseDate) || 0) / 1000),
     owned_by: "decisiond",
-  });
-  const openAiModels = models.flatMap((m) => m.names.map((id) => entry(m, id)));
+  }));
   app.get(
     "/v1/models",
     async (): Promise<{ models: ModelEntry[]; object: "list"; data: OpenAiModel[] }> => ({
-      models: models.flatMap((m) =>
-        m.names.map((name) => ({ name, description: m.description, release_date: m.releaseDate })),
-      ),
+      models: listed.map(([name, m]) => ({
+        name,
+        description: m.names.includes(name)
+          ? m.description
+          : `${m.description}; an alias of ${m.names[0] ?? name}, answered under that name`,
+        release_date: m.releaseDate,
+      })),
       object: "list",
       data: openAiModels,
     }),
   );
 
-  // Names accepted in requests but not listed (`jev-latest`) retrieve the model they name, under
-  // its first name, as its responses report it.
-  const aliased = new Map(
-    models.flatMap((m) =>
-      (m.aliases ?? []).map((alias) => [alias, entry(m, m.names[0] ?? alias)] as const),
-    ),
-  );
   // The OpenAI SDKs' `models.retrieve(id)`: one entry of `data`, or their 404. A wildcard, for
   // ids with a "/" (a vLLM engine's `org/name`), sent encoded by the SDKs and raw by others.
   app.get<{ Params: { "*": string } }>("/v1/models/*", async (request): Promise<OpenAiModel> => {
     const model = request.params["*"];
-    const found = openAiModels.find((m) => m.id === model) ?? aliased.get(model);
+    const found = openAiModels.find((m) => m.id === model);
     if (found) return found;
     const served = openAiModels.map((m) => m.id).join(", ");
     throw decisionsError(
