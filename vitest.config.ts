@@ -6,6 +6,7 @@ import { defineConfig } from "vitest/config";
  */
 const unit = [
   "test/accounts.test.ts",
+  "test/backup.test.ts",
   "test/bundle.test.ts",
   "test/call-pace.test.ts",
   "test/calibration-fit.test.ts",

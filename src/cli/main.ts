@@ -2,6 +2,7 @@
 import { Command, InvalidArgumentError, type CommanderError } from "commander";
 import { readFileSync } from "node:fs";
 import { EXIT_USAGE, registerAskCommand } from "./ask.js";
+import { registerBackupCommand } from "./backup.js";
 import { registerCalibrateCommand } from "./calibrate.js";
 import { registerEvalCommand } from "./eval.js";
 import { printable, registerKeysCommand } from "./keys.js";
@@ -38,6 +39,7 @@ registerServeCommand(program);
 registerPullCommand(program);
 registerKeysCommand(program);
 registerUsageCommands(program);
+registerBackupCommand(program);
 registerAskCommand(program);
 registerMcpCommand(program);
 registerEvalCommand(program);
