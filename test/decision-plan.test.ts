@@ -305,7 +305,16 @@ describe("the plan (no model: a fake tokenizer)", () => {
     expect(await stateTokens(engine, state, 100_000 - state.length + 10)).toEqual(whole);
     const error = await stateTokens(engine, state, 100_000 - 1000).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(StateTooLongError);
-    expect((error as Error).message).toMatch(/counted in its first \d+ of/);
+    expect((error as Error).message).toMatch(
+      /^the state is at least \d+ tokens \(counted in its first \d+ of \d+ characters\); the model's context holds 100000, 1000 of them for the state after the prompt's 99000$/,
+    );
+    // Counted whole: its size, not a bound.
+    const counted = await stateTokens(engine, state, 100_000 - whole.length + 1).catch(
+      (e: unknown) => e,
+    );
+    expect((counted as Error).message).toBe(
+      `the state is ${whole.length} tokens; the model's context holds 100000, ${whole.length - 1} of them for the state after the prompt's ${100_000 - whole.length + 1}`,
+    );
   });
 });
 

@@ -135,9 +135,13 @@ export async function stateTokens(
     const atLeast = tokens.length - 8 * cuts;
     if (atLeast > room) {
       const error = new StateTooLongError(atLeast, headLength + atLeast, contextSize);
+      // Exact when counted whole without a hard cut; else a bound from below.
+      const whole = end === text.length;
+      const size = whole && cuts === 0 ? `${atLeast}` : `at least ${atLeast}`;
+      const counted = whole ? "" : ` (counted in its first ${end} of ${text.length} characters)`;
       error.message =
-        `the state is more than ${atLeast} tokens (counted in its first ${end} of ${text.length} characters); ` +
-        `the model's context holds ${contextSize}`;
+        `the state is ${size} tokens${counted}; the model's context holds ${contextSize}, ` +
+        `${room} of them for the state after the prompt's ${headLength}`;
       throw error;
     }
     at = end;
