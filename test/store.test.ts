@@ -309,6 +309,37 @@ describe.each(backends)("$name store", (backend) => {
       await freed!.release();
     });
 
+    it("tells a call refused for another replica's call in flight what that call has left", async () => {
+      const other = await open();
+      const { key } = await store.createKey("acme");
+      const here = new Admission(store, { now: clock });
+      const there = new Admission(other, { now: clock });
+      const permit = await here.admit(key);
+      const id = permit.account.id;
+      const refused = () => there.admit(key).catch((e: AdmissionError) => e);
+      // Held, nothing announced yet: half a typical call (1 s before any).
+      expect(await other.heldCall!(id)).toBeUndefined();
+      const early = (await refused()) as AdmissionError;
+      expect([early.code, early.retryAfterMs]).toEqual(["concurrencyLimit", 500]);
+      // Sized: 4,000 tokens at 5 ms a token before any call was timed, 20 s from its start.
+      const since = now;
+      await permit.reserve({ input_tokens: 4000, output_tokens: 0 });
+      await expect.poll(() => other.heldCall!(id)).toEqual({ since, until: since + 20_000 });
+      now += 5_000;
+      expect(((await refused()) as AdmissionError).retryAfterMs).toBe(15_000);
+      // Past what it was expected to take: about as long again as it has run.
+      now += 20_000;
+      expect(((await refused()) as AdmissionError).retryAfterMs).toBe(25_000);
+      permit.settle({ input_tokens: 4000, output_tokens: 0 });
+      await permit.finish({ status: 200, model: "m" });
+      expect(await other.heldCall!(id)).toBeUndefined();
+      // A lock taken again, on a connection that may have announced before, says nothing yet.
+      const next = await here.admit(key);
+      expect(await other.heldCall!(id)).toBeUndefined();
+      next.settle(undefined);
+      await next.finish({ status: 499, model: "m" });
+    });
+
     it("refuses a database migrated by a newer decisiond", async () => {
       const url = await postgres.createDatabase(`store_newer_${++databases}`);
       await (await PostgresStore.open(url)).close();

@@ -1,13 +1,11 @@
 import { CodedError, type Errors, type MessageArgs } from "../protocol/errors.js";
 import { CallDurations } from "./call-durations.js";
-import { RetryTurns } from "./retry-turns.js";
+import { retryAfterOf, RetryTurns, timeLeft } from "./retry-turns.js";
 import {
   outagesAsErrors,
-  RESERVATION_TTL_MS,
   type Account,
   type AccountLock,
   type AccountStore,
-  type AllowanceState,
   type ApiKeyRecord,
 } from "./store.js";
 
@@ -187,7 +185,7 @@ export class Admission {
     let lock: AccountLock | undefined;
     try {
       lock = await this.lockAcrossReplicas(account.id, arrived + this.waitMs);
-      if (!lock) throw this.busyElsewhereError(account);
+      if (!lock) throw await this.busyElsewhereError(account);
       await this.store.touchKey(found.key.id);
     } catch (error) {
       void lock?.release();
@@ -275,7 +273,10 @@ export class Admission {
         sized = work ?? tokens;
         // This call holds the account's slot until it is released.
         const slot = this.slots.get(account.id);
-        if (slot && releasedAt === undefined) slot.expectedMs = this.durations.expectedMs(sized);
+        if (slot && releasedAt === undefined) {
+          slot.expectedMs = this.durations.expectedMs(sized);
+          lock.announce?.(slot.since, slot.since + slot.expectedMs);
+        }
       },
       settle: (u) => {
         if (settled) return;
@@ -333,8 +334,7 @@ export class Admission {
   private busyError(slot: Slot, account: Account): AdmissionError {
     const now = this.now();
     const elapsed = now - slot.since;
-    const expected = slot.expectedMs ?? this.typicalMs;
-    const left = expected > elapsed ? expected - elapsed : elapsed;
+    const left = timeLeft(elapsed, slot.expectedMs ?? this.typicalMs);
     const turn = Math.max(RETRY_MIN_MS, left + this.typicalMs * slot.waiters.length);
     return this.turnError(account, now + turn);
   }
@@ -348,9 +348,12 @@ export class Admission {
     return refuse("concurrencyLimit", [account.name, seconds], retryAfterMs);
   }
 
-  /** The account's lock is held by another replica. */
-  private busyElsewhereError(account: Account): AdmissionError {
-    return this.turnError(account, this.now() + Math.max(RETRY_MIN_MS, this.typicalMs / 2));
+  /** The account's lock is held by another replica: what its call has left, by what it announced. */
+  private async busyElsewhereError(account: Account): Promise<AdmissionError> {
+    const held = await this.store.heldCall?.(account.id).catch(() => undefined);
+    const now = this.now();
+    const left = held ? timeLeft(now - held.since, held.until - held.since) : this.typicalMs / 2;
+    return this.turnError(account, now + Math.max(RETRY_MIN_MS, left));
   }
 
   /** Frees an account's slot, handing it to the longest-waiting call if any. */
@@ -367,21 +370,6 @@ export class Admission {
     slot.expectedMs = undefined;
     next.grant();
   }
-}
-
-/**
- * When a call refused for its account's allowance may be let in, ms from now: when the period
- * renews; or, when only reservations stand in the way (calls admitted and not yet recorded, or of
- * a process that stopped before recording them), at most {@link RESERVATION_TTL_MS}, by which
- * they are recorded or lapse. `undefined`: never by itself (an allowance that does not renew).
- * @param needed - the call's tokens (1 for a call refused before it was sized)
- */
-function retryAfterOf(state: AllowanceState, now: number, needed = 1): number | undefined {
-  const renews = state.renewsAt !== undefined ? Math.max(1000, state.renewsAt - now) : undefined;
-  // Only reservations stand in the way: their calls are recorded, or they lapse, by then.
-  if (state.reserved > 0 && state.used + needed <= state.tokens)
-    return Math.min(renews ?? Infinity, RESERVATION_TTL_MS);
-  return renews;
 }
 
 /**

@@ -1,6 +1,6 @@
 import pg from "pg";
 import { storeErrors } from "./rows.js";
-import { StoreError, type AccountLock } from "./store.js";
+import { StoreError, type AccountLock, type HeldCall } from "./store.js";
 
 /**
  * The PostgreSQL store's database side: its connection pools, transactions, schema and
@@ -165,6 +165,27 @@ export async function migrate(pool: pg.Pool): Promise<void> {
   });
 }
 
+/** How a lock's session names itself once its call is announced: `decisiond call SINCE-UNTIL`. */
+const ANNOUNCED = "decisiond call";
+
+/**
+ * What the session holding an account's lock announced of its call (`AccountLock.announce`: its
+ * `application_name`, which every session may read in `pg_stat_activity`); `undefined` when the
+ * lock is free or nothing was announced.
+ * @throws the driver's error when the query fails
+ */
+export async function heldCallOf(pool: pg.Pool, accountId: number): Promise<HeldCall | undefined> {
+  // A two-key advisory lock shows its keys as classid and objid, with objsubid 2.
+  const { rows } = await pool.query<{ name: string }>(
+    `SELECT a.application_name AS name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+     WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+       AND l.classid::int8 = $1 AND l.objid::int8 = $2`,
+    [ADVISORY_NAMESPACE, accountId],
+  );
+  const match = /^decisiond call (\d+)-(\d+)$/.exec(rows[0]?.name ?? "");
+  return match ? { since: Number(match[1]), until: Number(match[2]) } : undefined;
+}
+
 /**
  * Takes an account's admission lock without waiting: a session-level advisory lock on a
  * connection of `pool` kept for the lock alone, so the database frees it when the connection
@@ -187,8 +208,9 @@ export async function tryAccountLock(
   client.on("error", onError);
   try {
     const k = keepaliveSeconds;
+    // A pooled connection may still bear the name an earlier lock's call announced: reset it.
     await client.query(
-      `SET tcp_keepalives_idle = ${k}; SET tcp_keepalives_interval = 2; SET tcp_keepalives_count = 2`,
+      `SET tcp_keepalives_idle = ${k}; SET tcp_keepalives_interval = 2; SET tcp_keepalives_count = 2; RESET application_name`,
     );
     const { rows } = await client.query<{ locked: boolean }>(
       "SELECT pg_try_advisory_lock($1, $2) AS locked",
@@ -207,6 +229,13 @@ export async function tryAccountLock(
   let released = false;
   held.add(client);
   return {
+    announce: (since, until) => {
+      if (released || broken) return;
+      const name = `${ANNOUNCED} ${Math.round(since)}-${Math.round(until)}`;
+      client
+        .query("SELECT set_config('application_name', $1, false)", [name])
+        .catch(() => undefined);
+    },
     release: async () => {
       if (released || !held.delete(client)) return;
       released = true;

@@ -29,6 +29,7 @@ import {
 import {
   ADVISORY_NAMESPACE,
   FIRST_KEY_LOCK,
+  heldCallOf,
   migrate,
   openPool,
   PG_MIGRATIONS,
@@ -388,6 +389,7 @@ export class PostgresStore implements AccountStore {
   async tryLockAccount(accountId: number): Promise<AccountLock | undefined> {
     return tryAccountLock(this.lockPool, accountId, this.held, this.keepaliveSeconds);
   }
+  heldCall = (accountId: number) => heldCallOf(this.pool, accountId);
 
   private async requireAccount(name: string): Promise<Account> {
     const account = await this.findAccount(name);

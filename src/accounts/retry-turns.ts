@@ -1,3 +1,15 @@
+import { RESERVATION_TTL_MS, type AllowanceState } from "./store.js";
+
+/**
+ * How long a call in flight has left, ms: what it is expected to take less what it has run; once
+ * it has run longer than expected, about as long again as it has run.
+ * @param elapsed - how long it has run, ms
+ * @param expected - how long it was expected to take, ms
+ */
+export function timeLeft(elapsed: number, expected: number): number {
+  return expected > elapsed ? expected - elapsed : elapsed;
+}
+
 /** Accounts whose turns are kept before the turns already past are dropped. */
 const MAX_ACCOUNTS = 1024;
 
@@ -29,4 +41,19 @@ export class RetryTurns {
     this.told.set(account, at);
     return at;
   }
+}
+
+/**
+ * When a call refused for its account's allowance may be let in, ms from now: when the period
+ * renews; or, when only reservations stand in the way (calls admitted and not yet recorded, or of
+ * a process that stopped before recording them), at most {@link RESERVATION_TTL_MS}, by which
+ * they are recorded or lapse. `undefined`: never by itself (an allowance that does not renew).
+ * @param needed - the call's tokens (1 for a call refused before it was sized)
+ */
+export function retryAfterOf(state: AllowanceState, now: number, needed = 1): number | undefined {
+  const renews = state.renewsAt !== undefined ? Math.max(1000, state.renewsAt - now) : undefined;
+  // Only reservations stand in the way: their calls are recorded, or they lapse, by then.
+  if (state.reserved > 0 && state.used + needed <= state.tokens)
+    return Math.min(renews ?? Infinity, RESERVATION_TTL_MS);
+  return renews;
 }

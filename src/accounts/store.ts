@@ -101,6 +101,18 @@ export interface DailyUsage {
 export interface AccountLock {
   /** Frees the lock; never throws (a lock whose connection failed is freed by the database). */
   release(): Promise<void>;
+  /**
+   * Tells other processes, where they can see it (PostgreSQL: the lock's session's name), when
+   * the call holding the lock started and when it is expected to end, ms since the epoch, for
+   * their refusals' Retry-After ({@link AccountStore.heldCall}); never throws.
+   */
+  announce?(since: number, until: number): void;
+}
+
+/** What the process holding an account's lock announced of its call ({@link AccountLock.announce}). */
+export interface HeldCall {
+  readonly since: number;
+  readonly until: number;
 }
 
 /** What {@link AccountStore.reserveTokens} answers. */
@@ -296,4 +308,9 @@ export interface AccountStore {
    *   other process to share with and always grants it (the admission's in-process slot decides).
    */
   tryLockAccount(accountId: number): Promise<AccountLock | undefined>;
+  /**
+   * What the process holding the account's lock announced of its call; `undefined` when the lock
+   * is free, nothing was announced, or the backend has no other process (SQLite).
+   */
+  heldCall?(accountId: number): Promise<HeldCall | undefined>;
 }
