@@ -144,12 +144,10 @@ export class Call {
     reply: FastifyReply,
   ): void {
     this.metrics.listWindows.inc({ read: windows.read > 0 ? "windows" : "whole" });
-    const { off } = windows;
-    if (off === undefined) return;
-    const until = off === "for good" ? "from now on" : `for the next ${Math.ceil(off / 1000)} s`;
+    if (windows.off === undefined) return;
     reply.log.warn(
       { listWindows: windows },
-      `long option lists are read whole ${until}: the engine could not merge a state of windows (docs/decisions/113-option-lines-in-windows.md)`,
+      `long option lists are read whole for the next ${Math.ceil(windows.off / 1000)} s: the engine could not merge a state of windows (docs/decisions/113-option-lines-in-windows.md)`,
     );
   }
 

@@ -203,7 +203,5 @@ function listWindowsOf(
   result: ScoreResult,
 ): NonNullable<DecisionResult["stats"]["listWindows"]> {
   const read = { planned: planned.length, read: result.leadWindows ?? 0 };
-  const off = result.windowsOff;
-  if (off === undefined) return read;
-  return { ...read, off: off === Infinity ? "for good" : off };
+  return result.windowsOff !== undefined ? { ...read, off: result.windowsOff } : read;
 }

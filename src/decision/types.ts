@@ -143,12 +143,12 @@ export interface DecisionResult {
     /**
      * When the option lines were planned in windows (decision 113): how many were planned, how
      * many the engine read them in (0: it read the list whole), and `off` when the engine stopped
-     * reading windows in this call (a state it could not merge): for how long, ms, or for good.
+     * reading windows in this call (a state it could not merge): for how long, ms.
      */
     readonly listWindows?: {
       readonly planned: number;
       readonly read: number;
-      readonly off?: number | "for good";
+      readonly off?: number;
     };
   };
   /** Ids of the questions left unanswered (see {@link DecisionRequest.unfit}); absent when none. */

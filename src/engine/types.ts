@@ -143,7 +143,7 @@ export interface ScoreResult {
   readonly leadWindows?: number;
   /**
    * Set when this request's windows could not be merged, and the engine stopped using windows:
-   * for how long, ms (`Infinity`: for good).
+   * for how long, ms.
    */
   readonly windowsOff?: number;
 }

@@ -74,7 +74,7 @@ export interface Progress {
   leadLayout?: readonly number[] | undefined;
   /**
    * Set when this request's windows could not be merged, which turned windows off: for how long,
-   * ms (`Infinity`: for good).
+   * ms.
    */
   windowsOff?: number;
 }

@@ -27,10 +27,15 @@ import type { Token } from "../types.js";
  */
 
 /**
- * How long windows stay off after a state file could not be written or read, ms: a full
- * `/dev/shm` is often freed again (the prefix cache evicts, another program ends).
+ * How long windows stay off after a run failed, ms, doubled after each failure in a row up to
+ * {@link WINDOWS_RETRY_MAX_MS}: a full `/dev/shm` (which node-llama-cpp reports as a plain "Failed
+ * to save state to file", or leaves as a file cut short) is often freed again by the prefix
+ * cache's evictions or another program's end; a state of another layout fails every time, and
+ * costs one window an hour.
  */
 export const WINDOWS_RETRY_MS = 60_000;
+/** The longest windows stay off after failures in a row, ms. */
+export const WINDOWS_RETRY_MAX_MS = 3_600_000;
 
 /** What a request's turns have evaluated of its windows. */
 export interface WindowsDone {
@@ -90,11 +95,12 @@ export interface WindowsTurn {
  */
 export class LeadWindowsRunner {
   /**
-   * Until when windows are not tried (ms, on `now`'s clock): a state of another layout turns them
-   * off for good (`Infinity`), a state file that could not be written or read (a full
-   * `/dev/shm`) for {@link WINDOWS_RETRY_MS}; the engine is as fast as before without them.
+   * Until when windows are not tried (ms, on `now`'s clock), after {@link failures} runs failed
+   * in a row ({@link WINDOWS_RETRY_MS}); the engine is as fast as before without them.
    */
   private offUntil = -Infinity;
+  /** Runs failed since the last whole one. */
+  private failures = 0;
   /** Merged states made so far, to name their files. */
   private merges = 0;
 
@@ -117,7 +123,7 @@ export class LeadWindowsRunner {
     return this.now() >= this.offUntil;
   }
 
-  /** How long until windows are tried again, ms: 0 while on, `Infinity` when off for good. */
+  /** How long until windows are tried again, ms: 0 while on. */
   get offMs(): number {
     return Math.max(0, this.offUntil - this.now());
   }
@@ -173,12 +179,12 @@ export class LeadWindowsRunner {
         await this.cutBackTo(prefixLength);
       }
       await this.load(done, cells);
+      this.failures = 0;
       return "whole";
     } catch (error) {
       if (signal?.aborted) throw error;
-      // A system error (ENOSPC, EIO: it has a `code`) may pass; anything else is the state's.
-      const passing = typeof (error as { code?: unknown } | undefined)?.code === "string";
-      this.offUntil = passing ? this.now() + WINDOWS_RETRY_MS : Infinity;
+      const off = WINDOWS_RETRY_MS * 2 ** this.failures++;
+      this.offUntil = this.now() + Math.min(WINDOWS_RETRY_MAX_MS, off);
       await discardWindows(done);
       await this.cutBackTo(prefixLength);
       // A load that failed part way may leave the sequence without its prefix: that fails the turn.
