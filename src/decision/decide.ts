@@ -120,23 +120,20 @@ export class Decider {
     hooks?: DecideHooks,
   ): Promise<DecisionResult> {
     const prepared = await this.prepare(signal);
-    let plan = await this.planWith(prepared, request, signal);
-    const refused = plan.refused ? { refused: plan.refused } : {};
+    const first = await this.planWith(prepared, request, signal);
+    const refused = first.refused ? { refused: first.refused } : {};
     // Every question refused (unfit: "refuse"): nothing for the model to do, nothing to charge.
-    if (plan.questions.length === 0)
+    if (first.questions.length === 0)
       return {
         answers: {},
         usage: { input_tokens: 0, output_tokens: 0 },
         stats: { evaluatedTokens: 0, cachedPrefixTokens: 0 },
         ...refused,
       };
-    const usage = usageOf(plan);
+    const usage = usageOf(first);
     // The request's usage is known from its plan: the caller may refuse it before the model runs.
-    await hooks?.beforeScore?.(usage, this.engine.workOf?.(scoreRequestOf(plan)));
-    // Scales the model reads as falling are asked reversed (the same tokens, in another order).
-    const falling = await this.fallingScales(prepared, request, signal);
-    if (falling.size > 0)
-      plan = await this.planWith(prepared, reverseScales(request, falling), signal);
+    await hooks?.beforeScore?.(usage, this.engine.workOf?.(scoreRequestOf(first)));
+    const { plan, falling } = await this.oriented(prepared, request, first, signal);
     // Priors first, so the engine's last prefix is this request's state (a repeat reuses it).
     const priors =
       this.options.contentFree === false
@@ -161,12 +158,39 @@ export class Decider {
   }
 
   /**
+   * The plan to run: `first`, or, where the model reads some of its scales as falling, the
+   * request planned with those reversed, when that has the same usage and refuses the same
+   * questions as `first` (the same lines in another order), and their ids.
+   * @throws the signal's reason when aborted
+   */
+  private async oriented(
+    prepared: PreparedPrompt,
+    request: DecisionRequest,
+    first: Plan,
+    signal?: AbortSignal,
+  ): Promise<{ plan: Plan; falling: ReadonlySet<string> }> {
+    const falling = await this.fallingScales(prepared, request, first, signal);
+    if (falling.size === 0) return { plan: first, falling };
+    const reversed = await this.planWith(prepared, reverseScales(request, falling), signal).catch(
+      (error: unknown) => {
+        if (signal?.aborted) throw error;
+        return undefined;
+      },
+    );
+    const same = (p: Plan) => JSON.stringify([usageOf(p), p.refused]);
+    return reversed && same(reversed) === same(first)
+      ? { plan: reversed, falling }
+      : { plan: first, falling: new Set() };
+  }
+
+  /**
    * The ids of the request's score questions asked reversed ({@link ScaleOrientations}): none
    * unless `scaleOrientation` is on and scores are answered with level numbers.
    */
   private fallingScales(
     prepared: PreparedPrompt,
     request: DecisionRequest,
+    plan: Plan,
     signal?: AbortSignal,
   ): Promise<ReadonlySet<string>> {
     const { scaleOrientation, scoreLabels, labels } = this.options;
@@ -184,7 +208,10 @@ export class Decider {
       const result = await this.engine.score(scoreRequestOf(plan), signal);
       return softmax(readout(plan, result)[0]!);
     };
-    return this.scales.falling(request, probe);
+    // The questions the plan answers (not those it refused).
+    const planned = new Set(plan.questions.map((q) => q.id));
+    const asked = { ...request, questions: request.questions.filter(([id]) => planned.has(id)) };
+    return this.scales.falling(asked, probe, signal);
   }
 
   private planWith(

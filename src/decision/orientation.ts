@@ -1,4 +1,5 @@
 import { LRUCache } from "lru-cache";
+import { assemble } from "./answer.js";
 import { expectation } from "./math.js";
 import { renderText } from "./prompt.js";
 import type {
@@ -29,6 +30,13 @@ export const ORIENTATION_MARGIN = 0.1;
 export const ORIENTATION_CACHE_ENTRIES = 4096;
 
 /**
+ * The most scales of one request asked which way they run (two asks each); the rest are taken
+ * as given this time, and asked on a later request: a request of 16 new scales costs no more than
+ * one of 4, and none is charged for.
+ */
+export const MAX_SCALES_ASKED = 4;
+
+/**
  * The probabilities by level the model gives one score question about `state` (the question's
  * levels in its own order), uncalibrated; `undefined` when the question cannot be asked about it
  * (a level text longer than the context).
@@ -50,26 +58,44 @@ export type ScaleProbe = (
  * ```
  */
 export class ScaleOrientations {
-  private readonly reversed = new LRUCache<string, boolean>({ max: ORIENTATION_CACHE_ENTRIES });
+  /** By question: whether it is falling, once known or being asked (requests at once share it). */
+  private readonly reversed = new LRUCache<string, Promise<boolean>>({
+    max: ORIENTATION_CACHE_ENTRIES,
+  });
 
   /**
    * The ids of the request's score questions whose scale the model reads as falling. A scale of
-   * fewer than two levels, or whose first or last level has no text, is taken as given.
+   * fewer than two levels, or whose first or last level has no text, is taken as given; so is one
+   * past the first {@link MAX_SCALES_ASKED} not known yet, or whose asking failed (neither is
+   * kept: a later request asks again).
    * @param probe - asks the model one score question about a state; its evaluations are not
    *   counted in the request's usage
-   * @throws what `probe` throws
+   * @param signal - the request's: once it is aborted, its reason is thrown
+   * @throws the signal's reason when aborted
    */
-  async falling(request: DecisionRequest, probe: ScaleProbe): Promise<ReadonlySet<string>> {
+  async falling(
+    request: DecisionRequest,
+    probe: ScaleProbe,
+    signal?: AbortSignal,
+  ): Promise<ReadonlySet<string>> {
     const ids = new Set<string>();
+    let asked = 0;
     for (const [id, question] of request.questions) {
       if (question.type !== "score") continue;
       const key = JSON.stringify([question.instructions ?? null, question.levels]);
-      let reversed = this.reversed.get(key);
-      if (reversed === undefined) {
-        reversed = await isFalling(question, probe);
-        this.reversed.set(key, reversed);
+      let known = this.reversed.get(key);
+      if (!known) {
+        if (asked++ >= MAX_SCALES_ASKED) continue;
+        known = isFalling(question, probe);
+        this.reversed.set(key, known);
+        known.catch(() => this.reversed.delete(key));
       }
-      if (reversed) ids.add(id);
+      try {
+        if (await known) ids.add(id);
+      } catch {
+        // An engine that failed here may answer the request itself: taken as given.
+        if (signal?.aborted) throw signal.reason;
+      }
     }
     return ids;
   }
@@ -119,13 +145,10 @@ export function answersInCallerOrder(
   return out;
 }
 
-function inCallerOrder(question: ScoreQuestion, asked: ScoreAnswer): ScoreAnswer {
+function inCallerOrder(question: ScoreQuestion, asked: ScoreAnswer): Answer {
   const n = question.levels.length;
-  const probabilities: Record<string, number> = {};
-  const legend: Record<string, ScoreAnswer["legend"][string]> = {};
-  question.levels.forEach((level, i) => {
-    probabilities[String(i)] = asked.probabilities[String(n - 1 - i)]!;
-    legend[String(i)] = level ?? "";
-  });
-  return { ...asked, score: n - 1 - asked.score, legend, probabilities };
+  return assemble(
+    question,
+    question.levels.map((_, i) => asked.probabilities[String(n - 1 - i)]!),
+  );
 }
