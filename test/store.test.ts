@@ -314,30 +314,42 @@ describe.each(backends)("$name store", (backend) => {
       const { key } = await store.createKey("acme");
       const here = new Admission(store, { now: clock });
       const there = new Admission(other, { now: clock });
+      const refused = async () =>
+        (await there.admit(key).catch((e: AdmissionError) => e)) as AdmissionError;
       const permit = await here.admit(key);
       const id = permit.account.id;
-      const refused = () => there.admit(key).catch((e: AdmissionError) => e);
       // Held, nothing announced yet: half a typical call (1 s before any).
       expect(await other.heldCall!(id)).toBeUndefined();
-      const early = (await refused()) as AdmissionError;
+      const early = await refused();
       expect([early.code, early.retryAfterMs]).toEqual(["concurrencyLimit", 500]);
-      // Sized: 4,000 tokens at 5 ms a token before any call was timed, 20 s from its start.
-      const since = now;
-      await permit.reserve({ input_tokens: 4000, output_tokens: 0 });
-      await expect.poll(() => other.heldCall!(id)).toEqual({ since, until: since + 20_000 });
+      // Sized 5 s in: 4,000 tokens at 5 ms a token before any call was timed, 20 s in all.
       now += 5_000;
-      expect(((await refused()) as AdmissionError).retryAfterMs).toBe(15_000);
-      // Past what it was expected to take: about as long again as it has run.
-      now += 20_000;
-      expect(((await refused()) as AdmissionError).retryAfterMs).toBe(25_000);
+      await permit.reserve({ input_tokens: 4000, output_tokens: 0 });
+      await expect.poll(async () => (await other.heldCall!(id))?.expectedMs).toBe(20_000);
+      // On the database's clock: 5 s and the few ms since have run.
+      const held = (await other.heldCall!(id))!;
+      expect(held.elapsedMs).toBeGreaterThanOrEqual(5_000);
+      expect(held.elapsedMs).toBeLessThan(6_000);
+      const told = (await refused()).retryAfterMs!;
+      expect(told).toBeGreaterThan(14_000);
+      expect(told).toBeLessThanOrEqual(15_000);
       permit.settle({ input_tokens: 4000, output_tokens: 0 });
       await permit.finish({ status: 200, model: "m" });
+      await expect.poll(() => other.heldCall!(id)).toBeUndefined();
+
+      // Past what it was expected to take (5 s now, as the call before took): about as long again
+      // as it has run.
+      const late = await here.admit(key);
+      // A lock taken again, on a connection that announced before, says nothing yet.
       expect(await other.heldCall!(id)).toBeUndefined();
-      // A lock taken again, on a connection that may have announced before, says nothing yet.
-      const next = await here.admit(key);
-      expect(await other.heldCall!(id)).toBeUndefined();
-      next.settle(undefined);
-      await next.finish({ status: 499, model: "m" });
+      now += 25_000;
+      await late.reserve({ input_tokens: 4000, output_tokens: 0 });
+      await expect.poll(async () => (await other.heldCall!(id))?.expectedMs).toBe(5_000);
+      const overrun = (await refused()).retryAfterMs!;
+      expect(overrun).toBeGreaterThanOrEqual(25_000);
+      expect(overrun).toBeLessThan(26_000);
+      late.settle(undefined);
+      await late.finish({ status: 499, model: "m" });
     });
 
     it("refuses a database migrated by a newer decisiond", async () => {

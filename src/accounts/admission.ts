@@ -275,7 +275,7 @@ export class Admission {
         const slot = this.slots.get(account.id);
         if (slot && releasedAt === undefined) {
           slot.expectedMs = this.durations.expectedMs(sized);
-          lock.announce?.(slot.since, slot.since + slot.expectedMs);
+          lock.announce?.(this.now() - started, slot.expectedMs);
         }
       },
       settle: (u) => {
@@ -352,7 +352,7 @@ export class Admission {
   private async busyElsewhereError(account: Account): Promise<AdmissionError> {
     const held = await this.store.heldCall?.(account.id).catch(() => undefined);
     const now = this.now();
-    const left = held ? timeLeft(now - held.since, held.until - held.since) : this.typicalMs / 2;
+    const left = held ? timeLeft(held.elapsedMs, held.expectedMs) : this.typicalMs / 2;
     return this.turnError(account, now + Math.max(RETRY_MIN_MS, left));
   }
 

@@ -165,25 +165,34 @@ export async function migrate(pool: pg.Pool): Promise<void> {
   });
 }
 
-/** How a lock's session names itself once its call is announced: `decisiond call SINCE-UNTIL`. */
-const ANNOUNCED = "decisiond call";
+/** The database's clock, ms since the epoch, in SQL. */
+const DB_NOW_MS = "floor(extract(epoch FROM clock_timestamp()) * 1000)::int8";
 
 /**
- * What the session holding an account's lock announced of its call (`AccountLock.announce`: its
- * `application_name`, which every session may read in `pg_stat_activity`); `undefined` when the
- * lock is free or nothing was announced.
+ * What the session holding an account's lock in this database announced of its call
+ * (`AccountLock.announce`: its `application_name`, `decisiond call SINCE-UNTIL` on the database's
+ * clock, which every session may read in `pg_stat_activity`), as times on the database's clock:
+ * replicas' own clocks are never compared. `undefined` when the lock is free or nothing was
+ * announced.
  * @throws the driver's error when the query fails
  */
 export async function heldCallOf(pool: pg.Pool, accountId: number): Promise<HeldCall | undefined> {
-  // A two-key advisory lock shows its keys as classid and objid, with objsubid 2.
-  const { rows } = await pool.query<{ name: string }>(
-    `SELECT a.application_name AS name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+  // A two-key advisory lock shows its keys as classid and objid, with objsubid 2; pg_locks holds
+  // every database's locks.
+  const { rows } = await pool.query<{ name: string; now: string }>(
+    `SELECT a.application_name AS name, ${DB_NOW_MS} AS now
+     FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
      WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
-       AND l.classid::int8 = $1 AND l.objid::int8 = $2`,
+       AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+       AND l.classid::int8 = $1 AND l.objid::int8 = $2
+     LIMIT 1`,
     [ADVISORY_NAMESPACE, accountId],
   );
-  const match = /^decisiond call (\d+)-(\d+)$/.exec(rows[0]?.name ?? "");
-  return match ? { since: Number(match[1]), until: Number(match[2]) } : undefined;
+  const row = rows[0];
+  const match = /^decisiond call (\d+)-(\d+)$/.exec(row?.name ?? "");
+  if (!row || !match) return undefined;
+  const since = Number(match[1]);
+  return { elapsedMs: Number(row.now) - since, expectedMs: Number(match[2]) - since };
 }
 
 /**
@@ -229,11 +238,15 @@ export async function tryAccountLock(
   let released = false;
   held.add(client);
   return {
-    announce: (since, until) => {
+    announce: (elapsedMs, expectedMs) => {
       if (released || broken) return;
-      const name = `${ANNOUNCED} ${Math.round(since)}-${Math.round(until)}`;
+      // Its start and expected end on the database's clock.
       client
-        .query("SELECT set_config('application_name', $1, false)", [name])
+        .query(
+          `SELECT set_config('application_name', format('decisiond call %s-%s', t - $1, t - $1 + $2), false)
+           FROM (SELECT ${DB_NOW_MS} AS t) now`,
+          [Math.round(elapsedMs), Math.round(expectedMs)],
+        )
         .catch(() => undefined);
     },
     release: async () => {
@@ -241,6 +254,7 @@ export async function tryAccountLock(
       released = true;
       try {
         if (broken) throw broken;
+        await client.query("RESET application_name");
         await client.query("SELECT pg_advisory_unlock($1, $2)", [ADVISORY_NAMESPACE, accountId]);
         client.off("error", onError);
         client.release();

@@ -102,17 +102,19 @@ export interface AccountLock {
   /** Frees the lock; never throws (a lock whose connection failed is freed by the database). */
   release(): Promise<void>;
   /**
-   * Tells other processes, where they can see it (PostgreSQL: the lock's session's name), when
-   * the call holding the lock started and when it is expected to end, ms since the epoch, for
-   * their refusals' Retry-After ({@link AccountStore.heldCall}); never throws.
+   * Tells other processes, where they can see it (PostgreSQL: the lock's session's name), how long
+   * the call holding the lock has run and how long it is expected to take, ms, for their
+   * refusals' Retry-After ({@link AccountStore.heldCall}); never throws.
    */
-  announce?(since: number, until: number): void;
+  announce?(elapsedMs: number, expectedMs: number): void;
 }
 
 /** What the process holding an account's lock announced of its call ({@link AccountLock.announce}). */
 export interface HeldCall {
-  readonly since: number;
-  readonly until: number;
+  /** How long the call has run by now, ms. */
+  readonly elapsedMs: number;
+  /** How long it was expected to take, ms. */
+  readonly expectedMs: number;
 }
 
 /** What {@link AccountStore.reserveTokens} answers. */
