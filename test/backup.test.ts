@@ -97,6 +97,8 @@ describe("decisiond backup", () => {
       /is not a decisiond store this version knows \(schema 0/,
     );
     expect(existsSync(join(dir, "o.db"))).toBe(false);
+    const spaced = await backup(`${join(dir, "s.db")} `, "--store", `sqlite:${path}`);
+    expect(spaced.error?.message).toMatch(/name a file without spaces at its ends/);
     const missing = await backup(join(dir, "m.db"), "--store", `sqlite:${join(dir, "none.db")}`);
     expect(missing.error?.message).toMatch(/no store at .*none\.db/);
   });

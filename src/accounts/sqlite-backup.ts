@@ -30,6 +30,9 @@ export async function backupSqliteStore(
   destination: string,
 ): Promise<BackupContents> {
   if (!existsSync(path)) throw new Error(`no store at ${path}`);
+  // better-sqlite3 trims the name it backs up to; this file is made and removed by its own.
+  if (destination.trim() !== destination)
+    throw new Error(`name a file without spaces at its ends, not ${JSON.stringify(destination)}`);
   const source = new Database(path, { readonly: true, fileMustExist: true });
   try {
     const version = source.pragma("user_version", { simple: true }) as number;
@@ -49,7 +52,9 @@ export async function backupSqliteStore(
       );
     }
     try {
-      await source.backup(destination);
+      // All pages in one step, one snapshot: a step at a time restarts whenever a server writes
+      // between two steps, and a server writing its ledger steadily could keep it from finishing.
+      await source.backup(destination, { progress: ({ totalPages }) => totalPages });
       return contentsOf(destination);
     } catch (error) {
       rmSync(destination, { force: true });

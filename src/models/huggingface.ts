@@ -212,8 +212,14 @@ function letIpullStraysPass(): void {
   if (straysPass) return;
   straysPass = true;
   process.on("unhandledRejection", (reason) => {
-    if (reason instanceof Error && /[\\/]ipull[\\/]/.test(reason.stack ?? "")) return;
-    throw reason;
+    if (reason instanceof Error && /[\\/]ipull[\\/]/.test(reason.stack ?? "")) {
+      process.emitWarning(`a download chunk failed after its transfer did: ${reason.message}`, {
+        code: "DECISIOND_IPULL_STRAY",
+      });
+      return;
+    }
+    // Ended as Node's default would, where no other listener takes it.
+    if (process.listenerCount("unhandledRejection") === 1) throw reason;
   });
 }
 
