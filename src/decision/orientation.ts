@@ -30,11 +30,11 @@ export const ORIENTATION_MARGIN = 0.1;
 export const ORIENTATION_CACHE_ENTRIES = 4096;
 
 /**
- * The most scales of one request asked which way they run (two asks each); the rest are taken
- * as given this time, and asked on a later request: a request of 16 new scales costs no more than
- * one of 4, and none is charged for.
+ * The most scales of one request asked which way they run (two short asks each, not charged):
+ * every question a request may hold, so that a request is answered the same the first time and
+ * every time after (a scale left unasked would be read as given once and reversed later).
  */
-export const MAX_SCALES_ASKED = 4;
+export const MAX_SCALES_ASKED = 16;
 
 /**
  * The probabilities by level the model gives one score question about `state` (the question's
