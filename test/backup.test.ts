@@ -97,6 +97,10 @@ describe("decisiond backup", () => {
       /is not a decisiond store this version knows \(schema 0/,
     );
     expect(existsSync(join(dir, "o.db"))).toBe(false);
+    const nowhere = await backup(join(dir, "no", "b.db"), "--store", `sqlite:${path}`);
+    expect(nowhere.error?.message).toBe(
+      `the directory ${join(dir, "no")} does not exist; create it first`,
+    );
     const spaced = await backup(`${join(dir, "s.db")} `, "--store", `sqlite:${path}`);
     expect(spaced.error?.message).toMatch(/name a file without spaces at its ends/);
     const missing = await backup(join(dir, "m.db"), "--store", `sqlite:${join(dir, "none.db")}`);

@@ -1,5 +1,6 @@
 import Database from "better-sqlite3";
 import { closeSync, existsSync, openSync, rmSync } from "node:fs";
+import { dirname, resolve } from "node:path";
 import { MIGRATIONS } from "./sqlite-database.js";
 
 /** What a backup holds, read back from the copy. */
@@ -48,7 +49,9 @@ export async function backupSqliteStore(
       throw new Error(
         code === "EEXIST"
           ? `${destination} exists: name a new file`
-          : `cannot create ${destination}: ${(error as Error).message}`,
+          : code === "ENOENT"
+            ? `the directory ${dirname(resolve(destination))} does not exist; create it first`
+            : `cannot create ${destination}: ${(error as Error).message}`,
       );
     }
     try {
