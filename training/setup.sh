@@ -12,6 +12,12 @@ if [ -x "$venv/bin/python" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; the
 fi
 python3 -m venv "$venv" >&2
 "$venv/bin/python" -m pip install --quiet --upgrade pip >&2
-"$venv/bin/python" -m pip install --quiet -r "$here/requirements.txt" >&2
+# torch pulls about 3 GB of CUDA wheels from PyPI: a connection cut part way is resumed, not
+# fatal (pip 25.1 and later; a CI run failed on one cut six times).
+resume=()
+if "$venv/bin/python" -m pip install --help | grep -q -- --resume-retries; then
+  resume=(--resume-retries 30)
+fi
+"$venv/bin/python" -m pip install --quiet --retries 10 "${resume[@]}" -r "$here/requirements.txt" >&2
 echo "$want" > "$stamp"
 echo "$venv/bin/python"
