@@ -23,6 +23,7 @@ import { registerServeCommand } from "../src/cli/serve.js";
 import { openAccounts } from "../src/service/build.js";
 import { checkAuthHost, isLoopbackHost } from "../src/cli/serve-config.js";
 import { registerUsageCommands } from "../src/cli/usage.js";
+import { runCommand } from "./support/cli.js";
 
 let dir: string;
 
@@ -38,24 +39,8 @@ afterEach(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-async function cli(register: (program: Command) => void, ...args: string[]) {
-  const stdout: string[] = [];
-  const stderr: string[] = [];
-  const out = vi
-    .spyOn(process.stdout, "write")
-    .mockImplementation((s) => (stdout.push(String(s)), true));
-  const err = vi
-    .spyOn(process.stderr, "write")
-    .mockImplementation((s) => (stderr.push(String(s)), true));
-  try {
-    const program = new Command().exitOverride();
-    register(program);
-    await program.parseAsync(["node", "decisiond", ...args]);
-  } finally {
-    out.mockRestore();
-    err.mockRestore();
-  }
-  return { stdout: stdout.join(""), stderr: stderr.join("") };
+function cli(register: (program: Command) => void, ...args: string[]) {
+  return runCommand(register, args);
 }
 
 const all = (program: Command) => {

@@ -1,13 +1,13 @@
 import Database from "better-sqlite3";
-import { Command } from "commander";
 import { existsSync, readdirSync, statSync } from "node:fs";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { backupSqliteStore } from "../src/accounts/sqlite-backup.js";
 import { SqliteStore } from "../src/accounts/sqlite-store.js";
 import { registerBackupCommand } from "../src/cli/backup.js";
+import { runCommand } from "./support/cli.js";
 
 /** `decisiond backup`: a consistent, checked, owner-only copy of a SQLite store, servers running. */
 
@@ -20,19 +20,10 @@ afterEach(async () => {
 });
 
 async function backup(...args: string[]): Promise<{ stdout: string; error?: Error }> {
-  const stdout: string[] = [];
-  const out = vi
-    .spyOn(process.stdout, "write")
-    .mockImplementation((s) => (stdout.push(String(s)), true));
   try {
-    const program = new Command().exitOverride();
-    registerBackupCommand(program);
-    await program.parseAsync(["node", "decisiond", "backup", ...args]);
-    return { stdout: stdout.join("") };
+    return await runCommand(registerBackupCommand, ["backup", ...args]);
   } catch (error) {
-    return { stdout: stdout.join(""), error: error as Error };
-  } finally {
-    out.mockRestore();
+    return { stdout: "", error: error as Error };
   }
 }
 

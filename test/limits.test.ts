@@ -6,7 +6,6 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
 import { brotliCompressSync, deflateSync, gzipSync } from "node:zlib";
-import { Command } from "commander";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { Admission } from "../src/accounts/admission.js";
 import { SqliteStore } from "../src/accounts/sqlite-store.js";
@@ -15,6 +14,7 @@ import { buildApp, type FastifyInstance } from "../src/api/app.js";
 import { accountGate } from "../src/api/gate.js";
 import { registerKeysCommand } from "../src/cli/keys.js";
 import { registerUsageCommands } from "../src/cli/usage.js";
+import { runCommand } from "./support/cli.js";
 
 /**
  * Admission, limits and bad input, on the real HTTP stack (Fastify on a loopback port, the real
@@ -105,25 +105,11 @@ function post(
 }
 
 /** Runs `decisiond <args>` in-process against the test's store; returns stdout and stderr. */
-async function cli(...args: string[]): Promise<{ stdout: string; stderr: string }> {
-  const stdout: string[] = [];
-  const stderr: string[] = [];
-  const out = vi
-    .spyOn(process.stdout, "write")
-    .mockImplementation((s) => (stdout.push(String(s)), true));
-  const err = vi
-    .spyOn(process.stderr, "write")
-    .mockImplementation((s) => (stderr.push(String(s)), true));
-  try {
-    const program = new Command().exitOverride();
+function cli(...args: string[]): Promise<{ stdout: string; stderr: string }> {
+  return runCommand((program) => {
     registerKeysCommand(program);
     registerUsageCommands(program);
-    await program.parseAsync(["node", "decisiond", ...args]);
-  } finally {
-    out.mockRestore();
-    err.mockRestore();
-  }
-  return { stdout: stdout.join(""), stderr: stderr.join("") };
+  }, args);
 }
 
 function expectError(reply: Reply, status: number, errorType: string): void {
