@@ -60,6 +60,21 @@ function engineOf(callBudgetMs?: number): Promise<LlamaEngine> {
   });
 }
 
+/**
+ * Puts `save` in place of how the engine's sequence 0 saves its state to a file; `save` gets the
+ * sequence's own saving as `real`.
+ */
+function onStateSave(
+  engine: LlamaEngine,
+  save: (path: string, real: (path: string) => Promise<void>) => Promise<void>,
+): void {
+  const sequence = (engine as any).prefixSequence as {
+    saveStateToFile: (path: string) => Promise<void>;
+  };
+  const real = sequence.saveStateToFile.bind(sequence);
+  sequence.saveStateToFile = (path) => save(path, real);
+}
+
 describe("a lead evaluated in windows", () => {
   let engine: LlamaEngine;
   let plain: ScoreRequest;
@@ -151,15 +166,13 @@ describe("a lead evaluated in windows", () => {
   it("evaluates the list whole for a minute when a window's state cannot be written", async () => {
     const fresh = await engineOf();
     try {
-      const sequence = (fresh as any).prefixSequence as { saveStateToFile: (path: string) => any };
-      const save = sequence.saveStateToFile.bind(sequence);
       let failed = 0;
       // What node-llama-cpp reports for a full /dev/shm: a plain error, no code.
-      sequence.saveStateToFile = (path) => {
+      onStateSave(fresh, (path, save) => {
         if (path.endsWith("windows.kv") && failed++ === 0)
           return Promise.reject(new Error("Failed to save state to file"));
         return save(path);
-      };
+      });
       const fellBack = await fresh.score(request);
       expect(fellBack.branches).toEqual(whole.branches);
       expect(fellBack.leadWindows).toBeUndefined();
@@ -193,13 +206,11 @@ describe("a lead evaluated in windows", () => {
   it("waits twice as long after each failure in a row, as for a state of another layout", async () => {
     const fresh = await engineOf();
     try {
-      const sequence = (fresh as any).prefixSequence as { saveStateToFile: (path: string) => any };
-      const save = sequence.saveStateToFile.bind(sequence);
       // A state file that is not llama.cpp's layout, as another build could write: every time.
-      sequence.saveStateToFile = async (path) => {
+      onStateSave(fresh, async (path, save) => {
         await save(path);
         if (path.endsWith("windows.kv")) writeFileSync(path, "GGSQ and nothing else");
-      };
+      });
       const start = Date.now();
       let at = start;
       const clock = vi.spyOn(Date, "now").mockImplementation(() => at);
@@ -227,14 +238,12 @@ describe("a lead evaluated in windows", () => {
     const fresh = await engineOf();
     try {
       // Cancelled as its first window is saved: it stops before the second.
-      const sequence = (fresh as any).prefixSequence as { saveStateToFile: (path: string) => any };
-      const save = sequence.saveStateToFile.bind(sequence);
       const controller = new AbortController();
       let saves = 0;
-      sequence.saveStateToFile = (path) => {
+      onStateSave(fresh, (path, save) => {
         if (saves++ === 0) controller.abort(new Error("cancelled"));
         return save(path);
-      };
+      });
       await expect(fresh.score(request, controller.signal)).rejects.toThrow("cancelled");
       expect(saves).toBe(1);
       // Nothing of its windows is left on disk (in /dev/shm: memory), nor of the next request's.
