@@ -165,6 +165,10 @@ export async function migrate(pool: pg.Pool): Promise<void> {
   });
 }
 
+/** How a lock's session names itself once its call is announced: `decisiond call SINCE-UNTIL`. */
+const ANNOUNCED = "decisiond call";
+const ANNOUNCED_NAME = new RegExp(`^${ANNOUNCED} (\\d+)-(\\d+)$`);
+
 /** The database's clock, ms since the epoch, in SQL. */
 const DB_NOW_MS = "floor(extract(epoch FROM clock_timestamp()) * 1000)::int8";
 
@@ -189,7 +193,7 @@ export async function heldCallOf(pool: pg.Pool, accountId: number): Promise<Held
     [ADVISORY_NAMESPACE, accountId],
   );
   const row = rows[0];
-  const match = /^decisiond call (\d+)-(\d+)$/.exec(row?.name ?? "");
+  const match = ANNOUNCED_NAME.exec(row?.name ?? "");
   if (!row || !match) return undefined;
   const since = Number(match[1]);
   return { elapsedMs: Number(row.now) - since, expectedMs: Number(match[2]) - since };
@@ -243,7 +247,7 @@ export async function tryAccountLock(
       // Its start and expected end on the database's clock.
       client
         .query(
-          `SELECT set_config('application_name', format('decisiond call %s-%s', t - $1, t - $1 + $2), false)
+          `SELECT set_config('application_name', format('${ANNOUNCED} %s-%s', t - $1, t - $1 + $2), false)
            FROM (SELECT ${DB_NOW_MS} AS t) now`,
           [Math.round(elapsedMs), Math.round(expectedMs)],
         )
