@@ -62,6 +62,21 @@ describe("a score scale written from its top down", () => {
     expect(furious.score).toBeCloseTo(2 - asRising.score, 6);
   });
 
+  it("is read by its texts where the model finds its end texts among the levels", async () => {
+    // Ten levels from livid down: asked on its own levels, "livid" was found at its own position
+    // and the scale read as rising; on the neutral scale it is found falling (decision 115).
+    const calm = ["completely calm", "calm", "relaxed", "slightly annoyed", "annoyed"];
+    const angry = ["irritated", "frustrated", "angry", "very angry", "livid"];
+    const tenFalling: ScoreQuestion = { ...falling, levels: [...calm, ...angry].reverse() };
+    const oriented = new Decider(engine, { ...TUNED_READOUT });
+    const byPosition = new Decider(engine, { ...TUNED_READOUT, scaleOrientation: false });
+    const score = async (decider: Decider, state: string) =>
+      ((await decider.decide(ask(state, tenFalling))).answers.anger as ScoreAnswer).score;
+    // Level 0 is livid: the furious message is placed nearer it than the thankful one.
+    expect(await score(oriented, FURIOUS)).toBeLessThan((await score(oriented, THANKFUL)) - 2);
+    expect(await score(byPosition, FURIOUS)).toBeGreaterThan(await score(byPosition, THANKFUL));
+  });
+
   it("asks a rising scale as it is, and charges nothing for asking which way it runs", async () => {
     const oriented = new Decider(engine, { ...TUNED_READOUT });
     const byPosition = new Decider(engine, { ...TUNED_READOUT, scaleOrientation: false });

@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import {
   answersInCallerOrder,
   MAX_SCALES_ASKED,
+  neutralScale,
   ORIENTATION_MARGIN,
   reverseScales,
   ScaleOrientations,
@@ -12,8 +13,8 @@ import type { DecisionRequest, Json, ScoreAnswer, ScoreQuestion } from "../src/d
 
 /**
  * Which way a score scale runs (docs/decisions/115): asked of the model with its first and last
- * level texts as states, once per question; a falling scale is asked reversed and answered in
- * the caller's order.
+ * level texts as states on a neutral scale of the same question, once per question; a falling
+ * scale is asked reversed and answered in the caller's order.
  */
 
 const falling: ScoreQuestion = {
@@ -25,7 +26,9 @@ const rising: ScoreQuestion = { ...falling, levels: ["calm", "frustrated", "very
 
 /**
  * A model that reads a level's number by its position on a rising scale: it places "very angry"
- * at the top position and "calm" at the bottom, whatever the scale's order. Records its calls.
+ * at the top position and "calm" at the bottom, whatever the scale's order; and, as the tuned
+ * model often does, a state whose very text is one of the levels shown at that level's number.
+ * Records its calls.
  */
 function angerModel(): { probe: ScaleProbe; calls: string[] } {
   const calls: string[] = [];
@@ -35,6 +38,8 @@ function angerModel(): { probe: ScaleProbe; calls: string[] } {
   };
   const probe: ScaleProbe = async (state: Json, question: ScoreQuestion) => {
     calls.push(`${String(state)} | ${question.levels.join(", ")}`);
+    const shown = question.levels.indexOf(String(state));
+    if (shown >= 0) return question.levels.map((_, i) => (i === shown ? 0.9 : 0.1 / 2));
     return placed[String(state)] ?? [1 / 3, 1 / 3, 1 / 3];
   };
   return { probe, calls };
@@ -49,21 +54,32 @@ const request = (question: ScoreQuestion): DecisionRequest => ({
 });
 
 describe("which way a score scale runs", () => {
-  it("finds a falling scale by its end levels' places, once per question", async () => {
+  it("finds a falling scale by its end levels' places on a neutral scale, once per question", async () => {
     const scales = new ScaleOrientations();
     const model = angerModel();
     expect([...(await scales.falling(request(falling), model.probe))]).toEqual(["anger"]);
     expect([...(await scales.falling(request(rising), model.probe))]).toEqual([]);
+    // The caller's level texts are never shown: a state found among them would be placed at its
+    // own position, and every scale would read as given.
     expect(model.calls).toEqual([
-      "very angry | very angry, frustrated, calm",
-      "calm | very angry, frustrated, calm",
-      "calm | calm, frustrated, very angry",
-      "very angry | calm, frustrated, very angry",
+      "very angry | lowest, , highest",
+      "calm | lowest, , highest",
+      "calm | lowest, , highest",
+      "very angry | lowest, , highest",
     ]);
     // Asked again: from the cache.
     await scales.falling(request(falling), model.probe);
     await scales.falling(request(rising), model.probe);
     expect(model.calls).toHaveLength(4);
+  });
+
+  it("asks on the caller's instructions over as many levels, only the ends named", () => {
+    const five: ScoreQuestion = { ...falling, levels: ["a", "b", null, "d", { text: "e" }] };
+    expect(neutralScale(five)).toEqual({
+      type: "score",
+      instructions: "How angry is the customer?",
+      levels: ["lowest", null, null, null, "highest"],
+    });
   });
 
   it("takes a scale as given within the margin, without end texts, or when a level cannot be asked", async () => {

@@ -17,10 +17,11 @@ import type {
  * rise with the quality asked about (sst5's very negative to very positive), and answers "How
  * angry is the customer?" over `very angry, frustrated, calm` with the number of the most angry
  * position whatever its text says. Each scale's direction is therefore asked of the model itself,
- * once: its first and last level texts, each as the state, on the scale as given. A scale the
- * model reads as falling (its first level placed higher than its last by more than
- * {@link ORIENTATION_MARGIN} of the scale's span) is asked reversed, and its answer given back in
- * the caller's order.
+ * once: its first and last level texts, each as the state, placed on a neutral scale of the same
+ * question ({@link neutralScale}: `lowest` … `highest`, no level text of the caller's shown, so
+ * the model cannot answer by finding the state's own words in the list). A scale whose first
+ * level is placed above its last by more than {@link ORIENTATION_MARGIN} of the scale's span is
+ * falling: it is asked reversed, and its answer given back in the caller's order.
  */
 
 /** The share of a scale's span (levels − 1) its first level must be placed above its last. */
@@ -107,12 +108,29 @@ async function isFalling(question: ScoreQuestion, probe: ScaleProbe): Promise<bo
   const first = levels[0];
   const last = levels.at(-1);
   if (levels.length < 2 || first == null || last == null) return false;
-  const placedFirst = await probe(renderText(first), question);
-  const placedLast = placedFirst && (await probe(renderText(last), question));
+  const neutral = neutralScale(question);
+  const placedFirst = await probe(renderText(first), neutral);
+  const placedLast = placedFirst && (await probe(renderText(last), neutral));
   if (!placedFirst || !placedLast) return false;
   return (
     expectation(placedFirst) - expectation(placedLast) > ORIENTATION_MARGIN * (levels.length - 1)
   );
+}
+
+/**
+ * The question the direction is asked on: the caller's instructions over as many levels, the
+ * first named `lowest`, the last `highest`, the others undescribed. Asked on the caller's own
+ * levels, the model often found the state's text among them and answered its position ("furious"
+ * over `furious, irritated, calm` placed at 0.2, "calm" at 1.9), reading a falling scale as
+ * rising; on 49 scales written both ways, the caller's levels found 32 of the falling ones and
+ * the neutral scale 41, neither reversing a rising one (decision 115).
+ */
+export function neutralScale(question: ScoreQuestion): ScoreQuestion {
+  const n = question.levels.length;
+  return {
+    ...question,
+    levels: question.levels.map((_, i) => (i === 0 ? "lowest" : i === n - 1 ? "highest" : null)),
+  };
 }
 
 /** `request` with the scales of the questions named in `ids` reversed. */
