@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import {
   answersInCallerOrder,
+  levelNumbers,
   MAX_SCALES_ASKED,
   neutralScale,
   ORIENTATION_MARGIN,
@@ -80,6 +81,30 @@ describe("which way a score scale runs", () => {
       instructions: "How angry is the customer?",
       levels: ["lowest", null, null, null, "highest"],
     });
+  });
+
+  it("reads a scale of numbers by its numbers, without asking", async () => {
+    const nps = (levels: string[]): ScoreQuestion => ({
+      type: "score",
+      instructions: "How likely is the customer to recommend us?",
+      levels,
+    });
+    const tenDown = nps(["10", "9", "8", "7", "6", "5", "4", "3", "2", "1"]);
+    expect(levelNumbers(tenDown)).toEqual([10, 9, 8, 7, 6, 5, 4, 3, 2, 1]);
+    expect(levelNumbers(nps(["-1", "0", " 2.5 "]))).toEqual([-1, 0, 2.5]);
+    // Not numbers alone, or not strictly one way: asked of the model.
+    expect(levelNumbers(nps(["1 star", "2 stars"]))).toBeUndefined();
+    expect(levelNumbers(nps(["1", "3", "2"]))).toBeUndefined();
+    expect(levelNumbers(nps(["1", "1"]))).toBeUndefined();
+    const model = angerModel();
+    const scales = new ScaleOrientations();
+    const ask = (question: ScoreQuestion): DecisionRequest => ({
+      state: "x",
+      questions: [["nps", question]],
+    });
+    expect([...(await scales.falling(ask(tenDown), model.probe))]).toEqual(["nps"]);
+    expect((await scales.falling(ask(nps(["0", "5", "10"])), model.probe)).size).toBe(0);
+    expect(model.calls).toEqual([]);
   });
 
   it("takes a scale as given within the margin, without end texts, or when a level cannot be asked", async () => {

@@ -102,12 +102,17 @@ export class ScaleOrientations {
   }
 }
 
-/** Whether the model places the scale's first level text above its last by the margin. */
+/**
+ * Whether the scale falls: by its numbers where its levels are numbers ({@link levelNumbers}),
+ * else whether the model places its first level text above its last by the margin.
+ */
 async function isFalling(question: ScoreQuestion, probe: ScaleProbe): Promise<boolean> {
   const { levels } = question;
   const first = levels[0];
   const last = levels.at(-1);
   if (levels.length < 2 || first == null || last == null) return false;
+  const numbers = levelNumbers(question);
+  if (numbers) return numbers[0]! > numbers.at(-1)!;
   const neutral = neutralScale(question);
   const placedFirst = await probe(renderText(first), neutral);
   const placedLast = placedFirst && (await probe(renderText(last), neutral));
@@ -115,6 +120,23 @@ async function isFalling(question: ScoreQuestion, probe: ScaleProbe): Promise<bo
   return (
     expectation(placedFirst) - expectation(placedLast) > ORIENTATION_MARGIN * (levels.length - 1)
   );
+}
+
+/**
+ * A scale's levels as numbers, when every level is a string holding one number and nothing else
+ * ("10", "9" … "1"; "-2.5"), strictly rising or strictly falling: such a scale's direction is
+ * read from the numbers, not asked (the model places "10" and "1" as states barely apart).
+ * @returns the numbers in the scale's order; undefined otherwise
+ */
+export function levelNumbers(question: ScoreQuestion): number[] | undefined {
+  const numbers: number[] = [];
+  for (const level of question.levels) {
+    if (typeof level !== "string" || !/^\s*[-+]?(\d+(\.\d*)?|\.\d+)\s*$/.test(level))
+      return undefined;
+    numbers.push(Number(level));
+  }
+  const steps = numbers.slice(1).map((n, i) => Math.sign(n - numbers[i]!));
+  return steps.every((s) => s === steps[0]) && steps[0] !== 0 ? numbers : undefined;
 }
 
 /**
