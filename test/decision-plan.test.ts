@@ -308,6 +308,9 @@ describe("the plan (no model: a fake tokenizer)", () => {
     expect((error as Error).message).toMatch(
       /^the state is at least \d+ tokens \(counted in its first \d+ of \d+ characters\); the model's context holds 100000, 1000 of them for the state after the prompt's 99000$/,
     );
+    // Another wire's words for its questions (the Decisions wire's): the same bound, not a size.
+    const named = (error as StateTooLongError).messageNaming((id) => `questions[${id}]`);
+    expect(named).toBe((error as Error).message);
     // Counted whole: its size, not a bound.
     const counted = await stateTokens(engine, state, 100_000 - whole.length + 1).catch(
       (e: unknown) => e,

@@ -317,6 +317,16 @@ describe("refusals", () => {
     });
     expect(tooLong.statusCode).toBe(400);
     expect(tooLong.json().error).toMatchObject({ param: "input", code: "context_length_exceeded" });
+    // Far too long: counted in part, so its size is a bound from below, as on System One.
+    const farTooLong = await post(app, "/v1/decisions", {
+      model: "fake-1",
+      input: `${long} `.repeat(40),
+      questions: [{ type: "predicate", instructions: "Refund?" }],
+    });
+    expect(farTooLong.statusCode).toBe(400);
+    expect(farTooLong.json().error.message).toMatch(
+      /^input: the input does not fit the model's context \(the state is at least \d+ tokens \(counted in its first \d+ of \d+ characters\)/,
+    );
     await app.close();
   });
 

@@ -23,6 +23,11 @@ export class StateTooLongError extends ContextOverflowError {
     readonly longestQuestionId?: string,
     /** Context positions of the request's image or video frames. */
     readonly mediaTokens = 0,
+    /**
+     * The message when the state alone was found too long while it was being counted (how much
+     * of it was counted, whether its size is exact): every wire's message says the same.
+     */
+    private readonly counted?: string,
   ) {
     super(neededTokens, contextSize);
     this.name = "StateTooLongError";
@@ -33,6 +38,7 @@ export class StateTooLongError extends ContextOverflowError {
   messageNaming(naming: QuestionNaming): string {
     const { stateTokens, neededTokens, contextSize } = this;
     const media = this.mediaTokens > 0 ? `, ${this.mediaTokens} image positions` : "";
+    if (this.counted !== undefined) return this.counted;
     return this.blamesQuestion
       ? `${naming(this.longestQuestionId!)} is too long for the model's context: with ` +
           `the prompt${media} and the state (${stateTokens} tokens) it needs ${neededTokens} ` +
@@ -134,15 +140,21 @@ export async function stateTokens(
     // whole; 8 per cut is far more than that.
     const atLeast = tokens.length - 8 * cuts;
     if (atLeast > room) {
-      const error = new StateTooLongError(atLeast, headLength + atLeast, contextSize);
       // Exact when counted whole without a hard cut; else a bound from below.
       const whole = end === text.length;
       const size = whole && cuts === 0 ? `${atLeast}` : `at least ${atLeast}`;
       const counted = whole ? "" : ` (counted in its first ${end} of ${text.length} characters)`;
-      error.message =
+      const message =
         `the state is ${size} tokens${counted}; the model's context holds ${contextSize}, ` +
         `${room} of them for the state after the prompt's ${headLength}`;
-      throw error;
+      throw new StateTooLongError(
+        atLeast,
+        headLength + atLeast,
+        contextSize,
+        undefined,
+        0,
+        message,
+      );
     }
     at = end;
     if (at < text.length) await new Promise((resolve) => setImmediate(resolve));
