@@ -13,6 +13,7 @@ import { decisionHooks } from "./decision-hooks.js";
 import { installErrorHandler, notFoundBody } from "./error-handler.js";
 import { installJsonScan } from "./json-scan.js";
 import { requireLoopbackHost } from "./host.js";
+import { closeAfterLastRequest } from "./last-request.js";
 import { boundSilentConnections } from "./silent-connections.js";
 import { capConnections } from "./connection-cap.js";
 import { requestLogFields } from "./request-log.js";
@@ -33,7 +34,7 @@ export { DEFAULT_BODY_LIMIT, DEFAULT_REQUEST_TIMEOUT_MS };
 /**
  * Requests one connection serves before it is closed: 32 (a client opens another); requests
  * pipelined past them get a bare 503, so the answers held for a client that does not read are
- * at most 32 per connection.
+ * at most 32 per connection; then it is closed (./last-request.ts).
  */
 export const MAX_REQUESTS_PER_SOCKET = 32;
 
@@ -116,6 +117,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
   if (options.loopbackHostOnly ?? options.gate === undefined) requireLoopbackHost(app);
   app.server.on("connect", refuseConnect);
   boundSilentConnections(app, options.silentConnectionsPerAddress);
+  closeAfterLastRequest(app);
   capConnections(app, options.maxConnections);
   installEarlyReplies(app, bodyLimit);
   installBodyDeadline(app, requestTimeout, lifecycle);
