@@ -72,7 +72,8 @@ describe("the connection cap", () => {
 describe("requests pipelined on one connection", () => {
   it("are answered up to the cap, the rest with a short 503, then the connection is closed", async () => {
     await start();
-    const socket = connect(port, "127.0.0.1");
+    // A client that keeps its own side open: the server closes the connection all the same.
+    const socket = connect({ port, host: "127.0.0.1", allowHalfOpen: true });
     sockets.push(socket);
     socket.on("error", () => {});
     await once(socket, "connect");
@@ -80,8 +81,7 @@ describe("requests pipelined on one connection", () => {
     socket.write("GET /openapi.json HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n".repeat(count));
     let text = "";
     socket.on("data", (chunk: Buffer) => (text += chunk.toString("latin1")));
-    const ended = once(socket, "end").then(() => performance.now());
-    const sent = performance.now();
+    const ended = once(socket, "end");
     const statuses = () => [...text.matchAll(/HTTP\/1\.1 (\d{3})/g)].map((m) => m[1]);
     await expect.poll(() => statuses().length, { timeout: 30_000 }).toBe(count);
     expect(statuses().filter((s) => s === "200")).toHaveLength(MAX_REQUESTS_PER_SOCKET);
@@ -90,10 +90,13 @@ describe("requests pipelined on one connection", () => {
         .slice(MAX_REQUESTS_PER_SOCKET)
         .every((s) => s === "503"),
     ).toBe(true);
-    // The last answer served says the connection closes, and it is closed after the 503s, not
-    // held to the keep-alive timeout (72 s).
+    // The last answer served says the connection closes, and the server closes it after the
+    // 503s (Node held it to the keep-alive timeout, 72 s, past this test's bound).
     expect(text.split("HTTP/1.1 200").at(-1)).toMatch(/connection: close/i);
-    expect((await ended) - sent).toBeLessThan(30_000);
+    const open = () =>
+      new Promise<number>((resolve) => app!.server.getConnections((_, n) => resolve(n)));
+    await expect.poll(open, { timeout: 30_000 }).toBe(0);
+    await ended;
     expect(statuses()).toHaveLength(count);
   });
 });

@@ -2,25 +2,38 @@ import type { FastifyInstance } from "fastify";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 
+// Why: docs/decisions/111-bounds-on-what-a-client-holds.md (last paragraph)
 /**
  * Closes a connection once the last request it may carry (`maxRequestsPerSocket`) has been
- * answered. Node marks that answer `Connection: close` and answers requests pipelined past it
- * with a bare 503, but leaves the socket open until the keep-alive timeout: the tenth outside
- * probe's connection of 40 pipelined requests was held 73 s after its last answer. The socket is
- * ended (its written answers, the 503s included, are flushed first) on the turn after that
- * answer is finished.
- * @param app - the Fastify app, before it listens; a server without `maxRequestsPerSocket`
- *   is left as it is
+ * answered and its body read. Node marks that answer `Connection: close` and answers requests
+ * pipelined past it with a bare 503, but leaves the socket open until the keep-alive timeout.
+ * The socket is ended on the turn after that answer (what was written, the 503s included, is
+ * flushed first) and destroyed once flushed; a client that reads nothing is cut off when the
+ * keep-alive timeout would have closed it.
+ * @param app - the Fastify app, before it listens; a server without `maxRequestsPerSocket` is
+ *   left as it is
  */
 export function closeAfterLastRequest(app: FastifyInstance): void {
   const max = app.server.maxRequestsPerSocket;
   if (!max) return;
   const served = new WeakMap<Socket, number>();
+  const close = (socket: Socket) => {
+    if (socket.destroyed) return;
+    const bound = setTimeout(() => socket.destroy(), app.server.keepAliveTimeout || 5_000);
+    bound.unref();
+    socket.once("close", () => clearTimeout(bound));
+    socket.end(() => socket.destroy());
+  };
   app.server.on("request", (request: IncomingMessage, response: ServerResponse) => {
     const socket = request.socket;
     const count = (served.get(socket) ?? 0) + 1;
     served.set(socket, count);
     if (count < max) return;
-    response.once("finish", () => setImmediate(() => socket.end()));
+    response.once("finish", () => {
+      // An answer given before its body arrived (early-reply.ts) waits for the body's end, so
+      // the client finishes sending and reads it.
+      if (request.complete) setImmediate(close, socket);
+      else request.once("end", () => setImmediate(close, socket));
+    });
   });
 }
