@@ -113,9 +113,11 @@ async function isFalling(question: ScoreQuestion, probe: ScaleProbe): Promise<bo
   if (levels.length < 2 || first == null || last == null) return false;
   const numbers = levelNumbers(question);
   if (numbers) return numbers[0]! > numbers.at(-1)!;
-  const neutral = neutralScale(question);
-  const placedFirst = await probe(renderText(first), neutral);
-  const placedLast = placedFirst && (await probe(renderText(last), neutral));
+  // Without instructions the neutral scale would be "lowest … highest" of nothing: the caller's
+  // levels are all the meaning there is.
+  const shown = question.instructions == null ? question : neutralScale(question);
+  const placedFirst = await probe(renderText(first), shown);
+  const placedLast = placedFirst && (await probe(renderText(last), shown));
   if (!placedFirst || !placedLast) return false;
   return (
     expectation(placedFirst) - expectation(placedLast) > ORIENTATION_MARGIN * (levels.length - 1)
