@@ -92,6 +92,10 @@ describe("which way a score scale runs", () => {
     const tenDown = nps(["10", "9", "8", "7", "6", "5", "4", "3", "2", "1"]);
     expect(levelNumbers(tenDown)).toEqual([10, 9, 8, 7, 6, 5, 4, 3, 2, 1]);
     expect(levelNumbers(nps(["-1", "0", " 2.5 "]))).toEqual([-1, 0, 2.5]);
+    // Only the ends described, or a typographic minus sign: the same numbers.
+    expect(levelNumbers({ ...tenDown, levels: ["10", null, null, "1"] })).toEqual([10, 1]);
+    expect(levelNumbers(nps(["\u22122", "0", "2"]))).toEqual([-2, 0, 2]);
+    expect(levelNumbers({ ...tenDown, levels: [null, "5", "1"] })).toBeUndefined();
     // Not numbers alone, or not strictly one way: asked of the model.
     expect(levelNumbers(nps(["1 star", "2 stars"]))).toBeUndefined();
     expect(levelNumbers(nps(["1", "3", "2"]))).toBeUndefined();

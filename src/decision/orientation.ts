@@ -125,20 +125,26 @@ async function isFalling(question: ScoreQuestion, probe: ScaleProbe): Promise<bo
 }
 
 /**
- * A scale's levels as numbers, when every level is a string holding one number and nothing else
- * ("10", "9" … "1"; "-2.5"), strictly rising or strictly falling: such a scale's direction is
- * read from the numbers, not asked (the model places "10" and "1" as states barely apart).
- * @returns the numbers in the scale's order; undefined otherwise
+ * A scale's levels as numbers, when every described level is a string holding one number and
+ * nothing else ("10", "9" … "1"; "-2.5", "−2.5"), the first and last described, strictly rising
+ * or strictly falling: such a scale's direction is read from the numbers, not asked (the model
+ * places "10" and "1" as states barely apart).
+ * @returns the described levels' numbers in the scale's order; undefined otherwise
  */
 export function levelNumbers(question: ScoreQuestion): number[] | undefined {
+  const { levels } = question;
+  if (levels[0] == null || levels.at(-1) == null) return undefined;
   const numbers: number[] = [];
-  for (const level of question.levels) {
-    if (typeof level !== "string" || !/^\s*[-+]?(\d+(\.\d*)?|\.\d+)\s*$/.test(level))
-      return undefined;
-    numbers.push(Number(level));
+  for (const level of levels) {
+    if (level == null) continue;
+    const text = typeof level === "string" ? level.replace(/\u2212/g, "-") : "";
+    if (!/^\s*[-+]?(\d+(\.\d*)?|\.\d+)\s*$/.test(text)) return undefined;
+    numbers.push(Number(text));
   }
   const steps = numbers.slice(1).map((n, i) => Math.sign(n - numbers[i]!));
-  return steps.every((s) => s === steps[0]) && steps[0] !== 0 ? numbers : undefined;
+  return steps.length > 0 && steps.every((s) => s === steps[0]) && steps[0] !== 0
+    ? numbers
+    : undefined;
 }
 
 /**
