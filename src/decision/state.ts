@@ -12,6 +12,16 @@ export type QuestionNaming = (id: string) => string;
 /** System One's naming: the question's id, quoted. */
 const byId: QuestionNaming = (id) => `question ${JSON.stringify(id)}`;
 
+/** How a state found too long while it was being counted ({@link stateTokens}) was counted. */
+export interface StateCount {
+  /** Tokens of the prompt before the state: the state's room is the context less these. */
+  readonly headLength: number;
+  /** Whether `stateTokens` is the state's size, not a bound from below. */
+  readonly exact: boolean;
+  /** Characters counted and the state's characters, when counting stopped before its end. */
+  readonly characters?: readonly [counted: number, total: number];
+}
+
 /** Thrown by the planner when a request does not fit the model's context. Nothing is truncated. */
 export class StateTooLongError extends ContextOverflowError {
   constructor(
@@ -23,11 +33,8 @@ export class StateTooLongError extends ContextOverflowError {
     readonly longestQuestionId?: string,
     /** Context positions of the request's image or video frames. */
     readonly mediaTokens = 0,
-    /**
-     * The message when the state alone was found too long while it was being counted (how much
-     * of it was counted, whether its size is exact): every wire's message says the same.
-     */
-    private readonly counted?: string,
+    /** Set when the state alone was found too long while it was being counted. */
+    readonly counted?: StateCount,
   ) {
     super(neededTokens, contextSize);
     this.name = "StateTooLongError";
@@ -36,9 +43,19 @@ export class StateTooLongError extends ContextOverflowError {
 
   /** The message, with the longest question named by `naming` (another wire's words). */
   messageNaming(naming: QuestionNaming): string {
-    const { stateTokens, neededTokens, contextSize } = this;
+    const { stateTokens, neededTokens, contextSize, counted } = this;
+    if (counted) {
+      const { headLength, exact, characters } = counted;
+      const size = exact ? `${stateTokens}` : `at least ${stateTokens}`;
+      const part = characters
+        ? ` (counted in its first ${characters[0]} of ${characters[1]} characters)`
+        : "";
+      return (
+        `the state is ${size} tokens${part}; the model's context holds ${contextSize}, ` +
+        `${contextSize - headLength} of them for the state after the prompt's ${headLength}`
+      );
+    }
     const media = this.mediaTokens > 0 ? `, ${this.mediaTokens} image positions` : "";
-    if (this.counted !== undefined) return this.counted;
     return this.blamesQuestion
       ? `${naming(this.longestQuestionId!)} is too long for the model's context: with ` +
           `the prompt${media} and the state (${stateTokens} tokens) it needs ${neededTokens} ` +
@@ -142,19 +159,11 @@ export async function stateTokens(
     if (atLeast > room) {
       // Exact when counted whole without a hard cut; else a bound from below.
       const whole = end === text.length;
-      const size = whole && cuts === 0 ? `${atLeast}` : `at least ${atLeast}`;
-      const counted = whole ? "" : ` (counted in its first ${end} of ${text.length} characters)`;
-      const message =
-        `the state is ${size} tokens${counted}; the model's context holds ${contextSize}, ` +
-        `${room} of them for the state after the prompt's ${headLength}`;
-      throw new StateTooLongError(
-        atLeast,
-        headLength + atLeast,
-        contextSize,
-        undefined,
-        0,
-        message,
-      );
+      throw new StateTooLongError(atLeast, headLength + atLeast, contextSize, undefined, 0, {
+        headLength,
+        exact: whole && cuts === 0,
+        ...(whole ? {} : { characters: [end, text.length] as const }),
+      });
     }
     at = end;
     if (at < text.length) await new Promise((resolve) => setImmediate(resolve));
