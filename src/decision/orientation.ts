@@ -147,13 +147,11 @@ export function levelNumbers(question: ScoreQuestion): number[] | undefined {
     : undefined;
 }
 
+// Why not the caller's own levels: docs/decisions/115-scales-read-in-their-own-direction.md
 /**
  * The question the direction is asked on: the caller's instructions over as many levels, the
- * first named `lowest`, the last `highest`, the others undescribed. Asked on the caller's own
- * levels, the model often found the state's text among them and answered its position ("furious"
- * over `furious, irritated, calm` placed at 0.2, "calm" at 1.9), reading a falling scale as
- * rising; on 49 scales written both ways, the caller's levels found 32 of the falling ones and
- * the neutral scale 41, neither reversing a rising one (decision 115).
+ * first named `lowest`, the last `highest`, the others undescribed, so that no level text of the
+ * caller's is shown beside the state that is one of them.
  */
 export function neutralScale(question: ScoreQuestion): ScoreQuestion {
   const n = question.levels.length;
