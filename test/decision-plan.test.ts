@@ -355,6 +355,33 @@ describe("the prompt layout (docs/decisions/087)", () => {
     expect(shared).toBeGreaterThan(head.length + 10);
   });
 
+  it("blames a lone question too long for the context, not the state it comes before", async () => {
+    const long: Question = {
+      type: "choice",
+      instructions: "Which intent?",
+      options: Array.from({ length: 300 }, (_, i) => [`intent number ${i}`, null]),
+    };
+    const layout = "question-first" as const;
+    const planner = await plannerOf(new FakeEngine(256), { layout, examples: false });
+    const error = await planRequest(request([["intent", long]]), planner).catch((e) => e);
+    expect(error).toBeInstanceOf(StateTooLongError);
+    expect((error as StateTooLongError).blamesQuestion).toBe(true);
+    expect((error as Error).message).toMatch(
+      /^question "intent" is too long for the model's context: with the prompt and the state \(\d+ tokens\) it needs \d+ tokens, but the context holds 256; shorten/,
+    );
+    // The Decisions wire's `unfit: "refuse"`: the question is refused, as it is state first.
+    const refused = await planRequest({ ...request([["intent", long]]), unfit: "refuse" }, planner);
+    expect(refused.refused).toEqual(["intent"]);
+    expect(refused.questions).toEqual([]);
+    // A state too long for the context is still the state's, with a short lead before it.
+    const state = Array.from({ length: 400 }, (_, i) => `word${i}`).join(" ");
+    const stateError = await planRequest(request([["topic", TOPIC]], state), planner).catch(
+      (e) => e,
+    );
+    expect((stateError as StateTooLongError).blamesQuestion).toBe(false);
+    expect((stateError as Error).message).toMatch(/^the state is /);
+  });
+
   it("keeps several questions, debiasing and the question contrast state-first", async () => {
     const engine = new FakeEngine();
     const layout = "question-first" as const;

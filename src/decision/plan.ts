@@ -142,8 +142,11 @@ export async function planRequest<Q extends QuestionShape = Question>(
   const lead = questionFirst(request, kinds, options)
     ? await questionLead(kinds[0]!, request.questions[0]![1], planner, signal)
     : undefined;
+  // A lead is the lone question's, as its branch would be: the state is counted, refused and
+  // blamed against the prompt head alone, and the lead against the room the state leaves.
+  const leadLength = lead?.tokens.length ?? 0;
   const top = [...head, ...(lead?.tokens ?? [])];
-  const state = await stateTokens(model, request.state, top.length, signal);
+  const state = await stateTokens(model, request.state, head.length, signal);
   const { tokens: mediaPrefix, media } = await mediaTokensOf(model, request, top.length, signal);
   const mediaTokens = media.length * (model.model.imageTokens ?? 0);
   const prefix = [...top, ...mediaPrefix, ...state];
@@ -151,9 +154,11 @@ export async function planRequest<Q extends QuestionShape = Question>(
   const questions: QuestionPlan<Q>[] = [];
   let longest = 0;
   let longestId: string | undefined;
-  let inputTokens = prefix.length + mediaTokens;
-  let heaviest: { id?: string; tokens: number } = { tokens: lead?.tokens.length ?? 0 };
-  const room = contextSize - prefix.length - mediaTokens;
+  // Positions before the questions: the prompt, media and state (a lead counts as its question).
+  const shared = prefix.length - leadLength + mediaTokens;
+  let inputTokens = shared;
+  let heaviest: { id?: string; tokens: number } = { tokens: 0 };
+  const room = contextSize - shared;
   const refused: string[] = [];
   const windowed =
     request.questions.length === 1 && options.listWindows !== false && model.evaluatesWindows;
@@ -183,7 +188,7 @@ export async function planRequest<Q extends QuestionShape = Question>(
       const full = buildLabelTrie(labelTokens);
       const trie = options.labelChain === "full" ? full : toPartingTokens(full);
       branches.push(trieBranch(tokens, trie));
-      deepest = Math.max(deepest, tokens.length + trieDepth(trie) - 1);
+      deepest = Math.max(deepest, leadLength + tokens.length + trieDepth(trie) - 1);
       views.push({ order, trie });
     }
     // A question that cannot fit beside the prefix fails the request, or is refused (unfit: "refuse").
@@ -206,9 +211,8 @@ export async function planRequest<Q extends QuestionShape = Question>(
       firstBranch,
     });
     const tokens =
-      (lead?.tokens.length ?? 0) +
-      branches.slice(firstBranch).reduce((sum, b) => sum + branchTotalTokens(b), 0);
-    inputTokens += tokens - (lead?.tokens.length ?? 0);
+      leadLength + branches.slice(firstBranch).reduce((sum, b) => sum + branchTotalTokens(b), 0);
+    inputTokens += tokens;
     if (tokens > heaviest.tokens) heaviest = { id, tokens };
   }
   // One contrast branch serves every contrasted (noul) question: it has no question in it.
@@ -220,13 +224,13 @@ export async function planRequest<Q extends QuestionShape = Question>(
     branches.push(trieBranch([...tail], trie));
     inputTokens += branchTotalTokens(branches.at(-1)!);
   }
-  const neededTokens = prefix.length + mediaTokens + longest;
+  const neededTokens = shared + longest;
   if (neededTokens > contextSize)
     throw new StateTooLongError(
       state.length,
       neededTokens,
       contextSize,
-      prefix.length + mediaTokens < contextSize ? longestId : undefined,
+      shared < contextSize ? longestId : undefined,
       mediaTokens,
     );
   const maxRequestTokens = options.maxRequestTokens ?? 2 * contextSize;
