@@ -99,4 +99,44 @@ describe("requests pipelined on one connection", () => {
     await ended;
     expect(statuses()).toHaveLength(count);
   });
+
+  /** Pipelines `requests` on a new connection; resolves with the statuses once `count` came. */
+  async function pipelined(requests: string, count: number): Promise<string> {
+    const socket = connect({ port, host: "127.0.0.1" });
+    sockets.push(socket);
+    socket.on("error", () => {});
+    await once(socket, "connect");
+    socket.write(requests);
+    let text = "";
+    socket.on("data", (chunk: Buffer) => (text += chunk.toString("latin1")));
+    await expect
+      .poll(() => [...text.matchAll(/HTTP\/1\.\d (\d{3})/g)].length, { timeout: 30_000 })
+      .toBe(count);
+    return text;
+  }
+  const open = () =>
+    new Promise<number>((resolve) => app!.server.getConnections((_, n) => resolve(n)));
+
+  it("counts HTTP/1.0 requests as Node does: not at all, the connection kept alive", async () => {
+    await start();
+    const count = MAX_REQUESTS_PER_SOCKET + 8;
+    const request = "GET /healthz HTTP/1.0\r\nhost: 127.0.0.1\r\nconnection: keep-alive\r\n\r\n";
+    const text = await pipelined(request.repeat(count), count);
+    expect([...text.matchAll(/HTTP\/1\.1 200/g)]).toHaveLength(count);
+    expect(text).not.toMatch(/connection: close/i);
+    expect(await open()).toBe(1);
+  });
+
+  it("counts a request Node answers 417 itself, and closes after the last one", async () => {
+    await start();
+    const odd = "GET /healthz HTTP/1.1\r\nhost: 127.0.0.1\r\nexpect: tea\r\n\r\n";
+    const plain = "GET /healthz HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n";
+    const text = await pipelined(
+      odd + plain.repeat(MAX_REQUESTS_PER_SOCKET - 1),
+      MAX_REQUESTS_PER_SOCKET,
+    );
+    expect(text).toMatch(/^HTTP\/1\.1 417/);
+    expect(text.split("HTTP/1.1 200").at(-1)).toMatch(/connection: close/i);
+    await expect.poll(open, { timeout: 30_000 }).toBe(0);
+  });
 });

@@ -24,7 +24,10 @@ export function closeAfterLastRequest(app: FastifyInstance): void {
     socket.once("close", () => clearTimeout(bound));
     socket.end(() => socket.destroy());
   };
-  app.server.on("request", (request: IncomingMessage, response: ServerResponse) => {
+  // Requests counted as Node counts them: HTTP/1.1 only (an HTTP/1.0 connection it keeps alive
+  // has no cap), those it answers 417 itself included.
+  const count = (request: IncomingMessage, response: ServerResponse) => {
+    if (request.httpVersionMajor !== 1 || request.httpVersionMinor !== 1) return;
     const socket = request.socket;
     const count = (served.get(socket) ?? 0) + 1;
     served.set(socket, count);
@@ -35,5 +38,12 @@ export function closeAfterLastRequest(app: FastifyInstance): void {
       if (request.complete) setImmediate(close, socket);
       else request.once("end", () => setImmediate(close, socket));
     });
+  };
+  app.server.on("request", count);
+  // An `Expect:` other than 100-continue: Node's own answer (417, no `request` event), counted.
+  app.server.on("checkExpectation", (request: IncomingMessage, response: ServerResponse) => {
+    count(request, response);
+    response.writeHead(417);
+    response.end();
   });
 }
