@@ -236,7 +236,7 @@ describe("the busy account's retry hint", () => {
       expect(refusal).toMatchObject({ code: "concurrencyLimit" });
       return (refusal as AdmissionError).retryAfterMs!;
     };
-    // Calls of 100 tokens taking 1 s teach it 10 ms a token.
+    // Calls of 100 tokens taking 1 s: 10 ms a token, mostly their fixed cost.
     for (let i = 0; i < 20; i++) {
       const permit = await admission.admit(key);
       await permit.reserve({ input_tokens: 99, output_tokens: 1 });
@@ -244,12 +244,14 @@ describe("the busy account's retry hint", () => {
       permit.settle({ input_tokens: 99, output_tokens: 1 });
       await permit.finish({ status: 200, model: "m" });
     }
-    // A call of 5,000 tokens: about 50 s, not the typical call's 1 s.
+    // A call of 5,000 tokens: their 1 s and 5 ms for each further token (25.5 s), not the
+    // typical call's 1 s, nor 10 ms for each of its tokens (50 s); 2 s in, 23.5 s are left.
     const long = await admission.admit(key);
     await long.reserve({ input_tokens: 4999, output_tokens: 1 });
     now += 2000;
-    expect(await busyHint()).toBeGreaterThan(45_000);
-    expect(await busyHint()).toBeLessThanOrEqual(50_000);
+    const hint = await busyHint();
+    expect(hint).toBeGreaterThan(23_000);
+    expect(hint).toBeLessThanOrEqual(24_000);
     // Past what was expected, about as long again as it has run.
     now += 68_000;
     expect(await busyHint()).toBe(60_000);
@@ -392,31 +394,42 @@ describe("CallDurations", () => {
     expect(durations.expectedMs(3000)).toBeCloseTo(8500, 6);
   });
 
-  it("reads calls of one size, or longer ones not slower, as ms per token", () => {
+  it("reads calls of one size, or longer ones not slower, by their ms per token up to their size", () => {
     const same = new CallDurations();
     for (let i = 0; i < 5; i++) same.add(200, 1000);
-    expect(same.expectedMs(400)).toBeCloseTo(2000, 6);
+    expect(same.expectedMs(100)).toBeCloseTo(500, 6);
+    expect(same.expectedMs(400)).toBeCloseTo(2000, 6); // 1000 + 200 more at 5 ms
     const faster = new CallDurations();
     faster.add(100, 3000);
     faster.add(1000, 1000);
-    const perToken = faster.expectedMs(1000) / 1000; // mostly the long call's 1 ms
+    const perToken = faster.expectedMs(100) / 100; // mostly the long call's 1 ms
     expect(perToken).toBeGreaterThan(1);
     expect(perToken).toBeLessThan(4);
-    expect(faster.expectedMs(3000)).toBeCloseTo(3000 * perToken, 6);
+    expect(faster.expectedMs(300)).toBeCloseTo(300 * perToken, 6);
+    // Past their mean size (about 574 tokens): further tokens at their ms per token, < 5 ms.
+    expect(faster.expectedMs(3000) - faster.expectedMs(2000)).toBeCloseTo(1000 * perToken, 6);
     faster.add(0, 5000); // a call that reserved nothing teaches nothing
-    expect(faster.expectedMs(1000)).toBeCloseTo(1000 * perToken, 6);
+    expect(faster.expectedMs(100)).toBeCloseTo(100 * perToken, 6);
   });
 
   it("fits no line to calls of nearly one size, and none that starts below 0", () => {
     // Short calls whose waits vary: a line through them is steep, and 5,000 tokens would read
-    // minutes; their ms per token says 5,000 × about 26 ms.
+    // minutes; their ms per token (about 26 ms, mostly fixed cost) would read 2 minutes too.
     const close = new CallDurations();
     close.add(100, 500);
     close.add(120, 5000);
     const perToken = close.expectedMs(1) / 1;
     expect(perToken).toBeGreaterThan(2.3); // between the two calls' own rates
     expect(perToken).toBeLessThan(42);
-    expect(close.expectedMs(5000)).toBeCloseTo(5000 * perToken, 6);
+    expect(close.expectedMs(100)).toBeCloseTo(100 * perToken, 6); // below their mean size
+    // Further tokens at 5 ms: their mean duration (about 2.9 s) and 5 × the rest.
+    expect(close.expectedMs(5000)).toBeGreaterThan(2500 + 5 * 4880);
+    expect(close.expectedMs(5000)).toBeLessThan(3000 + 5 * 4900);
+    // The fresh server of the eleventh outside probe: short calls of a few evaluated tokens
+    // (cached prefixes), then a call of 1,300 tokens that took 2.9 s, said 12 s and 49 s.
+    const cached = new CallDurations();
+    for (let i = 0; i < 10; i++) cached.add(12, 300);
+    expect(cached.expectedMs(1300)).toBeCloseTo(300 + 5 * 1288, 6);
     // Spread calls whose line would start below 0: the line through 0.
     const steep = new CallDurations();
     for (const [tokens, ms] of [

@@ -44,9 +44,12 @@ export class CallDurations {
 
   /**
    * How long a call of `tokens` tokens is expected to take, ms (≥ 0). Where the calls seen so far
-   * do not fix a line (of nearly one size, or longer ones not slower), it is the calls' ms per token
-   * (total ms over total tokens, so long calls weigh by their tokens) times `tokens`; where the line
-   * would start below 0, the line through 0 that fits them best.
+   * do not fix a line (of nearly one size, or longer ones not slower): a call no longer than their
+   * mean size at their ms per token (total ms over total tokens, so long calls weigh by their
+   * tokens); a longer one as long as they took on average, plus each further token at their ms per
+   * token or {@link PRIOR_MS_PER_TOKEN}, whichever is less (their ms per token holds their fixed
+   * part too: carried to a call a hundred times their size, it said 49 s for one of 4 s). Where
+   * the line would start below 0, the line through 0 that fits them best.
    * @example `durations.add(100, 3000); durations.add(5000, 15000); durations.expectedMs(5000) // 15000`
    */
   expectedMs(tokens: number): number {
@@ -54,7 +57,11 @@ export class CallDurations {
     const mean = this.x / this.w;
     const variance = this.xx / this.w - mean * mean;
     const slope = (this.xy / this.w - mean * (this.y / this.w)) / variance;
-    if (!(variance >= (MIN_SPREAD * mean) ** 2) || !(slope > 0)) return (this.y / this.x) * tokens;
+    if (!(variance >= (MIN_SPREAD * mean) ** 2) || !(slope > 0)) {
+      const perToken = this.y / this.x;
+      if (tokens <= mean) return perToken * tokens;
+      return this.y / this.w + Math.min(perToken, PRIOR_MS_PER_TOKEN) * (tokens - mean);
+    }
     const fixed = this.y / this.w - slope * mean;
     return fixed >= 0 ? fixed + slope * tokens : (this.xy / this.xx) * tokens;
   }
