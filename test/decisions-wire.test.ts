@@ -686,6 +686,26 @@ describe("errors in OpenAI's shape on /v1/decisions only", () => {
         msg: expect.stringContaining('Question ids "q" and "q\\u200b" read the same'),
       }),
     ]);
+    // Text that shows nothing asks the model as little as "" does: refused where it stands.
+    const blank = { type: "noul", instructions: "   " };
+    expect(await detailsOf({ questions: { q: blank } })).toEqual([
+      expect.objectContaining({
+        loc: ["body", "questions", "q", "instructions"],
+        msg: expect.stringMatching(/^Instructions " {3}" shows nothing: .*send null$/),
+      }),
+    ]);
+    const invisible = { type: "choice", criteria: { a: "\u200b", b: null } };
+    expect(await detailsOf({ questions: { c: invisible } })).toEqual([
+      expect.objectContaining({ loc: ["body", "questions", "c", "criteria", "a"] }),
+    ]);
+    const level = { type: "score", criteria: ["low", "\n"] };
+    expect(await detailsOf({ questions: { s: level } })).toEqual([
+      expect.objectContaining({ loc: ["body", "questions", "s", "criteria", 1] }),
+    ]);
+    const side = { type: "noul", instructions: "Is it?", criteria: { true: " \t" } };
+    expect(await detailsOf({ questions: { n: side } })).toEqual([
+      expect.objectContaining({ loc: ["body", "questions", "n", "criteria", "true"] }),
+    ]);
     const spaced = { type: "choice", criteria: { Billing: null, " Billing\u200e": null } };
     expect(await detailsOf({ questions: { c: spaced } })).toEqual([
       expect.objectContaining({

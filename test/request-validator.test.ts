@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { toDecisionRequest } from "../src/decision/from-wire.js";
 import { isValidRequest } from "../src/api/validate.js";
+import { sameTextKey, showsNothing } from "../src/protocol/option-ids.js";
 import { SystemOneRequestSchema } from "../src/protocol/schemas.js";
 
 /**
@@ -238,5 +239,31 @@ describe("the request validator", () => {
     // Both sides exercised, so the property above is not vacuous.
     expect(accepted).toBeGreaterThan(400);
     expect(rejected).toBeGreaterThan(400);
+  });
+});
+
+describe("text that shows nothing (src/protocol/option-ids.ts)", () => {
+  it("is exactly the text whose sameTextKey is empty", () => {
+    const texts = [
+      "",
+      " ",
+      "\n\t",
+      "\u200b",
+      " \u200d ",
+      "\u200d",
+      "\ufeff\u00a0",
+      "\u2066\u2069",
+      "a",
+      " a ",
+      "\u0301",
+      "\u{1F468}\u200d\u{1F469}",
+      "\u0915\u094d\u200d",
+      "\u202e",
+      "x".padStart(100, "\u200b"),
+    ];
+    for (const text of texts)
+      expect(showsNothing(text), JSON.stringify(text)).toBe(
+        text.length > 0 && sameTextKey(text) === "",
+      );
   });
 });

@@ -2,7 +2,13 @@ import { Ajv, type ValidateFunction } from "ajv";
 import { validationError, type ValidationDetail } from "../protocol/errors.js";
 import { requestJsonSchema } from "../protocol/json-schema.js";
 import { SystemOneRequestSchema, type SystemOneRequest } from "../protocol/schemas.js";
-import { echoProblem, quoteId, SAME_TEXT_REASON, sameTextIds } from "../protocol/option-ids.js";
+import {
+  echoProblem,
+  quoteId,
+  SAME_TEXT_REASON,
+  sameTextIds,
+  showsNothing,
+} from "../protocol/option-ids.js";
 import { detailsFromZod } from "../protocol/validation.js";
 import { jsonShapeProblems } from "./json-shape.js";
 import type { ServedModel } from "./options.js";
@@ -84,6 +90,7 @@ export function validateRequest(
   if (details.length > 0) throw validationError(details);
   const body = raw as SystemOneRequest;
   optionIdProblems(body);
+  blankTextProblems(body);
   const model = byName.get(body.model);
   if (!model)
     throw validationError([
@@ -137,6 +144,37 @@ function optionIdProblems(body: SystemOneRequest): void {
         type: "value_error",
       },
     ]);
+  }
+}
+
+/**
+ * @throws {@link HttpError} 422 when a question's instructions, an option's description or a
+ *   level is a string that shows nothing (only spaces or invisible characters): the schema
+ *   refuses `""`, and such text asks the model as little; `null` (or leaving it out) says "none"
+ */
+function blankTextProblems(body: SystemOneRequest): void {
+  const blank = (loc: (string | number)[], what: string, text: unknown) => {
+    if (typeof text === "string" && showsNothing(text))
+      throw validationError([
+        {
+          loc,
+          msg: `${what} ${quoteId(text)} shows nothing: it holds only spaces or invisible characters; write it, or send null`,
+          type: "value_error",
+        },
+      ]);
+  };
+  for (const [id, question] of Object.entries(body.questions)) {
+    const at: (string | number)[] = ["body", "questions", id];
+    blank([...at, "instructions"], "Instructions", question.instructions);
+    if (question.type === "choice")
+      for (const [option, text] of Object.entries(question.criteria))
+        blank([...at, "criteria", option], "A description", text);
+    else if (question.type === "noul")
+      for (const side of ["true", "false"] as const)
+        blank([...at, "criteria", side], "A description", question.criteria?.[side]);
+    else
+      for (const [level, text] of question.criteria.entries())
+        blank([...at, "criteria", level], "A level", text);
   }
 }
 

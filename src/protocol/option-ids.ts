@@ -45,6 +45,23 @@ const ISOLATE = /[\u2066-\u2069]/gu;
 const SPACES = /\s+/gu;
 /** White space other than the plain space, written as an escape in a message. */
 const OTHER_SPACE = /[^\S ]/gu;
+/** A code point that is none of white space, {@link INVISIBLE} and the joiners: one that shows. */
+const SHOWN =
+  // eslint-disable-next-line no-control-regex -- control characters are among what it passes over
+  /[^\s\u034f\u0000-\u0008\u000e-\u001f\u007f-\u009f\u00ad\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]/u;
+
+/**
+ * Whether non-empty `text` shows nothing: only white space, invisible code points and joiners,
+ * so its {@link sameTextKey} is `""`. Stops at the first code point that shows, so a long text is
+ * not walked.
+ * @example
+ * ```ts
+ * showsNothing(" \u200b\n"); // → true
+ * ```
+ */
+export function showsNothing(text: string): boolean {
+  return text.length > 0 && !SHOWN.test(text);
+}
 
 /**
  * The key under which option ids that read the same meet: the id with its invisible code points
@@ -135,7 +152,7 @@ export function notTextReason(text: string): string | undefined {
   const reordering = REORDERING.exec(text) ?? unbalancedIsolate(text);
   if (reordering)
     return `it holds a direction override, embedding or unclosed isolate (${at(reordering)}), which reorders how the text around it shows; leave it out`;
-  if (text.length > 0 && sameTextKey(text) === "")
+  if (showsNothing(text))
     return "it shows nothing: it holds only spaces or invisible characters; give it a visible name";
   return undefined;
 }
