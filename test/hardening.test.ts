@@ -173,6 +173,27 @@ describe("item 1: compressed bodies and bodies that are never read", () => {
     expect(reply.status).toBe(404);
     expect(reply.body.detail.error_type).toBe("not_found");
   });
+
+  it("a served path asked with another method answers 405 naming the methods it takes", async () => {
+    await start();
+    const get = await fetch(`${url}/v1/systemone?x=1`);
+    expect(get.status).toBe(405);
+    expect(get.headers.get("allow")).toBe("POST");
+    const body = (await get.json()) as { detail: { error_type: string; message: string } };
+    expect(body.detail).toMatchObject({
+      error_type: "method_not_allowed",
+      message: "GET is not served at /v1/systemone: it takes POST",
+    });
+    const post = await fetch(`${url}/healthz`, { method: "POST", body: "{}" });
+    expect(post.status).toBe(405);
+    expect(post.headers.get("allow")).toBe("GET, HEAD");
+    expect((await fetch(`${url}/v1/decisions`, { method: "DELETE" })).status).toBe(405);
+    // A CORS preflight the server does not take, and a path it does not serve: 404.
+    expect((await fetch(`${url}/v1/systemone`, { method: "OPTIONS" })).status).toBe(404);
+    expect((await fetch(`${url}/v1/nothing`)).status).toBe(404);
+    expect((await fetch(`${url}/v1/nothing`, { method: "POST", body: "{}" })).status).toBe(404);
+    expect((await fetch(`${url}/*/q/Y/c`, { method: "HEAD" })).status).toBe(404);
+  });
 });
 
 /** JSON text of a value nested `depth` arrays deep around a string. */

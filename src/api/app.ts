@@ -10,7 +10,7 @@ import { installCors, isApiPath } from "./cors.js";
 import { installDecompression } from "./decompress.js";
 import { installEarlyReplies } from "./early-reply.js";
 import { decisionHooks } from "./decision-hooks.js";
-import { installErrorHandler, notFoundBody } from "./error-handler.js";
+import { installErrorHandler, sendUnrouted } from "./error-handler.js";
 import { installJsonScan } from "./json-scan.js";
 import { requireLoopbackHost } from "./host.js";
 import { closeAfterLastRequest } from "./last-request.js";
@@ -99,7 +99,7 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
     // An unknown route is answered before its body is read: no upload, decompression or parse.
     // So is an OPTIONS outside the API, which only CORS's catch-all route (./cors.ts) matches.
     if (request.is404 || (request.method === "OPTIONS" && !isApiPath(request.url)))
-      return reply.code(404).send(notFoundBody(request));
+      return sendUnrouted(app, request, reply);
   });
 
   // W3C Server-Timing `app`: milliseconds from the request's arrival to its response being

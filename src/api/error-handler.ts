@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyRequest } from "fastify";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { RequestTooLargeError, StateTooLongError } from "../decision/decide.js";
 import { MediaInputError } from "../media/errors.js";
 import { WWW_AUTHENTICATE } from "../protocol/bearer.js";
@@ -31,6 +31,9 @@ import { pathOf } from "./request-log.js";
 /** A Fastify error: `statusCode` and `code` (`FST_ERR_…`) when Fastify raised it. */
 type FastifyError = Error & { statusCode?: number; code?: string };
 
+/** The methods a path may be served with, as a 405's `Allow` lists them. */
+const METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"] as const;
+
 /** The codes logged at warn: not faults of ours, but an operator must see them. */
 const WARN_CODES: ReadonlySet<string> = new Set([
   "storeUnavailable",
@@ -50,9 +53,7 @@ export interface ErrorHandlerOptions {
  * @param options - the body limit
  */
 export function installErrorHandler(app: FastifyInstance, options: ErrorHandlerOptions): void {
-  app.setNotFoundHandler((request, reply) => {
-    void reply.code(404).send(notFoundBody(request));
-  });
+  app.setNotFoundHandler((request, reply) => sendUnrouted(app, request, reply));
 
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const known = toHttpError(error);
@@ -83,8 +84,32 @@ export function installErrorHandler(app: FastifyInstance, options: ErrorHandlerO
   });
 }
 
+/**
+ * Answers a request no route takes: 405 with `Allow` when its path is served with other methods
+ * (RFC 9110 §15.5.6; `GET /v1/systemone`), else 404. A CORS preflight the server does not take
+ * stays a 404 (docs/API.md).
+ * @returns the reply, sent
+ */
+export function sendUnrouted(
+  app: FastifyInstance,
+  request: FastifyRequest,
+  reply: FastifyReply,
+): FastifyReply {
+  const path = pathOf(request.url);
+  const allowed = METHODS.filter((method) => app.findRoute({ method, url: path }) !== null);
+  // A route that takes the method and found nothing (`reply.callNotFound()`) is a 404 too.
+  const taken = (allowed as readonly string[]).includes(request.method);
+  if (allowed.length === 0 || taken || request.method === "OPTIONS")
+    return reply.code(404).send(notFoundBody(request));
+  const error = new ApiError(Errors.methodNotServed, [request.method, path, allowed.join(", ")]);
+  return reply
+    .code(error.statusCode)
+    .header("allow", allowed.join(", "))
+    .send(withRequestId(error.body, request.id));
+}
+
 /** The body of the 404 of a request to no route, naming the request's id as every error body does. */
-export function notFoundBody(request: FastifyRequest): unknown {
+function notFoundBody(request: FastifyRequest): unknown {
   const error = new ApiError(Errors.routeNotFound, [request.method, pathOf(request.url)]);
   return withRequestId(error.body, request.id);
 }

@@ -21,10 +21,7 @@ export interface ErrorSpec {
   readonly status: number;
   /** The wire `error_type`, as clients match it. */
   readonly type: string;
-  /**
-   * The message: a template whose each `%s` takes the next argument, in order; or, for a message
-   * with optional parts, a function of the error's named arguments.
-   */
+  /** The message: a template whose each `%s` takes the next argument, or a function of them. */
   readonly message: string | ((args: never) => string);
 }
 
@@ -118,6 +115,12 @@ export const Errors = {
     status: 404,
     type: "accounts_off",
     message: "the server runs without accounts (--auth off): there are no keys or usage to manage",
+  },
+  /** A method a path is not served with (its answer's `Allow` names those it is). */
+  methodNotServed: {
+    status: 405,
+    type: "method_not_allowed",
+    message: "%s is not served at %s: it takes %s",
   },
   /** A CONNECT request: decisiond is no proxy. */
   methodNotAllowed: {
@@ -376,10 +379,8 @@ export function validationError(detail: Shapes.ValidationDetail[]): HttpError {
 }
 
 /**
- * The `error_type` of an error body: its `detail.error_type`, {@link Errors.validation}'s type for
- * a 422 list, the `error.code` of OpenAI's shape (the Decisions wire, ./decisions-errors.ts), ""
- * when it has none.
- * @param body - an error body as sent (JSON text) or parsed
+ * The `error_type` of an error body (sent as JSON text, or parsed): its `detail.error_type`, a 422
+ * list's {@link Errors.validation} type, OpenAI's `error.code` (./decisions-errors.ts), else "".
  */
 export function errorTypeOf(body: unknown): string {
   let parsed = body;
