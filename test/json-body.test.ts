@@ -1,7 +1,10 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { buildApp } from "../src/api/app.js";
 import { decodeJsonBytes, firstInvalidUtf8 } from "../src/api/json.js";
+import { JsonBodyScanner, MAX_JSON_VALUES, MAX_SCANNED_DEPTH } from "../src/protocol/json-scan.js";
 import { HttpError } from "../src/protocol/errors.js";
+import { StubModel } from "./support/stub-model.js";
 
 const strict = new TextDecoder("utf-8", { fatal: true });
 
@@ -83,5 +86,54 @@ describe("a JSON body's bytes as UTF-8", () => {
         ],
       });
     }
+  });
+});
+
+describe("integers a 64-bit float would round", () => {
+  const body = JSON.stringify({ state: { id: 1, items: [2, 3.5] } }).replace(
+    "}}",
+    ', "big": 9007199254740993, "bigger": -123456789012345678901234567890, "safe": 9007199254740992, "float": 1.00000000000000000001, "exp": 12345678901234567890e3, "text": "9007199254740993", "list": [0, 18446744073709551615]}}',
+  );
+
+  it("are found by the scan where they stand, whatever the chunks", () => {
+    const expected = [
+      { path: ["state", "big"], text: "9007199254740993" },
+      { path: ["state", "bigger"], text: "-123456789012345678901234567890" },
+      { path: ["state", "list", 1], text: "18446744073709551615" },
+    ];
+    for (const size of [1, 2, 7, 64, body.length]) {
+      const scanner = new JsonBodyScanner(MAX_JSON_VALUES, MAX_SCANNED_DEPTH);
+      for (let at = 0; at < body.length; at += size)
+        expect(scanner.push(Buffer.from(body.slice(at, at + size)))).toBeUndefined();
+      expect(scanner.inexact, `chunks of ${size}`).toEqual(expected);
+    }
+  });
+
+  it("reach the model as their digits, other numbers as parsed", async () => {
+    const model = new StubModel();
+    const app = await buildApp({ models: [model], logger: false, auth: false });
+    const request = body.replace(
+      '{"state"',
+      '{"model": "stub-1", "questions": {"q": {"type": "noul", "instructions": "Is it?"}}, "state"',
+    );
+    const reply = await app.inject({
+      method: "POST",
+      url: "/v1/systemone",
+      headers: { "content-type": "application/json" },
+      payload: request,
+    });
+    expect(reply.statusCode, reply.body).toBe(200);
+    expect(model.received[0]!.state).toEqual({
+      id: 1,
+      items: [2, 3.5],
+      big: "9007199254740993",
+      bigger: "-123456789012345678901234567890",
+      safe: 9007199254740992,
+      float: 1,
+      exp: Number("12345678901234567890e3"), // an exponent: read as a float
+      text: "9007199254740993",
+      list: [0, "18446744073709551615"],
+    });
+    await app.close();
   });
 });

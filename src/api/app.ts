@@ -18,7 +18,13 @@ import { boundSilentConnections } from "./silent-connections.js";
 import { capConnections } from "./connection-cap.js";
 import { requestLogFields } from "./request-log.js";
 import { declareRequestState } from "./request-state.js";
-import { decodeJsonBytes, JSON_CONTENT_TYPE, parseJsonBody, unacceptableCharset } from "./json.js";
+import {
+  decodeJsonBytes,
+  JSON_CONTENT_TYPE,
+  keepStateDigits,
+  parseJsonBody,
+  unacceptableCharset,
+} from "./json.js";
 import { Lifecycle } from "./lifecycle.js";
 import { createMetrics } from "./metrics.js";
 import { DEFAULT_REQUEST_TIMEOUT_MS, type AppOptions, type ServedModel } from "./options.js";
@@ -131,7 +137,8 @@ export async function buildApp(options: AppOptions): Promise<FastifyInstance> {
       try {
         const charset = unacceptableCharset(request.headers["content-type"]);
         if (charset !== undefined) throw new ApiError(Errors.unsupportedCharset, [charset]);
-        done(null, parseJsonBody(decodeJsonBytes(body as Buffer)));
+        const parsed = parseJsonBody(decodeJsonBytes(body as Buffer));
+        done(null, keepStateDigits(parsed, request.inexactIntegers ?? []));
       } catch (error) {
         done(error as Error, undefined);
       }

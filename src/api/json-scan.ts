@@ -21,6 +21,7 @@ export function installJsonScan(
   app.addHook("preParsing", async (request, _reply, payload: Payload) => {
     if (!JSON_CONTENT_TYPE.test(request.headers["content-type"] ?? "")) return payload;
     const scanner = new JsonBodyScanner(maxValues, maxDepth);
+    request.inexactIntegers = scanner.inexact;
     const scanned = new Transform({
       transform(chunk: Buffer, _encoding, callback: TransformCallback) {
         const refusal = scanner.push(chunk);

@@ -1,5 +1,6 @@
 import { isUtf8 } from "node:buffer";
 import { validationError } from "../protocol/errors.js";
+import type { InexactInteger } from "../protocol/json-scan.js";
 
 /**
  * The content types parsed as JSON: `application/json` and `application/<x>+json`, any case,
@@ -136,4 +137,43 @@ export function emptyBodyError() {
       type: "missing",
     },
   ]);
+}
+
+/**
+ * Puts back the digits of the state's integers that `JSON.parse` rounded to a 64-bit float (the
+ * {@link InexactInteger}s its scan found): each becomes the string of its digits, so the model
+ * reads every digit sent (`9007199254740993` is not read as `…992`, a 30-digit id not as
+ * `1.2345678901234568e+29`). Other values, and integers outside `state`, are left as parsed.
+ * @param body - the parsed body
+ * @param inexact - the scan's list of the same body
+ * @returns `body`, changed in place
+ * @example
+ * ```ts
+ * const inexact = [{ path: ["state", "id"], text: "9007199254740993" }];
+ * keepStateDigits({ state: { id: 9007199254740992 } }, inexact); // → { state: { id: "9007199254740993" } }
+ * ```
+ */
+export function keepStateDigits(body: unknown, inexact: readonly InexactInteger[]): unknown {
+  const own = (container: unknown, step: string | number): container is object =>
+    typeof container === "object" && container !== null && Object.hasOwn(container, step);
+  for (const { path, text } of inexact) {
+    if (path[0] !== "state") continue;
+    let parent: unknown = body;
+    for (const step of path.slice(0, -1))
+      parent = own(parent, step) ? (parent as Record<string | number, unknown>)[step] : undefined;
+    const last = path.at(-1)!;
+    if (
+      !own(parent, last) ||
+      typeof (parent as Record<string | number, unknown>)[last] !== "number"
+    )
+      continue;
+    // Defined, not assigned: an own "__proto__" member is replaced like any other.
+    Object.defineProperty(parent, last, {
+      value: text,
+      writable: true,
+      enumerable: true,
+      configurable: true,
+    });
+  }
+  return body;
 }

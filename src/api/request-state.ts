@@ -1,4 +1,5 @@
 import type { FastifyInstance } from "fastify";
+import type { InexactInteger } from "../protocol/json-scan.js";
 import type { GateTicket } from "./gate.js";
 
 /**
@@ -31,6 +32,8 @@ declare module "fastify" {
      * gate (`--auth off`).
      */
     admission: AdmissionState | null;
+    /** The integers a JSON body's scan found that a float would round (./json-scan.ts). */
+    inexactIntegers: readonly InexactInteger[] | null;
   }
 }
 
@@ -42,4 +45,5 @@ export function declareRequestState(app: FastifyInstance): void {
   app.decorateRequest("receivedAt", 0);
   app.decorateRequest("errorType", "");
   app.decorateRequest("admission", null);
+  app.decorateRequest("inexactIntegers", null);
 }

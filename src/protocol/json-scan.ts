@@ -33,6 +33,25 @@ const OPEN_OBJECT = 0x7b;
 const CLOSE_ARRAY = 0x5d;
 const CLOSE_OBJECT = 0x7d;
 const COMMA = 0x2c;
+const MINUS = 0x2d;
+const DIGIT_0 = 0x30;
+const DIGIT_9 = 0x39;
+
+/** An integer the body writes with more digits than a 64-bit float holds exactly. */
+export interface InexactInteger {
+  /** Where it is: member names and indexes from the body down. */
+  readonly path: readonly (string | number)[];
+  /** Its digits as sent, a `-` before them when negative. */
+  readonly text: string;
+}
+
+/** Most {@link InexactInteger}s a body's scan records; later ones are read as floats. */
+export const MAX_INEXACT_INTEGERS = 10_000;
+/**
+ * A number literal longer than this is not kept: past 309 digits it parses as Infinity, which
+ * src/api/json-shape.ts refuses.
+ */
+const LONGEST_NUMBER = 400;
 
 /**
  * Counts the values and nesting of a JSON text given in chunks of UTF-8 bytes, without parsing
@@ -40,7 +59,9 @@ const COMMA = 0x2c;
  * byte). It also reads each object's member names, and refuses a name an object gives twice:
  * `JSON.parse` keeps the last of them and drops the others without a word (RFC 8259 §4 leaves
  * duplicate names to the parser), so a request with two questions or two options of one id would
- * lose one. Malformed JSON is counted as far as it goes; `JSON.parse` reports it later.
+ * lose one. It notes the integers `JSON.parse` would round ({@link JsonBodyScanner.inexact}), whose
+ * digits the state keeps (src/api/json.ts `keepStateDigits`). Malformed JSON is counted as far as
+ * it goes; `JSON.parse` reports it later.
  * @example
  * ```ts
  * const scanner = new JsonBodyScanner(100_000, 1024);
@@ -67,6 +88,15 @@ export class JsonBodyScanner {
    * chunks before the one it ends in (none when it starts in that chunk).
    */
   private name: Buffer[] | undefined;
+  /** The number literal being read (its first {@link LONGEST_NUMBER} characters), if any. */
+  private number: string | undefined;
+  /**
+   * The integers, in document order, that `JSON.parse` would round to a 64-bit float: more than
+   * 15 digits whose value no float holds (`9007199254740993`, a 30-digit id), at most
+   * {@link MAX_INEXACT_INTEGERS}. Fractions and exponents are not listed: their rounding is in
+   * digits past a float's precision.
+   */
+  readonly inexact: InexactInteger[] = [];
 
   /**
    * @param maxValues - most values a body may hold
@@ -114,7 +144,17 @@ export class JsonBodyScanner {
         continue;
       }
       const byte = chunk[i++]!;
-      if (byte === QUOTE) {
+      if (this.number !== undefined) {
+        // Digits, sign, point and exponent go on; anything else ends the literal.
+        if (isNumberByte(byte)) {
+          if (this.number.length < LONGEST_NUMBER) this.number += String.fromCharCode(byte);
+          continue;
+        }
+        this.endNumber();
+      }
+      if ((byte >= DIGIT_0 && byte <= DIGIT_9) || byte === MINUS) {
+        this.number = String.fromCharCode(byte);
+      } else if (byte === QUOTE) {
         this.inString = true;
         start = i;
         if (this.expectName) this.name = [];
@@ -143,6 +183,17 @@ export class JsonBodyScanner {
     return undefined;
   }
 
+  /** Ends the number literal just read: notes it when it is an integer no float holds. */
+  private endNumber(): void {
+    const text = this.number!;
+    this.number = undefined;
+    if (text.length < 16 || text.length >= LONGEST_NUMBER || !INTEGER.test(text)) return;
+    if (this.inexact.length >= MAX_INEXACT_INTEGERS) return;
+    const float = Number(text);
+    if (Number.isFinite(float) && BigInt(text) !== BigInt(float))
+      this.inexact.push({ path: [...this.path], text });
+  }
+
   /**
    * Ends the member name just read, given where its bytes end in the chunk it ends in
    * (`chunk[from, to)`): the 422 when its object already has it, else notes it. A name begun in
@@ -169,6 +220,21 @@ export class JsonBodyScanner {
     this.path[this.path.length - 1] = name;
     return undefined;
   }
+}
+
+/** A JSON integer literal: a sign, then digits without a leading 0. */
+const INTEGER = /^-?[1-9][0-9]*$/;
+
+/** Whether `byte` goes on a number literal: a digit, sign, point or exponent. */
+function isNumberByte(byte: number): boolean {
+  return (
+    (byte >= DIGIT_0 && byte <= DIGIT_9) ||
+    byte === MINUS ||
+    byte === 0x2b || // +
+    byte === 0x2e || // .
+    byte === 0x65 || // e
+    byte === 0x45 // E
+  );
 }
 
 /** The UTF-8 text of `chunk[from, to)`, decoded in place. */
