@@ -92,7 +92,7 @@ describe("a JSON body's bytes as UTF-8", () => {
 describe("integers a 64-bit float would round", () => {
   const body = JSON.stringify({ state: { id: 1, items: [2, 3.5] } }).replace(
     "}}",
-    ', "big": 9007199254740993, "bigger": -123456789012345678901234567890, "safe": 9007199254740992, "float": 1.00000000000000000001, "exp": 12345678901234567890e3, "text": "9007199254740993", "list": [0, 18446744073709551615]}}',
+    ', "big": 9007199254740993, "bigger": -123456789012345678901234567890, "safe": 9007199254740992, "float": 1.00000000000000000001, "exp": 12345678901234567890e3, "text": "9007199254740993", "list": [0, 18446744073709551615], "exact": 1180591620717411303424}}',
   );
 
   it("are found by the scan where they stand, whatever the chunks", () => {
@@ -100,6 +100,8 @@ describe("integers a 64-bit float would round", () => {
       { path: ["state", "big"], text: "9007199254740993" },
       { path: ["state", "bigger"], text: "-123456789012345678901234567890" },
       { path: ["state", "list", 1], text: "18446744073709551615" },
+      // 2⁷⁰: a float holds it, but writes it 1.1805916207174113e+21.
+      { path: ["state", "exact"], text: "1180591620717411303424" },
     ];
     for (const size of [1, 2, 7, 64, body.length]) {
       const scanner = new JsonBodyScanner(MAX_JSON_VALUES, MAX_SCANNED_DEPTH);
@@ -109,9 +111,16 @@ describe("integers a 64-bit float would round", () => {
     }
   });
 
+  it("are not noted deeper than a body may nest (it is refused there)", () => {
+    const scanner = new JsonBodyScanner(MAX_JSON_VALUES, MAX_SCANNED_DEPTH);
+    const deep = "[".repeat(1000) + "9007199254740993" + "]".repeat(1000);
+    expect(scanner.push(Buffer.from(`{"state": ${deep}}`))).toBeUndefined();
+    expect(scanner.inexact).toEqual([]);
+  });
+
   it("reach the model as their digits, other numbers as parsed", async () => {
     const model = new StubModel();
-    const app = await buildApp({ models: [model], logger: false, auth: false });
+    const app = await buildApp({ models: [model], logger: false });
     const request = body.replace(
       '{"state"',
       '{"model": "stub-1", "questions": {"q": {"type": "noul", "instructions": "Is it?"}}, "state"',
@@ -133,6 +142,7 @@ describe("integers a 64-bit float would round", () => {
       exp: Number("12345678901234567890e3"), // an exponent: read as a float
       text: "9007199254740993",
       list: [0, "18446744073709551615"],
+      exact: "1180591620717411303424",
     });
     await app.close();
   });

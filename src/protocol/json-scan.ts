@@ -91,10 +91,11 @@ export class JsonBodyScanner {
   /** The number literal being read (its first {@link LONGEST_NUMBER} characters), if any. */
   private number: string | undefined;
   /**
-   * The integers, in document order, that `JSON.parse` would round to a 64-bit float: more than
-   * 15 digits whose value no float holds (`9007199254740993`, a 30-digit id), at most
-   * {@link MAX_INEXACT_INTEGERS}. Fractions and exponents are not listed: their rounding is in
-   * digits past a float's precision.
+   * The integers, in document order, that `JSON.parse` would not give back as written: more than
+   * 15 digits that a 64-bit float rounds (`9007199254740993`, a 30-digit id) or writes with an
+   * exponent (1e21 and up), at most {@link MAX_INEXACT_INTEGERS}, within the nesting a body may
+   * have. Fractions and exponents are not listed: their rounding is in digits past a float's
+   * precision.
    */
   readonly inexact: InexactInteger[] = [];
 
@@ -188,9 +189,12 @@ export class JsonBodyScanner {
     const text = this.number!;
     this.number = undefined;
     if (text.length < 16 || text.length >= LONGEST_NUMBER || !INTEGER.test(text)) return;
-    if (this.inexact.length >= MAX_INEXACT_INTEGERS) return;
+    // Deeper than a body may nest it is refused (src/api/json-shape.ts): no path is copied.
+    if (this.inexact.length >= MAX_INEXACT_INTEGERS || this.path.length > MAX_JSON_DEPTH) return;
+    // Written otherwise once parsed: rounded (`…993` → `…992`), or held exactly but shown with
+    // an exponent (2⁷⁰ as `1.1805916207174113e+21`).
     const float = Number(text);
-    if (Number.isFinite(float) && BigInt(text) !== BigInt(float))
+    if (Number.isFinite(float) && String(float) !== text)
       this.inexact.push({ path: [...this.path], text });
   }
 
