@@ -117,14 +117,18 @@ describe("requests pipelined on one connection", () => {
   const open = () =>
     new Promise<number>((resolve) => app!.server.getConnections((_, n) => resolve(n)));
 
-  it("counts HTTP/1.0 requests as Node does: not at all, the connection kept alive", async () => {
+  it("closes an HTTP/1.0 keep-alive connection after its last answer too", async () => {
     await start();
-    const count = MAX_REQUESTS_PER_SOCKET + 8;
+    // Node caps no HTTP/1.0 connection: without this, pipelined requests pile up unanswered.
     const request = "GET /healthz HTTP/1.0\r\nhost: 127.0.0.1\r\nconnection: keep-alive\r\n\r\n";
-    const text = await pipelined(request.repeat(count), count);
-    expect([...text.matchAll(/HTTP\/1\.1 200/g)]).toHaveLength(count);
-    expect(text).not.toMatch(/connection: close/i);
-    expect(await open()).toBe(1);
+    const text = await pipelined(
+      request.repeat(MAX_REQUESTS_PER_SOCKET + 8),
+      MAX_REQUESTS_PER_SOCKET,
+    );
+    const answers = text.split(/(?=HTTP\/1\.1 )/);
+    expect(answers.slice(0, -1).every((a) => /connection: keep-alive/i.test(a))).toBe(true);
+    expect(answers.at(-1)).toMatch(/^HTTP\/1\.1 200[^]*connection: close/i);
+    await expect.poll(open, { timeout: 30_000 }).toBe(0);
   });
 
   it("counts a request Node answers 417 itself, and closes after the last one", async () => {

@@ -24,14 +24,16 @@ export function closeAfterLastRequest(app: FastifyInstance): void {
     socket.once("close", () => clearTimeout(bound));
     socket.end(() => socket.destroy());
   };
-  // Requests counted as Node counts them: HTTP/1.1 only (an HTTP/1.0 connection it keeps alive
-  // has no cap), those it answers 417 itself included.
+  // Requests counted as Node counts them, those it answers 417 itself included.
   const count = (request: IncomingMessage, response: ServerResponse) => {
-    if (request.httpVersionMajor !== 1 || request.httpVersionMinor !== 1) return;
+    if (request.httpVersionMajor !== 1) return;
     const socket = request.socket;
     const count = (served.get(socket) ?? 0) + 1;
     served.set(socket, count);
     if (count < max) return;
+    // Node caps no HTTP/1.0 keep-alive connection: its last answer is marked to close here,
+    // before it is written (this listener runs before the app's).
+    if (request.httpVersionMinor === 0) response.shouldKeepAlive = false;
     response.once("finish", () => {
       // An answer given before its body arrived (early-reply.ts) waits for the body's end, so
       // the client finishes sending and reads it.
@@ -39,7 +41,7 @@ export function closeAfterLastRequest(app: FastifyInstance): void {
       else request.once("end", () => setImmediate(close, socket));
     });
   };
-  app.server.on("request", count);
+  app.server.prependListener("request", count);
   // An `Expect:` other than 100-continue: Node's own answer (417, no `request` event), counted.
   app.server.on("checkExpectation", (request: IncomingMessage, response: ServerResponse) => {
     count(request, response);
