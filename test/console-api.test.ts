@@ -512,6 +512,9 @@ describe("front end", () => {
     const api404 = await get("/console/api/nope");
     expect(api404.statusCode).toBe(404);
     expect(api404.json().detail.error_type).toBe("not_found");
+    // Its pages' catch-all takes GET, but no other method is told to use GET there.
+    expect((await app.inject({ method: "POST", url: "/console/api/nope" })).statusCode).toBe(404);
+    expect((await app.inject({ method: "POST", url: "/console/usage" })).statusCode).toBe(404);
     // The rest of the service is untouched.
     expect((await get("/healthz")).statusCode).toBe(200);
   });

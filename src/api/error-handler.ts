@@ -96,7 +96,11 @@ export function sendUnrouted(
   reply: FastifyReply,
 ): FastifyReply {
   const path = pathOf(request.url);
-  const allowed = METHODS.filter((method) => app.findRoute({ method, url: path }) !== null);
+  // A wildcard route (the console's pages) serves its prefix, not this path.
+  const allowed = METHODS.filter((method) => {
+    const route = app.findRoute({ method, url: path });
+    return route !== null && !Object.hasOwn(route.params ?? {}, "*");
+  });
   // A route that takes the method and found nothing (`reply.callNotFound()`) is a 404 too.
   const taken = (allowed as readonly string[]).includes(request.method);
   if (allowed.length === 0 || taken || request.method === "OPTIONS")
