@@ -597,6 +597,14 @@ describe("errors in OpenAI's shape on /v1/decisions only", () => {
   });
 
   it("answers an unknown model 404, a huge body 413, a wrong content type 415", async () => {
+    // A predicate whose statement shows nothing (spaces, a zero-width space) judges nothing.
+    for (const instructions of ["  ", "\u200b"])
+      expect(
+        await errorOf({ ...valid, questions: [{ type: "predicate", instructions }] }, 400),
+      ).toMatchObject({
+        param: "questions[0].instructions",
+        message: expect.stringContaining("a predicate needs a statement to judge"),
+      });
     expect(await errorOf({ ...valid, model: "gpt-6-luna" }, 404)).toMatchObject({
       type: "invalid_request_error",
       code: "model_not_found",

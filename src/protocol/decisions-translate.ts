@@ -1,4 +1,4 @@
-import { echoProblem, quoteId, SAME_TEXT_REASON, sameTextKey } from "./option-ids.js";
+import { echoProblem, quoteId, SAME_TEXT_REASON, sameTextKey, showsNothing } from "./option-ids.js";
 import type {
   ChoiceValue,
   DecisionInputItem,
@@ -329,6 +329,11 @@ function echoable(text: string | null | undefined, param: string): void {
   if (problem) throw invalid(problem, param, "invalid_value");
 }
 
+/** Whether text is empty or shows nothing (`showsNothing`). */
+function blank(text: string): boolean {
+  return text.length === 0 || showsNothing(text);
+}
+
 /**
  * One question in System One's shape.
  * @throws {@link HttpError} 400 for a predicate without text, or choices that read the same
@@ -338,7 +343,8 @@ function systemOneQuestion(
   index: number,
   instructions: string,
 ): Question {
-  const asked = instructions.trim() === "" ? {} : { instructions };
+  // Instructions or a description that shows nothing (spaces, invisible characters) is absent.
+  const asked = blank(instructions) ? {} : { instructions };
   switch (question.type) {
     case "predicate":
       if (!("instructions" in asked))
@@ -374,7 +380,7 @@ function systemOneQuestion(
         }
         seen.set(sameTextKey(id), j);
         // A plain assignment is safe: "__proto__", the one id it would not store, was refused above.
-        criteria[id] = choice.description ? choice.description : null;
+        criteria[id] = choice.description && !blank(choice.description) ? choice.description : null;
       });
       return { type: "choice", ...asked, criteria };
     }
