@@ -48,7 +48,8 @@ export class CallDurations {
    * mean size at their ms per token (total ms over total tokens, so long calls weigh by their
    * tokens); a longer one as long as they took on average, plus each further token at their ms per
    * token or {@link PRIOR_MS_PER_TOKEN}, whichever is less (their ms per token holds their fixed
-   * part too: carried to a call a hundred times their size, it said 49 s for one of 4 s). Where
+   * part too: carried to a call a hundred times their size, it said 49 s for one of 4 s; on
+   * hardware slower than the prior, a long call is then foretold short until calls spread). Where
    * the line would start below 0, the line through 0 that fits them best.
    * @example `durations.add(100, 3000); durations.add(5000, 15000); durations.expectedMs(5000) // 15000`
    */
