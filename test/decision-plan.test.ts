@@ -373,6 +373,8 @@ describe("the prompt layout (docs/decisions/087)", () => {
     const refused = await planRequest({ ...request([["intent", long]]), unfit: "refuse" }, planner);
     expect(refused.refused).toEqual(["intent"]);
     expect(refused.questions).toEqual([]);
+    expect(refused.layout).toBe("state-first");
+    expect(refused.prefix.length).toBeLessThan(256); // the lead is not kept
     // A state too long for the context is still the state's, with a short lead before it.
     const state = Array.from({ length: 400 }, (_, i) => `word${i}`).join(" ");
     const stateError = await planRequest(request([["topic", TOPIC]], state), planner).catch(

@@ -184,10 +184,11 @@ class Builder:
         if unclear and rng.random() < 0.15:
             u = rng.choice(UNCLEAR)
             if u not in dict(opts):
-                # In 40% of them the answer is taken away and the added option is the answer: an
+                # For "other" and "none_of_these" (not "unclear", which says the text is ambiguous),
+                # in 40% of them the answer is taken away and the added option is the answer: an
                 # adapter that saw it only beside the answer almost never chose it (docs/QUALITY.md,
                 # "A none-of-these option").
-                if len(opts) >= 3 and rng.random() < 0.4:
+                if u in ("other", "none_of_these") and len(opts) >= 3 and rng.random() < 0.4:
                     opts = [o for o in opts if o[0] != gold_key]
                     gold_key = u
                 opts.insert(rng.randint(0, len(opts)), (u, "None of the other options fits" if keep else None))

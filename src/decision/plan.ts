@@ -236,8 +236,10 @@ export async function planRequest<Q extends QuestionShape = Question>(
   const maxRequestTokens = options.maxRequestTokens ?? 2 * contextSize;
   if (inputTokens > maxRequestTokens)
     throw new RequestTooLargeError(inputTokens, maxRequestTokens, heaviest.id, heaviest.tokens);
+  // A lone question refused (unfit: "refuse") leaves no lead: the prefix is the state's alone.
+  const led = lead !== undefined && questions.length > 0;
   return {
-    prefix,
+    prefix: lead && !led ? [...head, ...state] : prefix,
     media,
     mediaTokens,
     branches,
@@ -247,7 +249,7 @@ export async function planRequest<Q extends QuestionShape = Question>(
     inputTokens,
     ...(refused.length > 0 ? { refused } : {}),
     ...(windows ? { windows } : {}),
-    layout: lead ? "question-first" : "state-first",
+    layout: led ? "question-first" : "state-first",
   };
 }
 
