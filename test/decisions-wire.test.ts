@@ -597,6 +597,12 @@ describe("errors in OpenAI's shape on /v1/decisions only", () => {
   });
 
   it("answers an unknown model 404, a huge body 413, a wrong content type 415", async () => {
+    // A stream is refused, not answered as one JSON body the client would not read as a stream.
+    expect(await errorOf({ ...valid, stream: true }, 400)).toMatchObject({
+      param: "stream",
+      message: expect.stringContaining("stream is not supported"),
+    });
+    expect((await post(app, "/v1/decisions", { ...valid, stream: false })).statusCode).toBe(200);
     // A predicate whose statement shows nothing (spaces, a zero-width space) judges nothing.
     for (const instructions of ["  ", "\u200b"])
       expect(

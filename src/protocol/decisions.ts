@@ -312,6 +312,14 @@ export const DecisionsRequestSchema = z.object({
     )
     .nullable()
     .optional(),
+  // A decision is read in one pass and answered whole: a client asking for a stream is told so.
+  stream: z
+    .literal(false, {
+      error:
+        "stream is not supported: a decision is answered whole, in one JSON body; leave it out or send false",
+    })
+    .nullable()
+    .optional(),
 });
 
 /** The body of `POST /v1/decisions`: model, input, 1–400 questions. */
