@@ -28,9 +28,9 @@ export function closeAfterLastRequest(app: FastifyInstance): void {
   const count = (request: IncomingMessage, response: ServerResponse) => {
     if (request.httpVersionMajor !== 1) return;
     const socket = request.socket;
-    const count = (served.get(socket) ?? 0) + 1;
-    served.set(socket, count);
-    if (count < max) return;
+    const answered = (served.get(socket) ?? 0) + 1;
+    served.set(socket, answered);
+    if (answered < max) return;
     // Node caps no HTTP/1.0 keep-alive connection: its last answer is marked to close here,
     // before it is written (this listener runs before the app's).
     if (request.httpVersionMinor === 0) response.shouldKeepAlive = false;

@@ -37,7 +37,7 @@ const MINUS = 0x2d;
 const DIGIT_0 = 0x30;
 const DIGIT_9 = 0x39;
 
-/** An integer the body writes with more digits than a 64-bit float holds exactly. */
+/** An integer the body writes that `JSON.parse` would not give back as written. */
 export interface InexactInteger {
   /** Where it is: member names and indexes from the body down. */
   readonly path: readonly (string | number)[];
@@ -59,7 +59,7 @@ const LONGEST_NUMBER = 400;
  * byte). It also reads each object's member names, and refuses a name an object gives twice:
  * `JSON.parse` keeps the last of them and drops the others without a word (RFC 8259 §4 leaves
  * duplicate names to the parser), so a request with two questions or two options of one id would
- * lose one. It notes the integers `JSON.parse` would round ({@link JsonBodyScanner.inexact}), whose
+ * lose one. It notes the integers `JSON.parse` would change ({@link JsonBodyScanner.inexact}), whose
  * digits the state keeps (src/api/json.ts `keepStateDigits`). Malformed JSON is counted as far as
  * it goes; `JSON.parse` reports it later.
  * @example
@@ -184,7 +184,7 @@ export class JsonBodyScanner {
     return undefined;
   }
 
-  /** Ends the number literal just read: notes it when it is an integer no float holds. */
+  /** Ends the number literal just read: notes it when it is an integer a float would change. */
   private endNumber(): void {
     const text = this.number!;
     this.number = undefined;
