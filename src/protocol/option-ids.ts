@@ -14,9 +14,10 @@
  * country's region, an ideographic variant, a ligature of Arabic or Indic letters); but see
  * {@link IDLE_JOINER}.
  */
-const INVISIBLE =
-  // eslint-disable-next-line no-control-regex -- control characters are among what it finds
-  /\u034f|[\u0000-\u0008\u000e-\u001f\u007f-\u009f\u00ad\u061c\u200b\u200e\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]/gu;
+/** {@link INVISIBLE}'s code points, as a character class's body. */
+const INVISIBLE_CODES = String.raw`\u0000-\u0008\u000e-\u001f\u007f-\u009f\u00ad\u034f\u061c\u200b\u200e\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff`;
+// eslint-disable-next-line no-misleading-character-class -- escapes of lone code points, listed
+const INVISIBLE = new RegExp(`[${INVISIBLE_CODES}]`, "gu");
 /**
  * Characters beside which a joiner changes nothing drawn: Latin, Greek and Cyrillic letters,
  * digits, white space and punctuation.
@@ -46,9 +47,8 @@ const SPACES = /\s+/gu;
 /** White space other than the plain space, written as an escape in a message. */
 const OTHER_SPACE = /[^\S ]/gu;
 /** A code point that is none of white space, {@link INVISIBLE} and the joiners: one that shows. */
-const SHOWN =
-  // eslint-disable-next-line no-control-regex -- control characters are among what it passes over
-  /[^\s\u034f\u0000-\u0008\u000e-\u001f\u007f-\u009f\u00ad\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]/u;
+// eslint-disable-next-line no-misleading-character-class -- escapes of lone code points, listed
+const SHOWN = new RegExp(String.raw`[^\s\u200c\u200d${INVISIBLE_CODES}]`, "u");
 
 /**
  * Whether non-empty `text` shows nothing: only white space, invisible code points and joiners,
