@@ -42,6 +42,7 @@ const unit = [
   "test/request-validator.test.ts",
   "test/requantize.test.ts",
   "test/scale-orientation.test.ts",
+  "test/serve-flags.test.ts",
   "test/serve-lock.test.ts",
   "test/silent-connections.test.ts",
   "test/slow-bodies.test.ts",

@@ -6,7 +6,7 @@ import { SqliteStore } from "../src/accounts/sqlite-store.js";
 import type { AccountStore } from "../src/accounts/store.js";
 import { buildApp, type FastifyInstance } from "../src/api/app.js";
 import { serveConsole } from "../src/service/build.js";
-import { readAdminToken } from "../src/cli/serve-config.js";
+import { readAdminToken } from "../src/cli/admin-token.js";
 import { SECURITY_HEADERS } from "../src/console/assets.js";
 import { checkAdminToken } from "../src/console/auth.js";
 import { consoleMount, type ConsoleOptions } from "../src/console/plugin.js";

@@ -5,7 +5,7 @@ import { checkAccountName } from "../accounts/rows.js";
 import type { AccountStore } from "../accounts/store.js";
 import { KeyLabel, UNPRINTABLE } from "../console/schemas.js";
 import { keyView } from "../console/views.js";
-import { storeOption } from "./options.js";
+import { digits, storeOption } from "./options.js";
 
 /** The JSON fields' ISO times, shared with the console's views (`null` for never). */
 export { isoTime } from "../console/views.js";
@@ -99,8 +99,8 @@ export function registerKeysCommand(program: Command): void {
 }
 
 function keyId(value: string): number {
-  const n = Number(value);
-  if (!Number.isSafeInteger(n) || n <= 0)
+  const n = digits(value);
+  if (n === undefined || n <= 0)
     throw new InvalidArgumentError(`expected a key id (a number from keys list), got "${value}"`);
   return n;
 }

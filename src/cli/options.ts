@@ -8,26 +8,55 @@ import { DEFAULT_TRIE_TOLERANCE, type ReadoutSettings } from "../decision/decide
  */
 
 /**
- * A whole number ≥ 1.
+ * The value of a whole-number flag: decimal digits only (`1e3`, `0x10`, `4.0` and `+4` are not
+ * whole numbers as an operator writes them), as a safe integer.
+ * @returns the number, or undefined when `value` is not such a number
+ */
+export function digits(value: string): number | undefined {
+  if (!/^\s*\d+\s*$/.test(value)) return undefined;
+  const n = Number(value);
+  return Number.isSafeInteger(n) ? n : undefined;
+}
+
+/**
+ * A whole number ≥ 1, in decimal digits.
  * @throws {@link InvalidArgumentError} for anything else.
  * @example positiveInt("4") // → 4
  */
 export function positiveInt(value: string): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n <= 0)
+  const n = digits(value);
+  if (n === undefined || n <= 0)
     throw new InvalidArgumentError(`expected a positive integer, got "${value}"`);
   return n;
 }
 
+/** The longest timer Node keeps: a longer one fires at once (`TimeoutOverflowWarning`). */
+export const LONGEST_TIMER_MS = 2 ** 31 - 1;
+
 /**
- * A whole number of milliseconds ≥ 0.
+ * A whole number of milliseconds from 0 to {@link LONGEST_TIMER_MS} (24.8 days).
  * @throws {@link InvalidArgumentError} for anything else.
+ * @example milliseconds("30000") // → 30000
  */
 export function milliseconds(value: string): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 0)
-    throw new InvalidArgumentError(`expected milliseconds ≥ 0, got "${value}"`);
-  return n;
+  return millisecondsFrom(0)(value);
+}
+
+/**
+ * @returns a parser of whole milliseconds from `least` to {@link LONGEST_TIMER_MS}, throwing
+ *   {@link InvalidArgumentError} (with `why`, when given, after the range) for anything else
+ * @example millisecondsFrom(1)("0") // throws: expected milliseconds from 1 to 2147483647 …
+ */
+export function millisecondsFrom(least: number, why?: string): (value: string) => number {
+  return (value) => {
+    const n = digits(value);
+    if (n === undefined || n < least || n > LONGEST_TIMER_MS)
+      throw new InvalidArgumentError(
+        `expected milliseconds from ${least} to ${LONGEST_TIMER_MS} (24.8 days, the longest ` +
+          `timer Node keeps)${why ? `; ${why}` : ""}, got "${value}"`,
+      );
+    return n;
+  };
 }
 
 /**
@@ -47,8 +76,8 @@ export function trieTolerance(value: string): number {
 
 /** A TCP port, 0 (any free port) to 65535. @throws {@link InvalidArgumentError} otherwise. */
 export function port(value: string): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 0 || n > 65535)
+  const n = digits(value);
+  if (n === undefined || n > 65535)
     throw new InvalidArgumentError(`expected a port 0-65535, got "${value}"`);
   return n;
 }
@@ -63,7 +92,22 @@ export function byteSize(value: string): number {
   if (!m) throw new InvalidArgumentError(`expected a size such as 16MiB, got "${value}"`);
   const unit = (m[2] ?? "b").toLowerCase();
   const scale = { b: 1, kib: 1024, mib: 1024 ** 2, gib: 1024 ** 3 }[unit]!;
-  return Number(m[1]) * scale;
+  const bytes = Number(m[1]) * scale;
+  if (!Number.isSafeInteger(bytes))
+    throw new InvalidArgumentError(`expected a size such as 16MiB, got "${value}"`);
+  return bytes;
+}
+
+/**
+ * A size in bytes ({@link byteSize}) of at least one byte.
+ * @throws {@link InvalidArgumentError} for anything else.
+ * @example positiveByteSize("16MiB") // → 16777216
+ */
+export function positiveByteSize(value: string): number {
+  const bytes = byteSize(value);
+  if (bytes === 0)
+    throw new InvalidArgumentError(`expected a size of at least 1 byte, got "${value}"`);
+  return bytes;
 }
 
 /**

@@ -1,8 +1,6 @@
 import { InvalidArgumentError, Option } from "commander";
-import { readFileSync } from "node:fs";
 import { corsOrigin } from "../api/cors.js";
 import { isLoopbackName } from "../api/host.js";
-import { checkAdminToken } from "../console/plugin.js";
 import type { DebiasMode } from "../decision/decide.js";
 import {
   DEFAULT_ENGINE_DEADLINE_MS,
@@ -15,9 +13,11 @@ import { DEFAULT_MODEL } from "../models/catalogue.js";
 import {
   byteSize,
   milliseconds,
+  millisecondsFrom,
   oneOf,
   onOff,
   port,
+  positiveByteSize,
   positiveInt,
   envOption,
   readoutOf,
@@ -25,7 +25,14 @@ import {
   storeOption,
   type ReadoutFlags,
 } from "./options.js";
+import { readAdminToken } from "./admin-token.js";
 import type { ServiceSettings } from "./service-settings.js";
+
+/**
+ * The shortest `--drain-timeout`, ms: its last quarter (at most 1 s, `cutReserveMs` in
+ * ./serve.ts) answers what is still in flight 503 and writes its ledger row.
+ */
+const DRAIN_TIMEOUT_LEAST_MS = 1000;
 
 /**
  * The configuration of `decisiond serve`: its flags, each also read from a `DECISIOND_*`
@@ -200,7 +207,7 @@ export function serveOptions(): Option[] {
       "--body-limit <size>",
       "largest request body, e.g. 16MiB",
       "DECISIOND_BODY_LIMIT",
-      byteSize,
+      positiveByteSize,
     ),
     envOption(
       "--debias <mode>",
@@ -243,7 +250,7 @@ export function serveOptions(): Option[] {
       "--request-timeout <ms>",
       "longest time to receive a request's headers, and then its body, then 408 (default 30000)",
       "DECISIOND_REQUEST_TIMEOUT",
-      milliseconds,
+      millisecondsFrom(1, "without one a client could hold a connection open forever"),
     ),
     new Option(
       "--cors-origin <origins>",
@@ -263,7 +270,10 @@ export function serveOptions(): Option[] {
       "--drain-timeout <ms>",
       "on SIGTERM, how long requests in flight may take to finish before the process exits anyway; decisions still running with its last quarter (at most 1 s) left are answered 503 and recorded",
       "DECISIOND_DRAIN_TIMEOUT",
-      milliseconds,
+      millisecondsFrom(
+        DRAIN_TIMEOUT_LEAST_MS,
+        "what is still in flight at its end is answered 503 and recorded, which takes time",
+      ),
     ).default(30_000),
     envOption(
       "--admin-token-file <path>",
@@ -281,7 +291,7 @@ export function serveOptions(): Option[] {
       "--engine-deadline <ms>",
       "with --engine: longest time one HTTP call to an engine may take; past it another engine takes the request, or 503",
       "DECISIOND_ENGINE_DEADLINE",
-      milliseconds,
+      millisecondsFrom(1),
     ).default(DEFAULT_ENGINE_DEADLINE_MS),
   ];
 }
@@ -305,9 +315,8 @@ export function toServeConfig(
     service: {
       host: flags.host,
       port: flags.port,
-      // 0 leaves the app's default, as for a flag not given.
-      bodyLimit: flags.bodyLimit || undefined,
-      requestTimeoutMs: flags.requestTimeout || undefined,
+      bodyLimit: flags.bodyLimit,
+      requestTimeoutMs: flags.requestTimeout,
       corsOrigins: flags.corsOrigin,
       queueCapacity: flags.queue,
       deadlineMs: flags.deadline,
@@ -372,28 +381,4 @@ export function checkAuthHost(flags: Pick<ServeFlags, "auth" | "host" | "corsOri
       "--cors-origin * is not allowed with --auth off: any web page the browser opens could use " +
         "the service without a key; name the origins that may (e.g. http://localhost:5173)",
     );
-}
-
-/**
- * The console's admin token: the content of `--admin-token-file` (one trailing newline dropped),
- * else `DECISIOND_ADMIN_TOKEN`; `undefined` when neither is given (admin sign-in off).
- * @throws Error for an empty `DECISIOND_ADMIN_TOKEN`, an unreadable file or a weak token (see {@link checkAdminToken}).
- */
-export function readAdminToken(
-  flags: Pick<ServeFlags, "adminTokenFile">,
-  env: NodeJS.ProcessEnv = process.env,
-): string | undefined {
-  let token: string | undefined;
-  if (env.DECISIOND_ADMIN_TOKEN === "")
-    throw new Error("DECISIOND_ADMIN_TOKEN is empty: set the token, or leave it unset");
-  if (flags.adminTokenFile !== undefined) {
-    try {
-      token = readFileSync(flags.adminTokenFile, "utf8").replace(/\r?\n$/, "");
-    } catch (error) {
-      throw new Error(
-        `cannot read the admin token file ${flags.adminTokenFile}: ${(error as Error).message}`,
-      );
-    }
-  } else if (env.DECISIOND_ADMIN_TOKEN) token = env.DECISIOND_ADMIN_TOKEN;
-  return token === undefined ? undefined : checkAdminToken(token);
 }

@@ -3,7 +3,7 @@ import { ALLOWANCE_PERIODS, type AllowancePeriod } from "../accounts/allowance.j
 import type { AccountUsage } from "../accounts/store.js";
 import { allowanceView } from "../console/views.js";
 import { err, isoTime, out, table, time, withStore } from "./keys.js";
-import { storeOption } from "./options.js";
+import { digits, storeOption } from "./options.js";
 
 /**
  * `decisiond usage [--account NAME]` (calls and tokens from the ledger, and each allowance) and
@@ -164,8 +164,8 @@ export function registerUsageCommands(program: Command): void {
 }
 
 function positiveIntOrZero(value: string): number {
-  const n = Number(value);
-  if (!Number.isSafeInteger(n) || n < 0)
+  const n = digits(value);
+  if (n === undefined)
     throw new InvalidArgumentError(`expected a whole number ≥ 0, got "${value}"`);
   return n;
 }
