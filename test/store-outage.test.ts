@@ -23,12 +23,15 @@ const urls: string[] = [];
 let model: StubModel;
 /** While set, calls wait in the model until it resolves. */
 let hold: Promise<void> | undefined;
+/** Called as each call enters the model. */
+let entered: (() => void) | undefined;
 
 beforeAll(async () => {
   postgres = await startPostgres();
   const url = await postgres.createDatabase("outage");
   model = new StubModel();
   model.impl = async (request) => {
+    entered?.();
     await new Promise((resolve) => setTimeout(resolve, 10));
     await hold;
     return stubAnswer(request);
@@ -227,6 +230,59 @@ describe("PostgreSQL that stops answering", () => {
       relay.thaw();
       await expect.poll(async () => (await call()).status, { timeout: 30_000 }).toBe(200);
     } finally {
+      await app.close();
+      await store.close().catch(() => {});
+      relay.close();
+    }
+  }, 120_000);
+
+  it("voids a ledger row that commits after its call was answered 503", async () => {
+    // An outside probe (/work/runs/probe33, F2): PostgreSQL paused (not refusing) while a call's
+    // row was written; the client got 503 store_unavailable after the store's 5 s wait, and the
+    // row, still in the database's socket, committed as 200 once it went on: charged, unanswered.
+    const name = "late-commit";
+    await postgres.createDatabase(name);
+    const relay = await relayTo(postgres.port);
+    const store = await PostgresStore.open(`${relay.url}${name}`, {
+      keepaliveSeconds: 1,
+      serving: true,
+    });
+    const app = await buildApp({
+      models: [model],
+      gate: accountGate(new Admission(store)),
+      logger: false,
+    });
+    try {
+      const url = await app.listen({ host: "127.0.0.1", port: 0 });
+      const { key } = await store.createKey("late-account");
+      const call = () =>
+        postJson(`${url}/v1/systemone`, REQUEST, { authorization: `Bearer ${key}` });
+      expect((await call()).status).toBe(200);
+      // The call is admitted (its store work done) and in the model when the database stops.
+      let release!: () => void;
+      hold = new Promise((resolve) => (release = resolve));
+      const inModel = new Promise<void>((resolve) => (entered = resolve));
+      const refused = call();
+      await inModel;
+      entered = undefined;
+      relay.freeze();
+      release();
+      hold = undefined;
+      const reply = await refused;
+      expect(reply.status).toBe(503);
+      expect(reply.body?.detail?.error_type).toBe("store_unavailable");
+      expect(store.ledger.pending).toBe(1);
+      relay.thaw();
+      // The row lands (the INSERT was in the relay) and is then voided: 503, no tokens.
+      await expect.poll(() => store.ledger.pending, { timeout: 30_000, interval: 200 }).toBe(0);
+      const rows = await store.calls("late-account");
+      expect(rows.map((row) => row.status)).toEqual([200, 503]);
+      expect(rows[1]).toMatchObject({ inputTokens: 0, outputTokens: 0 });
+      expect(rows[0]!.inputTokens).toBeGreaterThan(0);
+      expect((await call()).status).toBe(200);
+    } finally {
+      hold = undefined;
+      entered = undefined;
       await app.close();
       await store.close().catch(() => {});
       relay.close();

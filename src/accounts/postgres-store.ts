@@ -1,6 +1,7 @@
 import type pg from "pg";
 import { allowanceWindow, type Allowance } from "./allowance.js";
 import { apiKeyPrefix, generateApiKey, hashApiKey } from "./keys.js";
+import { PostgresLedger } from "./postgres-ledger.js";
 import {
   allowanceStateOf,
   checkAccountName,
@@ -9,8 +10,6 @@ import {
   exceedsAllowance,
   KEY_SELECT,
   keyLookup,
-  LEDGER_COLUMNS,
-  ledgerValues,
   reservationTimes,
   rowWithHash,
   storeErrors,
@@ -84,6 +83,8 @@ export class PostgresStore implements AccountStore {
   private readonly now: () => number;
   /** Connections holding an account lock, closed by {@link close}. */
   private readonly held = new Set<pg.PoolClient>();
+  /** Ledger writes, and the voiding of those the database did not answer. */
+  readonly ledger: PostgresLedger;
 
   private constructor(
     private readonly pool: pg.Pool,
@@ -92,6 +93,7 @@ export class PostgresStore implements AccountStore {
     options: StoreOptions,
   ) {
     this.now = options.now ?? Date.now;
+    this.ledger = new PostgresLedger(pool);
   }
 
   /**
@@ -146,6 +148,7 @@ export class PostgresStore implements AccountStore {
   async close(): Promise<void> {
     for (const client of this.held) client.release(true);
     this.held.clear();
+    this.ledger.close();
     await Promise.all([this.pool.end(), this.lockPool.end()]);
   }
 
@@ -275,16 +278,9 @@ export class PostgresStore implements AccountStore {
     await this.pool.query("UPDATE api_keys SET last_used_at = $1 WHERE id = $2", [this.now(), id]);
   }
 
-  async recordCall(row: UsageRow, reservationId?: number): Promise<void> {
-    const insert = `INSERT INTO usage (${LEDGER_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`;
-    if (reservationId === undefined) {
-      await this.pool.query(insert, ledgerValues(row));
-      return;
-    }
-    await transaction(this.pool, async (client) => {
-      await client.query(insert, ledgerValues(row));
-      await client.query("DELETE FROM reservations WHERE id = $1", [reservationId]);
-    });
+  /** @see PostgresLedger.record: a write the database did not answer is voided if it lands. */
+  recordCall(row: UsageRow, reservationId?: number): Promise<void> {
+    return this.ledger.record(row, reservationId);
   }
 
   async calls(accountName: string): Promise<UsageRow[]> {
