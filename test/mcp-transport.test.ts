@@ -98,10 +98,59 @@ describe("the MCP stdio transport", () => {
     const { t, input, messages, closed } = transport();
     await t.start();
     await expect(t.start()).rejects.toThrow(/already started/);
-    input.end(JSON.stringify(PING));
+    input.end(JSON.stringify({ jsonrpc: "2.0", method: "notifications/initialized" }));
     await new Promise((resolve) => setImmediate(resolve));
-    expect(messages).toEqual([PING]);
+    expect(messages).toHaveLength(1);
     expect(closed()).toBe(true);
+  });
+
+  it("closes an ended input once its requests are answered or cancelled", async () => {
+    // probe33: `printf '<tools/call>\n' | decisiond mcp` closed at once, the call never made.
+    const { t, input, messages, closed, answers } = transport();
+    await t.start();
+    input.write(JSON.stringify(PING) + "\n" + JSON.stringify({ ...PING, id: "two" }) + "\n");
+    input.end();
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(messages).toHaveLength(2);
+    expect(closed()).toBe(false);
+    await t.send({ jsonrpc: "2.0", id: 1, result: {} });
+    expect(closed()).toBe(false);
+    await t.send({ jsonrpc: "2.0", id: "two", result: {} });
+    expect(closed()).toBe(true);
+    expect(answers().map((a) => a.id)).toEqual([1, "two"]);
+
+    const other = transport();
+    await other.t.start();
+    other.input.write(JSON.stringify(PING) + "\n");
+    const cancel = { jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: 1 } };
+    other.input.end(JSON.stringify(cancel) + "\n");
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(other.closed()).toBe(true);
+  });
+
+  it("refuses a request whose params do not fit its method: −32602 and where", async () => {
+    // probe33: the SDK answered these −32603 with its validator's whole report.
+    const { t, input, messages, answers } = transport();
+    await t.start();
+    const call = { jsonrpc: "2.0", method: "tools/call" };
+    input.write(
+      JSON.stringify({ ...call, id: 3, params: { name: "decide", arguments: "str" } }) + "\n",
+    );
+    input.write(JSON.stringify({ ...call, id: 4 }) + "\n");
+    input.write(
+      JSON.stringify({ ...call, id: 5, params: { name: "decide", arguments: {} } }) + "\n",
+    );
+    input.write(JSON.stringify({ jsonrpc: "2.0", id: 6, method: "no/such", params: {} }) + "\n");
+    const got = answers();
+    expect(got.map((a) => [a.id, a.error.code])).toEqual([
+      [3, -32602],
+      [4, -32602],
+    ]);
+    expect(got[0]!.error.message).toMatch(/^Invalid params: params\.arguments of tools\/call: /);
+    expect(got[1]!.error.message).toMatch(/^Invalid params: params of tools\/call: /);
+    for (const answer of got) expect(answer.error.message).not.toContain("\n");
+    // A call that fits, and a method the SDK answers itself (−32601), are handed on.
+    expect(messages.map((m) => (m as { id: unknown }).id)).toEqual([5, 6]);
   });
 
   it("answers neither a notification nor a client's response it cannot use", async () => {

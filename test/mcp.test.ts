@@ -1,6 +1,8 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { spawn } from "node:child_process";
+import { once } from "node:events";
 import { existsSync } from "node:fs";
 import { chmod, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { createServer, type Server } from "node:http";
@@ -344,5 +346,77 @@ describe("decisiond mcp against a fake server", () => {
       await session.close();
       await rm(keyFile);
     }
+  });
+
+  it("refuses __proto__ as a question or option id, as the API does, without a request", async () => {
+    // probe33: the record dropped it, and the call went out with no questions (a 422 for 0).
+    requests = 0;
+    const session = await openSession(env);
+    try {
+      for (const [questions, said] of [
+        ['{"__proto__": {"type": "noul", "instructions": "Is it?"}}', "a question id"],
+        [
+          '{"q": {"type": "choice", "instructions": "Which?", "criteria": {"__proto__": "x", "b": "y"}}}',
+          "an option id",
+        ],
+      ] as const) {
+        const call = session.client.callTool({
+          name: "decide",
+          arguments: { state: "x", questions: JSON.parse(questions) as unknown },
+        });
+        const message = await call.then(
+          (result) => ((result as CallToolResult).isError ? text(result as CallToolResult) : ""),
+          (error: Error) => error.message,
+        );
+        expect(message).toContain(`"__proto__" cannot be ${said}`);
+      }
+      expect(requests).toBe(0);
+    } finally {
+      await session.close();
+    }
+  });
+
+  it("answers a call piped in before its input ends, then exits", async () => {
+    // probe33: `printf '<tools/call>\n' | decisiond mcp` exited 0 with no answer and no request.
+    requests = 0;
+    const child = spawn(process.execPath, [CLI, "mcp"], { env, stdio: ["pipe", "pipe", "pipe"] });
+    let stdout = "";
+    child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+    const lines = [
+      {
+        jsonrpc: "2.0",
+        id: 1,
+        method: "initialize",
+        params: {
+          protocolVersion: "2025-06-18",
+          capabilities: {},
+          clientInfo: { name: "pipe", version: "0" },
+        },
+      },
+      { jsonrpc: "2.0", method: "notifications/initialized" },
+      {
+        jsonrpc: "2.0",
+        id: 2,
+        method: "tools/call",
+        params: { name: "decide", arguments: { state: "charged twice", questions } },
+      },
+    ];
+    child.stdin.end(lines.map((line) => JSON.stringify(line)).join("\n") + "\n");
+    const [code] = (await once(child, "exit")) as [number | null];
+    expect(code).toBe(0);
+    const answers = stdout
+      .trim()
+      .split("\n")
+      .map(
+        (line) =>
+          JSON.parse(line) as {
+            id: number;
+            result: CallToolResult;
+          },
+      );
+    expect(answers.map((answer) => answer.id)).toEqual([1, 2]);
+    expect(answers[1]!.result.isError).toBe(true);
+    expect(text(answers[1]!.result)).toContain("HTTP 429 concurrency_limit");
+    expect(requests).toBe(1);
   });
 });

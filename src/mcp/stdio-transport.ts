@@ -1,5 +1,9 @@
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import { JSONRPCMessageSchema, type JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
+import {
+  ClientRequestSchema,
+  JSONRPCMessageSchema,
+  type JSONRPCMessage,
+} from "@modelcontextprotocol/sdk/types.js";
 import { JsonBodyScanner, MAX_JSON_VALUES, MAX_SCANNED_DEPTH } from "../protocol/json-scan.js";
 
 /**
@@ -19,6 +23,11 @@ const ENDS_KEPT = 1024;
 /** A JSON-RPC id as a message sends it: a string or a number. */
 type Id = string | number;
 
+/** The SDK's schema of each request a client may send, by its method. */
+const REQUEST_SCHEMAS = new Map<string, (typeof ClientRequestSchema.options)[number]>(
+  ClientRequestSchema.options.map((schema) => [schema.shape.method.value, schema]),
+);
+
 // Why a transport of our own: docs/decisions/114-an-mcp-stdio-transport-that-answers.md
 /**
  * MCP's stdio transport (one JSON-RPC message a line) that answers the requests it cannot use.
@@ -30,11 +39,16 @@ type Id = string | number;
  * - a line over `maxBytes` is dropped as it arrives and answered −32600;
  * - a line past {@link JsonBodyScanner}'s bounds, or one naming a member twice, is refused before
  *   it is parsed: −32600, or −32602 when the name is inside `params`;
- * - a line that is not one JSON-RPC message (a batch, no method, a fractional id) −32600.
+ * - a line that is not one JSON-RPC message (a batch, no method, a fractional id) −32600;
+ * - a request whose params do not fit its method (`tools/call` without a name, `arguments` that
+ *   are not an object) −32602, with the first problem and where it is (the SDK answers −32603
+ *   with its validator's whole report).
  * The answer carries the request's id, found at the top level at either end of the line when the
  * line is not parsed; null when there is none. A notification (no id) or a client's response is
  * never answered: each refusal goes to `onerror`, answered or not. An exception thrown by
- * `onmessage` goes to `onerror` too, and the next line is read.
+ * `onmessage` goes to `onerror` too, and the next line is read. When the input ends with requests
+ * still unanswered, the session closes once they are answered or cancelled, so a client that
+ * writes its calls and closes its end (`printf … | decisiond mcp`) gets their answers.
  * @example
  * ```ts
  * await server.connect(new LineStdioTransport()); // process.stdin and process.stdout
@@ -51,6 +65,10 @@ export class LineStdioTransport implements Transport {
   private dropped: { head: Buffer; tail: Buffer } | undefined;
   private started = false;
   private closed = false;
+  /** Requests handed on and not yet answered (nor cancelled). */
+  private readonly pending = new Set<Id>();
+  /** Whether the input has ended: the session closes when nothing is pending. */
+  private ended = false;
 
   /**
    * @param input - where messages arrive, one a line (default stdin)
@@ -74,14 +92,15 @@ export class LineStdioTransport implements Transport {
   }
 
   /** Writes one message as a line; resolves once the output took it, or closed. */
-  send(message: JSONRPCMessage): Promise<void> {
-    return new Promise((resolve) => {
+  async send(message: JSONRPCMessage): Promise<void> {
+    await new Promise<void>((resolve) => {
       if (this.closed || this.output.write(JSON.stringify(message) + "\n")) resolve();
       else {
         this.output.once("drain", resolve);
         this.output.once("close", resolve);
       }
     });
+    if ("id" in message && !("method" in message)) this.settle(message.id);
   }
 
   async close(): Promise<void> {
@@ -118,11 +137,21 @@ export class LineStdioTransport implements Transport {
     void this.close();
   };
 
-  /** The input ended: a last line without its newline is read, then the session closes. */
+  /**
+   * The input ended: a last line without its newline is read, then the session closes, once the
+   * requests still pending are answered.
+   */
   private readonly onEnd = (): void => {
     if (this.bytes > 0 || this.dropped) this.endLine();
-    void this.close();
+    this.ended = true;
+    if (this.pending.size === 0) void this.close();
   };
+
+  /** A request answered or cancelled: the last one closes an ended session. */
+  private settle(id: unknown): void {
+    if (!this.pending.delete(id as Id)) return;
+    if (this.ended && this.pending.size === 0) void this.close();
+  }
 
   private keep(part: Buffer): void {
     if (part.length === 0) return;
@@ -194,6 +223,15 @@ export class LineStdioTransport implements Transport {
       this.refuse(answerableId(value), JSONRPC_INVALID_REQUEST, `Invalid request: ${what}`, value);
       return;
     }
+    const request = message.data as { method?: string; id?: Id; params?: { requestId?: unknown } };
+    if (request.method !== undefined && request.id !== undefined) {
+      const problem = paramsProblem(request.method, value);
+      if (problem) {
+        this.refuse(request.id, JSONRPC_INVALID_PARAMS, `Invalid params: ${problem}`);
+        return;
+      }
+      this.pending.add(request.id);
+    } else if (request.method === "notifications/cancelled") this.settle(request.params?.requestId);
     try {
       this.onmessage?.(message.data);
     } catch (error) {
@@ -211,6 +249,20 @@ export class LineStdioTransport implements Transport {
     if (this.closed) return;
     this.output.write(JSON.stringify({ jsonrpc: "2.0", id, error: { code, message } }) + "\n");
   }
+}
+
+/**
+ * What is wrong with the params of a request of `method` (`message` as parsed), as one line:
+ * the first problem the SDK's schema finds and where (`params.arguments: …`); undefined when they
+ * fit, or when the method is not one a client sends (the SDK answers that −32601).
+ */
+function paramsProblem(method: string, message: unknown): string | undefined {
+  const parsed = REQUEST_SCHEMAS.get(method)?.safeParse(message);
+  if (!parsed || parsed.success) return undefined;
+  const [issue] = parsed.error.issues;
+  if (!issue) return `the params of ${method} do not fit it`;
+  const where = issue.path.length > 0 ? issue.path.join(".") : "the message";
+  return `${where} of ${method}: ${issue.message}`;
 }
 
 /**
