@@ -190,7 +190,16 @@ describe("a key can never act on another account", () => {
     expect((await store.findKey(created.body.key))?.account.name).toBe("acme");
     const named = await call("POST", "/console/api/keys", key, { account: "acme" });
     expect(named.status).toBe(201);
-    const revoked = await call("POST", `/console/api/keys/${created.body.id}/revoke`, key);
+    // probe33: a body was taken and the key revoked; a 23-digit id was "not in digits".
+    const bodied = await call("POST", `/console/api/keys/${created.body.id}/revoke`, key, { x: 1 });
+    expect(bodied.status).toBe(422);
+    expect(bodied.body.detail[0]).toMatchObject({ loc: ["body"] });
+    expect(bodied.body.detail[0].msg).toContain("takes no body");
+    expect((await store.findKey(created.body.key))?.key.revokedAt).toBeUndefined();
+    const huge = await call("POST", "/console/api/keys/99999999999999999999999/revoke", key);
+    expect(huge.status).toBe(422);
+    expect(huge.body.detail[0].msg).toBe("A key id is at most 9007199254740991");
+    const revoked = await call("POST", `/console/api/keys/${created.body.id}/revoke`, key, {});
     expect(revoked.status).toBe(200);
     expect(revoked.body).toMatchObject({ id: created.body.id, already_revoked: false });
     expect(revoked.body.revoked_at).toBe(new Date(now).toISOString());
@@ -299,10 +308,16 @@ describe("validation", () => {
     await bad("POST", "/console/api/keys/abc/revoke", undefined, ["path", "id"]);
     await bad("POST", "/console/api/keys/0/revoke", undefined, ["path", "id"]);
     // What Number() would read as a key id, but is not one written in digits.
-    for (const id of ["1e3", "0x10", "%207", "1.0", "99999999999999999"])
+    for (const id of ["1e3", "0x10", "%207", "1.0"])
       expect(
         (await bad("POST", `/console/api/keys/${id}/revoke`, undefined, ["path", "id"]))[0]!.msg,
       ).toMatch(/whole number/);
+    // Digits, but more than a key id can be.
+    expect(
+      (
+        await bad("POST", "/console/api/keys/99999999999999999/revoke", undefined, ["path", "id"])
+      )[0]!.msg,
+    ).toBe("A key id is at most 9007199254740991");
     await bad("GET", "/console/api/usage?days=0", undefined, ["query", "days"]);
     await bad("GET", "/console/api/usage?days=367", undefined, ["query", "days"]);
     await bad("GET", "/console/api/usage?days=2.5", undefined, ["query", "days"]);

@@ -4,7 +4,7 @@ import { quoteName } from "../accounts/rows.js";
 import { ApiError, Errors, validationError } from "../protocol/errors.js";
 import { accountInScope, authenticate, keyInScope, type Principal } from "./auth.js";
 import { acceptEmptyJsonBody } from "./no-body.js";
-import { CreateKeyBody, KeyParams, KeysQuery, parseOr422, UsageQuery } from "./schemas.js";
+import { CreateKeyBody, KeyParams, KeysQuery, NoBody, parseOr422, UsageQuery } from "./schemas.js";
 import { accountView, allowanceView, dayViews, keyView } from "./views.js";
 
 /** Who signed in to a console request, and the store their accounts are in. */
@@ -36,7 +36,7 @@ const signedIn = (request: FastifyRequest): ConsoleSession => request.consoleSes
  * | `GET /accounts`              | accounts in scope, with allowance and active key count          |
  * | `GET /keys?account=`         | keys in scope (admin: all, or one account's)                    |
  * | `POST /keys`                 | `{account?, label?}` → 201 the new key, shown this once         |
- * | `POST /keys/:id/revoke`      | revokes a key in scope (no body; an empty JSON one is none)     |
+ * | `POST /keys/:id/revoke`      | revokes a key in scope (no body: empty or `{}`; others are 422) |
  * | `GET /usage?account=&days=`  | calls and tokens per UTC day, totals, allowance left            |
  */
 
@@ -153,6 +153,7 @@ export async function consoleApi(app: FastifyInstance, options: ConsoleApiOption
       bodyless.post("/keys/:id/revoke", async (request) => {
         const { store, principal } = signedIn(request);
         const { id } = parseOr422(KeyParams, request.params, "path");
+        parseOr422(NoBody, request.body, "body");
         await keyInScope(principal, store, id);
         const { record, alreadyRevoked } = await store.revokeKey(id);
         request.log.info(

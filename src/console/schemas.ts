@@ -61,19 +61,26 @@ export const UsageQuery = z.strictObject({
     .default(DEFAULT_USAGE_DAYS),
 });
 
+/** The body of a route that takes none: absent, empty, or `{}`. */
+export const NoBody = z.strictObject(
+  {},
+  { error: "This route takes no body: send none (an empty one, or {}, is none)" },
+);
+
 /** `/console/api/keys/:id/…`. */
 export const KeyParams = z.strictObject({
   // Digits only: `Number()` would also read `1e3`, `0x10` or ` 7` as a key id.
   id: z
     .string()
-    .regex(/^[0-9]{1,16}$/, "A key id is a whole number ≥ 1, in digits")
+    .regex(/^[0-9]+$/, "A key id is a whole number ≥ 1, in digits")
+    .max(16, `A key id is at most ${Number.MAX_SAFE_INTEGER}`)
     .transform(Number)
     .pipe(
       z
         .number()
         .int("A key id is a whole number")
         .positive("A key id is a whole number ≥ 1")
-        .max(Number.MAX_SAFE_INTEGER, "A key id is a whole number ≥ 1, in digits"),
+        .max(Number.MAX_SAFE_INTEGER, `A key id is at most ${Number.MAX_SAFE_INTEGER}`),
     ),
 });
 
