@@ -1,5 +1,6 @@
 import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
+import { Writable } from "node:stream";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { SqliteStore } from "../src/accounts/sqlite-store.js";
@@ -64,6 +65,32 @@ async function call(
 }
 
 describe("console sign-in", () => {
+  it("logs a wrong admin token at warn, and nothing of the token", async () => {
+    // probe33: 300 wrong admin tokens in 2.3 s left only info-level "request completed" lines.
+    const lines: { level: number; msg: string }[] = [];
+    let logged = "";
+    const stream = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        logged += chunk.toString();
+        lines.push(JSON.parse(chunk.toString()) as { level: number; msg: string });
+        done();
+      },
+    });
+    app = await buildApp({
+      models: [],
+      logger: { level: "info", stream },
+      mounts: [consoleMount({ store, adminToken: ADMIN, now: () => now })],
+    });
+    const guess = `wrong-${"x".repeat(30)}`;
+    expect((await call("GET", "/console/api/session", guess)).status).toBe(401);
+    expect((await call("GET", "/console/api/session", `dsk_${"y".repeat(40)}`)).status).toBe(401);
+    expect((await call("GET", "/console/api/session", ADMIN)).status).toBe(200);
+    const warned = lines.filter((line) => line.level === 40).map((line) => line.msg);
+    expect(warned).toEqual(["console: a wrong admin token was refused"]);
+    expect(logged).not.toContain(guess);
+    expect(logged).not.toContain(ADMIN);
+  });
+
   it("tells what sign-in the server offers, without a credential", async () => {
     await start();
     expect((await call("GET", "/console/api/config")).body).toEqual({

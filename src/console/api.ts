@@ -73,10 +73,17 @@ export async function consoleApi(app: FastifyInstance, options: ConsoleApiOption
     signed.decorateRequest("consoleSession", null);
     signed.addHook("onRequest", async (request) => {
       if (!store) throw new ApiError(Errors.accountsOff);
-      request.consoleSession = {
+      const principal = await authenticate(request.headers.authorization, {
         store,
-        principal: await authenticate(request.headers.authorization, { store, adminToken }),
-      };
+        adminToken,
+      }).catch((error: unknown) => {
+        // A wrong admin token is logged at warn, for an operator to alert on guessing (the
+        // token is at least 24 characters; nothing throttles here).
+        if (error instanceof ApiError && error.spec === Errors.invalidCredential)
+          request.log.warn({ remote: request.ip }, "console: a wrong admin token was refused");
+        throw error;
+      });
+      request.consoleSession = { store, principal };
     });
 
     signed.get("/session", async (request) => {
