@@ -19,6 +19,8 @@ import { Command } from "commander";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import yazl from "yazl";
 import { registerPullCommand } from "../src/cli/pull.js";
+import { resolveAdapter } from "../src/models/adapters.js";
+import { checkGgufFile } from "../src/models/gguf-file.js";
 import {
   CATALOGUE,
   DEFAULT_MODEL,
@@ -641,5 +643,33 @@ describe("decisiond pull", () => {
     }
     expect(stderr).toContain('unknown model "nope"');
     for (const e of CATALOGUE) expect(stderr).toContain(e.name);
+  });
+});
+
+describe("a model, adapter or projector given by path", () => {
+  it("is checked to be a GGUF file, named in the message, its content never quoted", async () => {
+    // probe33: `--model /etc/passwd` said only: Invalid GGUF magic. Expected "GGUF" but got "root".
+    const dir = await mkdtemp(join(tmpdir(), "decisiond-gguf-"));
+    try {
+      const text = join(dir, "passwd");
+      await writeFile(text, "root:x:0:0:root:/root:/bin/bash\n");
+      const short = join(dir, "short.gguf");
+      await writeFile(short, "GG");
+      const good = join(dir, "good.gguf");
+      await writeFile(good, Buffer.concat([Buffer.from("GGUF"), Buffer.alloc(20)]));
+      expect(() => checkGgufFile(text, "model")).toThrow(
+        `model file ${text} is not a GGUF file: it does not start with "GGUF"`,
+      );
+      expect(() => checkGgufFile(text, "model")).not.toThrow(/root/);
+      expect(() => checkGgufFile(short, "adapter")).toThrow(/adapter file .* is not a GGUF file/);
+      expect(() => checkGgufFile(dir, "projector")).toThrow(`projector file ${dir} is a directory`);
+      expect(() => checkGgufFile(join(dir, "none.gguf"), "model")).toThrow(
+        `no such model file: ${join(dir, "none.gguf")}`,
+      );
+      expect(() => checkGgufFile(good, "model")).not.toThrow();
+      expect(() => resolveAdapter(text, undefined)).toThrow(/adapter file .* is not a GGUF file/);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });

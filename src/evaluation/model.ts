@@ -2,6 +2,7 @@ import { existsSync } from "node:fs";
 import { basename, resolve } from "node:path";
 import { DEFAULT_MODEL, findModel } from "../models/catalogue.js";
 import { adapterProfileId, resolveAdapter } from "../models/adapters.js";
+import { checkGgufFile } from "../models/gguf-file.js";
 import { ensureModel } from "../models/pull.js";
 
 /** A model file to evaluate and the id its calibration profile is filed under. */
@@ -28,7 +29,7 @@ export async function resolveModel(
   const local = existsSync(nameOrPath) || nameOrPath.endsWith(".gguf");
   if (local) {
     const modelPath = resolve(nameOrPath);
-    if (!existsSync(modelPath)) throw new Error(`no such model file: ${modelPath}`);
+    checkGgufFile(modelPath, "model");
     return withAdapter(
       { modelPath, modelId: basename(modelPath).replace(/\.gguf$/i, "") },
       resolveAdapter(adapter, undefined),

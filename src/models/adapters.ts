@@ -2,6 +2,7 @@ import { existsSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { CatalogueEntry } from "./catalogue.js";
+import { checkGgufFile } from "./gguf-file.js";
 
 /** The folder of the adapters shipped with decisiond (`adapters/` at the package root). */
 export function adaptersDir(): string {
@@ -14,7 +15,7 @@ export function adaptersDir(): string {
  * @param entry - the model's catalogue entry; absent for a model given by path
  * @returns the adapter's absolute path, or `undefined` for none (the flag said so, or the model
  *   has no shipped adapter)
- * @throws {@link Error} when the flag names a file that does not exist
+ * @throws {@link Error} when the flag names a file that does not exist or is not a GGUF file
  * @example resolveAdapter(undefined, findModel("smollm2-135m-instruct")) // → ".../adapters/smollm2-135m-instruct.decision.gguf"
  */
 export function resolveAdapter(
@@ -24,7 +25,7 @@ export function resolveAdapter(
   if (flag === "none") return undefined;
   if (flag !== undefined) {
     const path = resolve(flag);
-    if (!existsSync(path)) throw new Error(`no such adapter file: ${path}`);
+    checkGgufFile(path, "adapter");
     return path;
   }
   if (!entry?.adapter) return undefined;

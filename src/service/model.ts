@@ -9,6 +9,7 @@ import { openVisionEngine } from "../engine/vision/index.js";
 import type { MediaOptions } from "../media/request.js";
 import { DEFAULT_VIDEO_FRAMES, DEFAULT_VIDEO_MAX_SECONDS } from "../media/video.js";
 import { resolveAdapter } from "../models/adapters.js";
+import { checkGgufFile } from "../models/gguf-file.js";
 import { mergedModelFile } from "../models/merge-adapter.js";
 import { CATALOGUE, DEFAULT_MODEL, findModel, type CatalogueEntry } from "../models/catalogue.js";
 import { ensureEntry, ensureModel } from "../models/pull.js";
@@ -134,7 +135,8 @@ export interface ModelFiles {
 /**
  * The files of `--model`, `--mmproj` and `--adapter`, pulling a catalogue model (and its
  * projector) when it is not cached.
- * @throws Error for an unknown model name, or a model or projector file that does not exist.
+ * @throws Error for an unknown model name, or a model or projector file that does not exist or
+ *   is not a GGUF file.
  */
 export async function modelFiles(config: ServeConfig): Promise<ModelFiles> {
   const local = existsSync(config.model) || config.model.endsWith(".gguf");
@@ -147,14 +149,13 @@ export async function modelFiles(config: ServeConfig): Promise<ModelFiles> {
   const modelPath = local
     ? resolve(config.model)
     : await ensureModel(config.model, { progress: true });
-  if (local && !existsSync(modelPath)) throw new Error(`no such model file: ${modelPath}`);
+  if (local) checkGgufFile(modelPath, "model");
   const mmprojPath = config.mmproj
     ? resolve(config.mmproj)
     : entry?.mmproj
       ? await ensureEntry(entry.mmproj, { progress: true })
       : undefined;
-  if (mmprojPath && !existsSync(mmprojPath))
-    throw new Error(`no such projector file: ${mmprojPath}`);
+  if (mmprojPath && config.mmproj) checkGgufFile(mmprojPath, "projector");
   return { modelPath, mmprojPath, adapterPath: resolveAdapter(config.adapter, entry), entry };
 }
 
