@@ -175,7 +175,7 @@ describe("the MCP stdio transport", () => {
   });
 
   it("goes on reading when a message's handler throws", async () => {
-    const { t, input, errors } = transport();
+    const { t, input, errors, closed } = transport();
     const seen: unknown[] = [];
     t.onmessage = (m) => {
       seen.push(m);
@@ -185,5 +185,11 @@ describe("the MCP stdio transport", () => {
     input.write(JSON.stringify(PING) + "\n" + JSON.stringify({ ...PING, id: 2 }) + "\n");
     expect(seen).toHaveLength(2);
     expect(errors).toEqual(["handler failed"]);
+    // The request whose handler threw is not waited for; the other one is.
+    input.end();
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(closed()).toBe(false);
+    await t.send({ jsonrpc: "2.0", id: 2, result: {} });
+    expect(closed()).toBe(true);
   });
 });

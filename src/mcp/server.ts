@@ -284,7 +284,8 @@ export function createMcpServer(options: McpServerOptions = {}): McpServer {
 }
 
 /**
- * Runs {@link createMcpServer} on stdin/stdout until stdin closes. Writes one line to stderr when
+ * Runs {@link createMcpServer} on stdin/stdout until stdin closes and the calls it sent are
+ * answered (LineStdioTransport, at most `ENDED_GRACE_MS` more). Writes one line to stderr when
  * the client configuration is already known to be bad (the calls will report it too).
  * @returns when the transport closes.
  */
@@ -303,7 +304,8 @@ export async function runMcpStdio(options: McpServerOptions = {}): Promise<void>
     transport.onclose = () => resolve();
   });
   await server.connect(transport);
-  // The MCP spec ends a stdio session by closing the server's stdin: the transport closes then.
+  // The MCP spec ends a stdio session by closing the server's stdin: the transport closes then,
+  // once the requests it handed on are answered.
   await closed;
   await server.close();
 }

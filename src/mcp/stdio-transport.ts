@@ -17,6 +17,12 @@ export const JSONRPC_PARSE_ERROR = -32700;
 export const JSONRPC_INVALID_REQUEST = -32600;
 export const JSONRPC_INVALID_PARAMS = -32602;
 
+/**
+ * Longest wait, after the input ends, for the requests still pending to be answered, ms: a piped
+ * call gets its answer; a client that left does not keep the process for ever.
+ */
+export const ENDED_GRACE_MS = 5 * 60_000;
+
 /** Bytes kept of each end of a line too long to read, to find its id in. */
 const ENDS_KEPT = 1024;
 
@@ -47,8 +53,9 @@ const REQUEST_SCHEMAS = new Map<string, (typeof ClientRequestSchema.options)[num
  * line is not parsed; null when there is none. A notification (no id) or a client's response is
  * never answered: each refusal goes to `onerror`, answered or not. An exception thrown by
  * `onmessage` goes to `onerror` too, and the next line is read. When the input ends with requests
- * still unanswered, the session closes once they are answered or cancelled, so a client that
- * writes its calls and closes its end (`printf … | decisiond mcp`) gets their answers.
+ * still unanswered, the session closes once they are answered or cancelled (at most
+ * {@link ENDED_GRACE_MS} later), so a client that writes its calls and closes its end
+ * (`printf … | decisiond mcp`) gets their answers.
  * @example
  * ```ts
  * await server.connect(new LineStdioTransport()); // process.stdin and process.stdout
@@ -65,8 +72,8 @@ export class LineStdioTransport implements Transport {
   private dropped: { head: Buffer; tail: Buffer } | undefined;
   private started = false;
   private closed = false;
-  /** Requests handed on and not yet answered (nor cancelled). */
-  private readonly pending = new Set<Id>();
+  /** Requests handed on and not yet answered (nor cancelled), by id: how many with that id. */
+  private readonly pending = new Map<Id, number>();
   /** Whether the input has ended: the session closes when nothing is pending. */
   private ended = false;
 
@@ -145,11 +152,16 @@ export class LineStdioTransport implements Transport {
     if (this.bytes > 0 || this.dropped) this.endLine();
     this.ended = true;
     if (this.pending.size === 0) void this.close();
+    // The client is gone: what it asked for last gets a bounded time to be answered.
+    else setTimeout(() => void this.close(), ENDED_GRACE_MS).unref();
   };
 
   /** A request answered or cancelled: the last one closes an ended session. */
   private settle(id: unknown): void {
-    if (!this.pending.delete(id as Id)) return;
+    const count = this.pending.get(id as Id);
+    if (count === undefined) return;
+    if (count > 1) this.pending.set(id as Id, count - 1);
+    else this.pending.delete(id as Id);
     if (this.ended && this.pending.size === 0) void this.close();
   }
 
@@ -230,11 +242,13 @@ export class LineStdioTransport implements Transport {
         this.refuse(request.id, JSONRPC_INVALID_PARAMS, `Invalid params: ${problem}`);
         return;
       }
-      this.pending.add(request.id);
+      this.pending.set(request.id, (this.pending.get(request.id) ?? 0) + 1);
     } else if (request.method === "notifications/cancelled") this.settle(request.params?.requestId);
     try {
       this.onmessage?.(message.data);
     } catch (error) {
+      // Not handed on after all: nothing will answer it.
+      if (request.method !== undefined && request.id !== undefined) this.settle(request.id);
       this.onerror?.(error instanceof Error ? error : new Error(String(error)));
     }
   }
