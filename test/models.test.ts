@@ -660,7 +660,7 @@ describe("a model, adapter or projector given by path", () => {
       expect(() => checkGgufFile(text, "model")).toThrow(
         `model file ${text} is not a GGUF file: it does not start with "GGUF"`,
       );
-      expect(() => checkGgufFile(text, "model")).not.toThrow(/root/);
+      expect(() => checkGgufFile(text, "model")).not.toThrow(/root:x/);
       expect(() => checkGgufFile(short, "adapter")).toThrow(/adapter file .* is not a GGUF file/);
       expect(() => checkGgufFile(dir, "projector")).toThrow(`projector file ${dir} is a directory`);
       expect(() => checkGgufFile(join(dir, "none.gguf"), "model")).toThrow(

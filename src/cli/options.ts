@@ -26,7 +26,7 @@ export function digits(value: string): number | undefined {
 export function positiveInt(value: string): number {
   const n = digits(value);
   if (n === undefined || n <= 0)
-    throw new InvalidArgumentError(`expected a positive integer, got "${value}"`);
+    throw new InvalidArgumentError(`expected a positive integer in digits, got "${value}"`);
   return n;
 }
 
@@ -52,7 +52,7 @@ export function millisecondsFrom(least: number, why?: string): (value: string) =
     const n = digits(value);
     if (n === undefined || n < least || n > LONGEST_TIMER_MS)
       throw new InvalidArgumentError(
-        `expected milliseconds from ${least} to ${LONGEST_TIMER_MS} (24.8 days, the longest ` +
+        `expected milliseconds in digits, from ${least} to ${LONGEST_TIMER_MS} (24.8 days, the longest ` +
           `timer Node keeps)${why ? `; ${why}` : ""}, got "${value}"`,
       );
     return n;
@@ -78,7 +78,7 @@ export function trieTolerance(value: string): number {
 export function port(value: string): number {
   const n = digits(value);
   if (n === undefined || n > 65535)
-    throw new InvalidArgumentError(`expected a port 0-65535, got "${value}"`);
+    throw new InvalidArgumentError(`expected a port 0-65535 in digits, got "${value}"`);
   return n;
 }
 

@@ -16,6 +16,7 @@ export function checkGgufFile(path: string, what: string): void {
   try {
     const stat = statSync(path);
     if (stat.isDirectory()) throw new Error(`${what} file ${path} is a directory`);
+    if (!stat.isFile()) throw new Error(`${what} file ${path} is not a regular file`);
     size = stat.size;
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === "ENOENT")
