@@ -201,22 +201,28 @@ async function relayTo(
   };
 }
 
+/** A serving store on database `name` reached through a {@link relayTo}, and an app on it. */
+async function behindRelay(name: string) {
+  await postgres.createDatabase(name);
+  const relay = await relayTo(postgres.port);
+  const store = await PostgresStore.open(`${relay.url}${name}`, {
+    keepaliveSeconds: 1,
+    serving: true,
+  });
+  const app = await buildApp({
+    models: [model],
+    gate: accountGate(new Admission(store)),
+    logger: false,
+  });
+  const url = await app.listen({ host: "127.0.0.1", port: 0 });
+  return { relay, store, app, url };
+}
+
 describe("PostgreSQL that stops answering", () => {
   it("refuses a call with 503 + Retry-After while it is stuck, and answers again after", async () => {
     const name = "stuck";
-    await postgres.createDatabase(name);
-    const relay = await relayTo(postgres.port);
-    const store = await PostgresStore.open(`${relay.url}${name}`, {
-      keepaliveSeconds: 1,
-      serving: true,
-    });
-    const app = await buildApp({
-      models: [model],
-      gate: accountGate(new Admission(store)),
-      logger: false,
-    });
+    const { relay, store, app, url } = await behindRelay(name);
     try {
-      const url = await app.listen({ host: "127.0.0.1", port: 0 });
       const { key } = await store.createKey("stuck-account");
       const call = () =>
         postJson(`${url}/v1/systemone`, REQUEST, { authorization: `Bearer ${key}` });
@@ -241,19 +247,8 @@ describe("PostgreSQL that stops answering", () => {
     // row was written; the client got 503 store_unavailable after the store's 5 s wait, and the
     // row, still in the database's socket, committed as 200 once it went on: charged, unanswered.
     const name = "late-commit";
-    await postgres.createDatabase(name);
-    const relay = await relayTo(postgres.port);
-    const store = await PostgresStore.open(`${relay.url}${name}`, {
-      keepaliveSeconds: 1,
-      serving: true,
-    });
-    const app = await buildApp({
-      models: [model],
-      gate: accountGate(new Admission(store)),
-      logger: false,
-    });
+    const { relay, store, app, url } = await behindRelay(name);
     try {
-      const url = await app.listen({ host: "127.0.0.1", port: 0 });
       const { key } = await store.createKey("late-account");
       const call = () =>
         postJson(`${url}/v1/systemone`, REQUEST, { authorization: `Bearer ${key}` });
